@@ -1,0 +1,31 @@
+# Everything bootstraps itself: `make demo` and `make test` work on a fresh clone.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-all bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "dynascope needs $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: a bare range would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/dynascope demo
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -n 2 -q -m ''
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

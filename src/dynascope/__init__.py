@@ -1,0 +1,49 @@
+"""dynascope: see inside torch.compile.
+
+The public API, re-exported here and nowhere else. Names resolve lazily so that `import dynascope`
+stays cheap and analysis works on machines without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import DynascopeError
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # tracing
+    "session": "dynascope.trace.session",
+    "TraceSession": "dynascope.trace.session",
+    "current_session": "dynascope.trace.session",
+    "region": "dynascope.trace.regions",
+    "backend": "dynascope.capture.backend",
+    "compile": "dynascope.capture.backend",
+    # explaining
+    "explain": "dynascope.explain.api",
+    "Explanation": "dynascope.explain.model",
+    "decompile": "dynascope.explain.decompiler",
+    "observe": "dynascope.explain.observer",
+    "why_recompile": "dynascope.explain.api",
+    # analysing
+    "read_trace": "dynascope.analyze.reader",
+    "summarize": "dynascope.analyze.summarize",
+    "Summary": "dynascope.analyze.summary",
+}
+
+__all__ = ["DynascopeError", "__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dynascope' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,59 @@
+"""The `dynascope` command. Each subcommand lives next to the code it drives; this file only dispatches.
+
+Every handler is `main(argv: list[str]) -> int` and builds its own argparse parser with
+`prog="dynascope <name>"`. A DynascopeError anywhere becomes one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .errors import DynascopeError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("dynascope.demo.command", "trace a small ConvNet training loop on synthetic data and summarise it"),
+    "run": ("dynascope.runner", "run a script with every torch.compile traced and explained; write trace, explanation, HTML"),
+    "explain": ("dynascope.explain.command", "run a script and explain what Dynamo did to each compiled function"),
+    "report": ("dynascope.render.command_report", "summarise traces: terminal tables, --json, --csv, --html"),
+    "convert": ("dynascope.render.command_convert", "write Chrome-trace JSON that Perfetto and chrome://tracing open"),
+    "view": ("dynascope.render.command_view", "open a trace in a local viewer"),
+    "diff": ("dynascope.render.command_diff", "compare two traces per op and per layer"),
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: dynascope <command> [options]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `dynascope <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from . import __version__
+
+        print(f"dynascope {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"dynascope: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    try:
+        handler = importlib.import_module(COMMANDS[name][0]).main
+        return int(handler(rest) or 0)
+    except DynascopeError as exc:
+        print(f"dynascope {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"dynascope {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
