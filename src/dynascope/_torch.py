@@ -110,6 +110,41 @@ def lookup_backend(name: str) -> Any:
     return _lookup(name)
 
 
+def add_structured_trace_handler(callback: Any) -> Any:
+    """Receive torch's structured compile log (what TORCH_TRACE/tlparse see) in-process, no file needed.
+
+    `callback(record: dict, payload: str | None)` is called for every record; `record` is torch's
+    metadata dict (its first key names the record: "dynamo_start", "chromium_event",
+    "compilation_metrics", ...; plus frame_id / frame_compile_id / attempt). Returns a function that
+    removes the handler. Several handlers may be installed at once (the logger fans out).
+
+    Private: the "torch.__trace" logger that torch._logging.trace_structured writes to, which emits
+    only while it has a handler (2.2 .. 2.13).
+    """
+    import logging
+
+    require_torch()
+    logger = logging.getLogger("torch.__trace")
+
+    class _Handler(logging.Handler):
+        def emit(self, rec: logging.LogRecord) -> None:
+            metadata = getattr(rec, "metadata", None)
+            if isinstance(metadata, dict):
+                try:
+                    callback(metadata, getattr(rec, "payload", None))
+                except Exception:  # an observer must never break the user's compile
+                    pass
+
+    handler = _Handler(level=logging.DEBUG)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+
+    def remove() -> None:
+        logger.removeHandler(handler)
+
+    return remove
+
+
 # ---------------------------------------------------------------------------------------------
 # Explain side (cache entries, guards, hooks). Owned by the explain package; add accessors below.
 # ---------------------------------------------------------------------------------------------
