@@ -148,3 +148,217 @@ def add_structured_trace_handler(callback: Any) -> Any:
 # ---------------------------------------------------------------------------------------------
 # Explain side (cache entries, guards, hooks). Owned by the explain package; add accessors below.
 # ---------------------------------------------------------------------------------------------
+
+
+def _explain_import(module: str, name: str, piece: str) -> Any:
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise moved(piece, exc) from exc
+
+
+def cache_entries(code: Any) -> list[Any]:
+    """The cache entries of a code object, in the order Dynamo checks them (most recently used first).
+
+    Private: torch._dynamo.eval_frame._debug_get_cache_entry_list (2.1 .. 2.13). Each entry
+    (torch._C._dynamo.eval_frame._CacheEntry) has .code, .compile_id, .guard_manager, .backend.
+    """
+    fn = _explain_import(
+        "torch._dynamo.eval_frame", "_debug_get_cache_entry_list",
+        "torch._dynamo.eval_frame._debug_get_cache_entry_list",
+    )
+    try:
+        return list(fn(code))
+    except TypeError as exc:
+        raise moved("torch._dynamo.eval_frame._debug_get_cache_entry_list(code)", exc) from exc
+
+
+def entry_compile_id(entry: Any) -> str:
+    """The compile id of a cache entry as Dynamo prints it. _CacheEntry.compile_id (2.3 .. 2.13)."""
+    try:
+        return str(entry.compile_id)
+    except AttributeError as exc:
+        raise moved("_CacheEntry.compile_id", exc) from exc
+
+
+def entry_backend_name(entry: Any) -> str | None:
+    """The backend name of a cache entry: _CacheEntry.backend (a torch._TorchCompileWrapper with
+    .compiler_name, or the raw compiler function) (2.6 .. 2.13). None if torch does not record it."""
+    backend = getattr(entry, "backend", None)
+    if backend is None:
+        return None
+    name = getattr(backend, "compiler_name", None)
+    if isinstance(name, str):
+        return name
+    inner = getattr(backend, "compiler_fn", backend)
+    return getattr(inner, "__name__", None) or type(inner).__name__
+
+
+def unwrap_compiled(obj: Any) -> Any:
+    """Undo torch.compile's wrapping: an OptimizedModule gives its original module (._orig_mod), a
+    compiled function gives the user function (._torchdynamo_orig_callable). Returns obj unchanged
+    when it is not wrapped. Private attributes of torch._dynamo.eval_frame (2.0 .. 2.13)."""
+    for _ in range(8):
+        if hasattr(obj, "_orig_mod") and type(obj).__name__ == "OptimizedModule":
+            obj = obj._orig_mod
+            continue
+        inner = getattr(obj, "_torchdynamo_orig_callable", None)
+        if inner is not None and inner is not obj:
+            obj = inner
+            continue
+        break
+    return obj
+
+
+def graph_module_of(compiled_fn: Any) -> Any:
+    """The FX GraphModule behind a `__compiled_fn_N` global, or None when the backend replaced it
+    (aot_eager, inductor). Private: the `_torchdynamo_orig_callable` attribute eval_frame sets on the
+    disabled wrapper; with backend "eager" it is the bound GraphModule.forward (2.0 .. 2.13)."""
+    fx = importlib.import_module("torch.fx")
+    target = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
+    seen = 0
+    while target is not None and seen < 6:
+        seen += 1
+        if isinstance(target, fx.GraphModule):
+            return target
+        owner = getattr(target, "__self__", None)
+        if isinstance(owner, fx.GraphModule):
+            return owner
+        target = getattr(target, "__wrapped__", None)
+    return None
+
+
+def guard_tree(entry: Any) -> list[dict[str, Any]]:
+    """Walk a cache entry's C++ guard tree. Returns one dict per guard manager that has leaf guards, in
+    the tree's order: {"source": "L['a']" | None (root), "depth": int, "guards": [{"kind", "parts",
+    "fail_count"}]}; "parts" are the leaf's verbose code parts, each "check  # user line  # file:line in fn".
+
+    Private: GuardManagerWrapper.root (RootGuardManager), GuardManager.get_leaf_guards /
+    get_child_managers / get_source / fail_count, LeafGuard.verbose_code_parts,
+    RootGuardManager.get_epilogue_lambda_guards (2.4 .. 2.13).
+    """
+    try:
+        root = entry.guard_manager.root
+    except AttributeError as exc:
+        raise moved("_CacheEntry.guard_manager.root (C++ guard tree)", exc) from exc
+    out: list[dict[str, Any]] = []
+
+    def leaves(mgr: Any, extra: list[Any]) -> list[dict[str, Any]]:
+        rows = []
+        for leaf in list(mgr.get_leaf_guards()) + extra:
+            try:
+                parts = list(leaf.verbose_code_parts())
+            except Exception:  # noqa: BLE001 - one odd leaf must not lose the rest
+                parts = []
+            rows.append({"kind": type(leaf).__name__, "parts": parts, "fail_count": None})
+        return rows
+
+    def walk(mgr: Any, depth: int) -> None:
+        try:
+            source = None if depth == 0 else mgr.get_source()
+        except Exception:  # noqa: BLE001
+            source = None
+        extra = []
+        if depth == 0 and hasattr(mgr, "get_epilogue_lambda_guards"):
+            extra = list(mgr.get_epilogue_lambda_guards())
+        rows = leaves(mgr, extra)
+        if rows:
+            try:
+                fails = int(mgr.fail_count())
+            except Exception:  # noqa: BLE001
+                fails = None
+            for row in rows:
+                row["fail_count"] = fails
+            out.append({"source": source, "depth": depth, "guards": rows})
+        for child in mgr.get_child_managers():
+            walk(child, depth + 1)
+
+    try:
+        walk(root, 0)
+    except AttributeError as exc:
+        raise moved("GuardManager.get_leaf_guards/get_child_managers", exc) from exc
+    return out
+
+
+def guard_code_parts(entry: Any) -> list[str]:
+    """Flat guard text of a cache entry: GuardManagerWrapper.code_parts (2.4 .. 2.13). Fallback when the
+    tree walk is unavailable."""
+    try:
+        return list(entry.guard_manager.code_parts)
+    except AttributeError as exc:
+        raise moved("GuardManagerWrapper.code_parts", exc) from exc
+
+
+def check_entry_guards(entry: Any, f_locals: dict[str, Any]) -> tuple[bool, list[str]]:
+    """Evaluate a cache entry's guards on a dict of frame locals without running anything.
+    Returns (passed, failing check descriptions). Private: GuardManagerWrapper.check_verbose ->
+    GuardDebugInfo(result, verbose_code_parts) (2.4 .. 2.13)."""
+    try:
+        info = entry.guard_manager.check_verbose(f_locals)
+    except AttributeError as exc:
+        raise moved("GuardManagerWrapper.check_verbose", exc) from exc
+    return bool(info.result), [str(p) for p in getattr(info, "verbose_code_parts", [])]
+
+
+def guard_fail_reason(entry: Any, f_locals: dict[str, Any]) -> str | None:
+    """torch's own readable reason a cache entry misses these locals ("0/0: tensor 'a' dtype mismatch.
+    expected Float, actual Double"), or None if it would hit. Private:
+    torch._dynamo.guards.get_guard_fail_reason(..., skip_logging=True) (2.6 .. 2.13)."""
+    fn = _explain_import("torch._dynamo.guards", "get_guard_fail_reason", "torch._dynamo.guards.get_guard_fail_reason")
+    try:
+        text = fn(entry.guard_manager, entry.code, f_locals, entry.compile_id, getattr(entry, "backend", None),
+                  skip_logging=True)
+    except TypeError as exc:
+        raise moved("torch._dynamo.guards.get_guard_fail_reason(skip_logging=...)", exc) from exc
+    return text or None
+
+
+def register_bytecode_hook(hook: Any) -> Any:
+    """Call hook(old_code, new_code) for every frame Dynamo compiles (resume functions included); the
+    hook must return None. Returns a function that removes it. Private:
+    torch._dynamo.convert_frame.register_bytecode_hook -> RemovableHandle (2.1 .. 2.13)."""
+    reg = _explain_import("torch._dynamo.convert_frame", "register_bytecode_hook",
+                          "torch._dynamo.convert_frame.register_bytecode_hook")
+    handle = reg(hook)
+    return handle.remove
+
+
+def compilation_metrics() -> list[dict[str, Any]]:
+    """Per-compile records torch keeps in process (deque-limited), as dicts. Private:
+    torch._dynamo.utils.get_compilation_metrics -> [CompilationMetrics dataclass] (2.2 .. 2.13)."""
+    import dataclasses
+
+    fn = _explain_import("torch._dynamo.utils", "get_compilation_metrics", "torch._dynamo.utils.get_compilation_metrics")
+    rows = []
+    for m in fn():
+        if dataclasses.is_dataclass(m):
+            rows.append({f.name: getattr(m, f.name, None) for f in dataclasses.fields(m)})
+        elif isinstance(m, dict):
+            rows.append(dict(m))
+    return rows
+
+
+def guard_failures_for(code: Any) -> list[str]:
+    """The guard-failure reasons torch accumulated for a code object. Private:
+    torch._dynamo.utils.guard_failures (dict code -> [str]) (2.0 .. 2.13)."""
+    failures = _explain_import("torch._dynamo.utils", "guard_failures", "torch._dynamo.utils.guard_failures")
+    return [str(x) for x in failures.get(code, [])]
+
+
+def recompile_limit() -> int | None:
+    """torch._dynamo.config.recompile_limit (2.7 .. 2.13; older: cache_size_limit)."""
+    cfg = importlib.import_module("torch._dynamo.config")
+    for name in ("recompile_limit", "cache_size_limit"):
+        value = getattr(cfg, name, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def is_optimized_module(obj: Any) -> bool:
+    """isinstance(obj, torch._dynamo.eval_frame.OptimizedModule) (2.0 .. 2.13)."""
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+    except ImportError:
+        return type(obj).__name__ == "OptimizedModule"
+    return isinstance(obj, OptimizedModule)
