@@ -1,0 +1,294 @@
+"""Shared formatting for every renderer: number formats and the column layout of each summary table.
+
+Terminal, HTML, JSON and CSV all describe the same Summary tables; the column specs live here so that
+the four agree. Every accessor is defensive: a column the analysis side did not produce is skipped,
+never an error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import polars as pl
+
+
+@dataclass(frozen=True)
+class Col:
+    key: str  # column name in the Summary frame
+    label: str  # header shown to people
+    kind: str = "text"  # text | id | int | us | share | ratio | float
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    attr: str  # Summary attribute
+    title: str
+    cols: tuple[Col, ...]
+    limit_to_top: bool = True  # cut to Summary.top rows when rendering
+
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec(
+        "by_op",
+        "Ops",
+        (
+            Col("name", "op"),
+            Col("cat", "cat"),
+            Col("count", "count", "int"),
+            Col("total_us", "total", "us"),
+            Col("mean_us", "mean", "us"),
+            Col("p50_us", "p50", "us"),
+            Col("p95_us", "p95", "us"),
+            Col("share", "share", "share"),
+        ),
+    ),
+    TableSpec(
+        "by_layer",
+        "Layers",
+        (
+            Col("layer", "layer"),
+            Col("module_type", "module"),
+            Col("count", "ops", "int"),
+            Col("total_us", "total", "us"),
+            Col("forward_us", "forward", "us"),
+            Col("backward_us", "backward", "us"),
+            Col("share", "share", "share"),
+        ),
+    ),
+    TableSpec(
+        "by_phase",
+        "Forward vs backward",
+        (
+            Col("phase", "phase"),
+            Col("count", "ops", "int"),
+            Col("total_us", "total", "us"),
+            Col("share", "share", "share"),
+        ),
+        limit_to_top=False,
+    ),
+    TableSpec(
+        "by_graph",
+        "Compiled graphs",
+        (
+            Col("compile_id", "compile id"),
+            Col("graph", "graph"),
+            Col("phase", "phase"),
+            Col("calls", "calls", "int"),
+            Col("ops_per_call", "ops/call", "float"),
+            Col("total_us", "total", "us"),
+            Col("mean_call_us", "mean/call", "us"),
+        ),
+    ),
+    TableSpec(
+        "by_step",
+        "Steps",
+        (
+            Col("epoch", "epoch", "id"),
+            Col("step", "step", "id"),
+            Col("total_us", "wall", "us"),
+            Col("op_us", "op time", "us"),
+            Col("op_count", "ops", "int"),
+        ),
+    ),
+    TableSpec(
+        "by_process",
+        "Processes",
+        (
+            Col("pid", "pid", "id"),
+            Col("host", "host"),
+            Col("rank", "rank", "id"),
+            Col("events", "events", "int"),
+            Col("op_us", "op time", "us"),
+            Col("compile_us", "compile time", "us"),
+        ),
+    ),
+    TableSpec(
+        "compile_vs_run",
+        "Compile vs run",
+        (
+            Col("kind", "kind"),
+            Col("compile_id", "compile id"),
+            Col("total_us", "total", "us"),
+            Col("share", "share", "share"),
+        ),
+        limit_to_top=False,
+    ),
+)
+
+SPEC_BY_ATTR = {spec.attr: spec for spec in TABLES}
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt_us(value: Any) -> str:
+    """Microseconds for people: 840 µs, 12.3 ms, 4.56 s, 2 min 5 s."""
+    if is_missing(value):
+        return "–"
+    v = float(value)
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    if v < 1000:
+        text = f"{v:.0f} µs" if v >= 10 or v == int(v) else f"{v:.1f} µs"
+    elif v < 1_000_000:
+        text = f"{v / 1000:.3g} ms" if v < 100_000 else f"{v / 1000:.0f} ms"
+    elif v < 60_000_000:
+        text = f"{v / 1e6:.3g} s"
+    else:
+        minutes, seconds = divmod(v / 1e6, 60)
+        text = f"{minutes:.0f} min {seconds:.0f} s"
+    return sign + text
+
+
+def fmt_share(value: Any) -> str:
+    if is_missing(value):
+        return "–"
+    pct = float(value) * 100
+    return f"{pct:.1f}%" if pct >= 0.1 or pct == 0 else "<0.1%"
+
+
+def fmt_int(value: Any) -> str:
+    if is_missing(value):
+        return "–"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def fmt_float(value: Any) -> str:
+    if is_missing(value):
+        return "–"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
+
+
+def fmt_ratio(value: Any) -> str:
+    if is_missing(value):
+        return "–"
+    v = float(value)
+    if math.isinf(v):
+        return "new"
+    return f"{v:.2f}×"
+
+
+def fmt_value(value: Any, kind: str) -> str:
+    if kind == "us":
+        return fmt_us(value)
+    if kind == "share":
+        return fmt_share(value)
+    if kind == "int":
+        return fmt_int(value)
+    if kind == "float":
+        return fmt_float(value)
+    if kind == "ratio":
+        return fmt_ratio(value)
+    if kind == "id":
+        return "–" if is_missing(value) or value == -1 else str(value)
+    if is_missing(value):
+        return "–"
+    if value == "":
+        return "(none)"
+    return str(value)
+
+
+def frame_of(summary: Any, attr: str) -> pl.DataFrame:
+    frame = getattr(summary, attr, None)
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    return pl.DataFrame()
+
+
+def present_cols(frame: pl.DataFrame, cols: Iterable[Col]) -> list[Col]:
+    return [c for c in cols if c.key in frame.columns]
+
+
+def table_rows(summary: Any, spec: TableSpec, limit: int | None = None) -> tuple[list[Col], list[dict], int]:
+    """(columns present, row dicts (possibly cut to `limit`), total row count)."""
+    frame = frame_of(summary, spec.attr)
+    cols = present_cols(frame, spec.cols)
+    n = frame.height
+    if limit is not None and n > limit:
+        frame = frame.head(limit)
+    keys = [c.key for c in cols]
+    rows = frame.select(keys).to_dicts() if keys else []
+    return cols, rows, n
+
+
+def summary_top(summary: Any, default: int = 20) -> int:
+    top = getattr(summary, "top", default)
+    try:
+        top = int(top)
+    except (TypeError, ValueError):
+        top = default
+    return top if top > 0 else default
+
+
+def meta_facts(summary: Any) -> list[tuple[str, str]]:
+    """(label, text) pairs for a header: files, events, ops, span, processes, dropped lines."""
+    meta = getattr(summary, "meta", None) or {}
+    facts: list[tuple[str, str]] = []
+    files = meta.get("files")
+    if isinstance(files, (list, tuple)):
+        facts.append(("files", fmt_int(len(files))))
+    elif files is not None:
+        facts.append(("files", fmt_int(files)))
+    if meta.get("events") is not None:
+        facts.append(("events", fmt_int(meta["events"])))
+    if meta.get("ops") is not None:
+        facts.append(("op events", fmt_int(meta["ops"])))
+    if meta.get("span_us") is not None:
+        facts.append(("span", fmt_us(meta["span_us"])))
+    procs = frame_of(summary, "by_process").height
+    if procs:
+        facts.append(("processes", fmt_int(procs)))
+    if meta.get("dropped_lines"):
+        facts.append(("skipped lines", fmt_int(meta["dropped_lines"])))
+    return facts
+
+
+def meta_files(summary: Any) -> list[str]:
+    meta = getattr(summary, "meta", None) or {}
+    files = meta.get("files")
+    if isinstance(files, (list, tuple)):
+        return [str(f) for f in files]
+    return []
+
+
+def meta_warnings(summary: Any) -> list[str]:
+    meta = getattr(summary, "meta", None) or {}
+    warnings = meta.get("warnings") or []
+    return [str(w) for w in warnings] if isinstance(warnings, (list, tuple)) else [str(warnings)]
+
+
+def phase_totals(summary: Any) -> dict[str, float]:
+    frame = frame_of(summary, "by_phase")
+    if not {"phase", "total_us"} <= set(frame.columns):
+        return {}
+    out: dict[str, float] = {}
+    for row in frame.select("phase", "total_us").iter_rows():
+        if row[0] is not None and row[1] is not None:
+            out[str(row[0])] = out.get(str(row[0]), 0.0) + float(row[1])
+    return out
+
+
+def compile_run_totals(summary: Any) -> tuple[float, float]:
+    """(compile µs, run µs) from compile_vs_run."""
+    frame = frame_of(summary, "compile_vs_run")
+    if not {"kind", "total_us"} <= set(frame.columns):
+        return 0.0, 0.0
+    compile_us = run_us = 0.0
+    for kind, total in frame.select("kind", "total_us").iter_rows():
+        if total is None:
+            continue
+        if kind == "compile":
+            compile_us += float(total)
+        elif kind == "run":
+            run_us += float(total)
+    return compile_us, run_us

@@ -1,0 +1,175 @@
+"""Summaries as rich tables in the terminal.
+
+`render_summary` prints every table; `render_short` prints the compact end-of-run summary that
+`dynascope demo` and `dynascope run` show (top ops, forward vs backward, compile vs run).
+Both stay readable when piped: colour is dropped when the output is not a terminal, tables keep a
+width wide enough for op names, and every cell is plain text (op names are never read as markup).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ._fmt import (
+    SPEC_BY_ATTR,
+    TableSpec,
+    compile_run_totals,
+    fmt_share,
+    fmt_us,
+    fmt_value,
+    meta_facts,
+    meta_warnings,
+    phase_totals,
+    summary_top,
+    table_rows,
+)
+
+__all__ = ["make_console", "render_summary", "render_short", "summary_text", "short_text", "summary_table"]
+
+PIPE_WIDTH = 150
+
+
+def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None) -> Console:
+    """A console that writes to `file` (stdout by default); wide and colourless when not a terminal."""
+    file = file if file is not None else sys.stdout
+    isatty = bool(getattr(file, "isatty", lambda: False)())
+    if width is None and not isatty:
+        try:
+            width = int(os.environ.get("COLUMNS", "")) or PIPE_WIDTH
+        except ValueError:
+            width = PIPE_WIDTH
+    if color is None:
+        color = isatty and "NO_COLOR" not in os.environ
+    return Console(
+        file=file,
+        width=width,
+        force_terminal=True if color else None,
+        no_color=not color,
+        color_system="auto" if color else None,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+    )
+
+
+def _cell(value: Any, kind: str) -> Text:
+    return Text(fmt_value(value, kind))
+
+
+def summary_table(summary: Any, spec: TableSpec, limit: int | None = None) -> Table | None:
+    """One Summary table as a rich Table, or None when the frame is empty."""
+    cols, rows, n = table_rows(summary, spec, limit)
+    if not rows or not cols:
+        return None
+    title = spec.title
+    if limit is not None and n > limit:
+        title += f" (top {limit} of {n:,})"
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in cols:
+        numeric = col.kind != "text"
+        table.add_column(
+            col.label,
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            overflow="ellipsis" if not numeric else "fold",
+            style=None if numeric else ("cyan" if col.key in ("name", "layer") else None),
+            max_width=60 if col.key in ("name", "layer", "graph", "host") else None,
+        )
+    for row in rows:
+        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
+    return table
+
+
+def _header(summary: Any) -> Text:
+    facts = meta_facts(summary)
+    text = Text()
+    text.append("dynascope report", style="bold")
+    if facts:
+        text.append("  ")
+        text.append("  ·  ".join(f"{label} {value}" for label, value in facts))
+    return text
+
+
+def _headline(summary: Any) -> Text | None:
+    """One line: compile vs run and forward vs backward shares."""
+    parts: list[str] = []
+    compile_us, run_us = compile_run_totals(summary)
+    if compile_us or run_us:
+        total = compile_us + run_us
+        parts.append(f"compile {fmt_us(compile_us)} ({fmt_share(compile_us / total)}), run {fmt_us(run_us)}")
+    phases = phase_totals(summary)
+    ptotal = sum(phases.values())
+    if ptotal:
+        order = [p for p in ("forward", "backward", "inference") if p in phases] + sorted(
+            p for p in phases if p not in ("forward", "backward", "inference")
+        )
+        parts.append(", ".join(f"{p} {fmt_us(phases[p])} ({fmt_share(phases[p] / ptotal)})" for p in order))
+    if not parts:
+        return None
+    return Text("  |  ".join(parts))
+
+
+def render_summary(summary: Any, console: Console | None = None, top: int | None = None) -> None:
+    """Print every non-empty table of `summary`: header, compile vs run, phases, ops, layers, graphs, steps, processes."""
+    console = console or make_console()
+    top = top or summary_top(summary)
+    console.print(_header(summary))
+    headline = _headline(summary)
+    if headline is not None:
+        console.print(headline)
+    for warning in meta_warnings(summary):
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    order = ("compile_vs_run", "by_phase", "by_op", "by_layer", "by_graph", "by_step", "by_process")
+    printed = 0
+    for attr in order:
+        spec = SPEC_BY_ATTR[attr]
+        table = summary_table(summary, spec, top if spec.limit_to_top else None)
+        if table is not None:
+            console.print()
+            console.print(table)
+            printed += 1
+    if not printed:
+        console.print("no events to summarise")
+
+
+def render_short(summary: Any, console: Console | None = None, top: int = 5) -> None:
+    """The compact summary printed at the end of `dynascope demo` / `dynascope run`."""
+    console = console or make_console()
+    facts = meta_facts(summary)
+    if facts:
+        console.print(Text("  ·  ".join(f"{label} {value}" for label, value in facts)))
+    headline = _headline(summary)
+    if headline is not None:
+        console.print(headline)
+    table = summary_table(summary, SPEC_BY_ATTR["by_op"], top)
+    if table is not None:
+        table.title = f"Top {min(top, table.row_count)} ops by total time"
+        console.print(table)
+    else:
+        console.print("no op events in the trace")
+
+
+def _to_text(fn, summary: Any, width: int, **kwargs) -> str:
+    import io
+
+    buf = io.StringIO()
+    fn(summary, make_console(buf, width=width, color=False), **kwargs)
+    return buf.getvalue()
+
+
+def summary_text(summary: Any, width: int = PIPE_WIDTH, top: int | None = None) -> str:
+    """render_summary as plain text (no colour)."""
+    return _to_text(render_summary, summary, width, top=top)
+
+
+def short_text(summary: Any, width: int = 110, top: int = 5) -> str:
+    """render_short as plain text (no colour)."""
+    return _to_text(render_short, summary, width, top=top)
+
