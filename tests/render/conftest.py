@@ -240,3 +240,83 @@ def two_rank_traces(tmp_path: Path) -> list[Path]:
     d = tmp_path / "ranks"
     d.mkdir()
     return [build_trace(pid=5000 + r, rank=r).write(d / f"train-{5000 + r}.pfw.gz") for r in range(2)]
+
+
+def make_explanation(script: str = "/work/train.py") -> dict:
+    """An explanation.json as docs/explain-format.md describes it, with HTML in names and source."""
+    guard = {
+        "kind": "TENSOR_MATCH",
+        "text": "x: Tensor, dtype float32, shape [8, 16], stride [16, 1], requires_grad=False, device cpu",
+        "raw": "check_tensor(L['x'], Tensor, DispatchKeySet(CPU), torch.float32, size=[8, 16], stride=[16, 1])",
+        "user_line": {"file": script, "line": 20, "code": f"y = model(x)  # {EVIL}"},
+        "fail_count": 1,
+    }
+    brk = {
+        "reason": "Data-dependent branching",
+        "detail": "Dynamo cannot trace `if x.sum() > 0` <b>hint</b>: use torch.cond",
+        "function": "forward",
+        "file": script,
+        "line": 17,
+        "excerpt": "        if x.sum() > 0:",
+        "count": 2,
+        "compile_ids": ["0/0"],
+    }
+    recompile = {
+        "function": "forward", "file": script, "line": 12, "compile_id": "0/1",
+        "reason": "tensor 'x' size mismatch at index 0. expected 8, actual 4",
+        "failures": [{"compile_id": "0/0", "reason": "tensor 'x' size mismatch at index 0. expected 8, actual 4",
+                      "subject": "x", "expected": "8", "actual": "4"}],
+    }
+    resume_expl = {
+        "function": {"name": "torch_dynamo_resume_in_forward_at_17", "qualname": "torch_dynamo_resume_in_forward_at_17",
+                     "file": script, "line": 17},
+        "source": None, "kind": "resume", "cache_entries": [], "graph_breaks": [], "recompiles": [],
+        "compile_times": [], "notes": [],
+    }
+    expl = {
+        "function": {"name": "forward", "qualname": f"Net{EVIL}.forward", "file": script, "line": 12},
+        "source": f"def forward(self, x):\n    x = self.fc1(x)  # {EVIL}\n    return x",
+        "kind": "function",
+        "cache_entries": [
+            {
+                "index": 1, "compile_id": "0/0", "backend": "dynascope", "guard_count": 19,
+                "guards": [
+                    {"subject": "global state", "source": None,
+                     "guards": [{"kind": "GLOBAL_STATE", "text": "global state (grad_mode=True) is unchanged",
+                                 "raw": "___check_global_state()", "user_line": None, "fail_count": None}]},
+                    {"subject": "x", "source": "L['x']", "guards": [guard]},
+                ],
+                "code": {"name": "forward", "source": f"def forward(self, x):\n    graph_out_0 = __compiled_fn_1(x)\n    return __resume_at_30_2(graph_out_0[0])  # {EVIL}", "decompiled": True},
+                "subgraphs": [{"name": "__compiled_fn_1", "global_name": "__compiled_fn_1_abc",
+                               "fx_code": "def forward(self, L_x_ : torch.Tensor):\n    l_x_ = L_x_\n    return (l_x_,)",
+                               "op_count": 3, "node_count": 5}],
+                "resume_functions": [{"name": "__resume_at_30_2", "code_name": "torch_dynamo_resume_in_forward_at_17",
+                                      "offset": 30, "line": 17, "source": "    if x.sum() > 0:  <== resume in this line",
+                                      "explanation": resume_expl}],
+            }
+        ],
+        "graph_breaks": [brk], "recompiles": [recompile],
+        "compile_times": [], "notes": [],
+    }
+    return {
+        "schema": "dynascope.explanation/1",
+        "torch_version": "2.13.0+cpu",
+        "python_version": "3.11.7",
+        "script": script,
+        "explanations": [expl],
+        "graph_breaks": [brk],
+        "recompiles": [recompile],
+        "compile_times": [
+            {"compile_id": "0/0", "function": "forward", "file": script, "line": 12, "total_s": 0.05, "dynamo_s": 0.03,
+             "aot_s": 0.004, "backend_s": 0.015, "inductor_s": None, "graph_op_count": 3, "guard_count": 19,
+             "status": "ok", "fail_type": None, "fail_reason": None},
+            {"compile_id": "0/1", "function": "forward", "file": script, "line": 12, "total_s": 0.02, "dynamo_s": 0.012,
+             "aot_s": None, "backend_s": 0.006, "inductor_s": None, "graph_op_count": 3, "guard_count": 19,
+             "status": "ok", "fail_type": None, "fail_reason": None},
+        ],
+        "cache_limit_hits": [],
+        "eager_fallbacks": [],
+        "notes": ["torch 2.13 gives no fail counts for shape guards"],
+        "error": None,
+        "future_key": {"ignored": True},
+    }
