@@ -9,7 +9,7 @@ from dynascope.analyze.summary import Summary
 from dynascope.render import _fmt
 from dynascope.render.terminal import make_console, render_summary, short_text, summary_text
 
-from conftest import EVIL, make_summary
+from render_fixtures import EVIL, make_summary
 
 
 def test_fmt_units():

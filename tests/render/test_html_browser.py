@@ -1,0 +1,83 @@
+"""The HTML report in real headless Chromium, driven over the DevTools protocol.
+
+Asserts that the page renders its tables and charts, logs no console errors (CSP violations
+included), requests nothing but its own file, runs no injected script, and that sorting works.
+A screenshot lands in the test's tmp dir (set DYNASCOPE_SCREENSHOT=path to keep one elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dynascope.render.html import write_html
+from render_cdp import HeadlessChromium, find_chromium
+from render_fixtures import EVIL, make_explanation, make_summary
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(find_chromium() is None, reason="chromium is not on PATH (apt-get install -y chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def loaded_page(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    report = write_html(make_summary(), tmp / "report.html", explanation=make_explanation())
+    url = report.resolve().as_uri()
+    with HeadlessChromium(timeout=90) as browser:
+        page = browser.open(url)
+        shot = os.environ.get("DYNASCOPE_SCREENSHOT") or str(tmp / "report.png")
+        page.screenshot(shot)
+        yield page, url, shot
+
+
+def test_renders_tables_and_charts(loaded_page):
+    page, _, shot = loaded_page
+    ids = page.evaluate("Array.from(document.querySelectorAll('table[data-table]')).map(t => t.dataset.table)")
+    assert ids == ["by-op", "by-layer", "by-graph", "by-step", "by-process"]
+    first_op = page.evaluate("document.querySelector('#by-op tbody tr td').textContent")
+    assert first_op == "function.addmm.default"
+    assert page.evaluate("document.querySelectorAll('#chart-steps svg rect').length") == 4  # 2 steps × (wall, ops)
+    assert page.evaluate("document.querySelectorAll('#chart-layers .hbars .track').length") == 3
+    # explanation sections
+    for section in ("explanation", "graph-breaks", "recompiles", "compile-times", "functions"):
+        assert page.evaluate(f"!!document.getElementById('{section}')"), section
+    # the layout really has width (CSS applied, not a blank page)
+    assert page.evaluate("document.querySelector('#by-op table').getBoundingClientRect().width") > 600
+    assert os.path.getsize(shot) > 10_000
+
+
+def test_no_console_errors_and_no_network(loaded_page):
+    page, url, _ = loaded_page
+    assert page.console_errors == []
+    assert page.requests == [url]
+
+
+def test_injected_html_stays_text(loaded_page):
+    page, _, _ = loaded_page
+    assert page.dialogs == []
+    assert page.evaluate("document.scripts.length") == 1  # only our own sorting script
+    assert page.evaluate(f"document.body.textContent.includes({EVIL!r})")
+    layer_cells = page.evaluate("Array.from(document.querySelectorAll('#by-layer tbody td.code')).map(td => td.textContent)")
+    assert EVIL in layer_cells
+
+
+def test_click_sorts_table(loaded_page):
+    page, _, _ = loaded_page
+    col = "Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => r.cells[2].textContent)"
+    before = page.evaluate(col)
+    assert before == ["4", "2", "2", "2"]
+    # click "op" (text column): ascending by name
+    page.evaluate("document.querySelector('#by-op thead th').click()")
+    names = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => r.cells[0].textContent)")
+    assert names == sorted(names, key=str.lower)
+    # click "total" twice: descending then ascending
+    page.evaluate("document.querySelectorAll('#by-op thead th')[3].click()")
+    totals = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => r.cells[3].textContent)")
+    assert totals == ["4 ms", "1 ms", "600 µs", "400 µs"]
+    page.evaluate("document.querySelectorAll('#by-op thead th')[3].click()")
+    totals = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => r.cells[3].textContent)")
+    assert totals == ["400 µs", "600 µs", "1 ms", "4 ms"]
+    assert page.console_errors == []
