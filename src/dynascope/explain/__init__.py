@@ -1,1 +1,47 @@
+"""What Dynamo did: cache entries, guards, decompiled code, subgraphs, resume functions, graph breaks,
+recompiles and compile times.
 
+Nothing here imports torch at import time (the decompiler must import without torch). The public names
+resolve lazily. `dynascope.explain` is both this package and the function `explain(fn)`: once the
+package is imported it shadows the function on `dynascope`, so the package itself is callable and
+forwards to `explain.api.explain`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+_EXPORTS = {
+    "explain": "dynascope.explain.api",
+    "why_recompile": "dynascope.explain.api",
+    "RecompileCheck": "dynascope.explain.api",
+    "NotCompiledError": "dynascope.explain.api",
+    "Explanation": "dynascope.explain.model",
+    "Report": "dynascope.explain.model",
+    "observe": "dynascope.explain.observer",
+    "start_observing": "dynascope.explain.observer",
+    "stop_observing": "dynascope.explain.observer",
+    "Observer": "dynascope.explain.observer",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        if name == "decompile":
+            return importlib.import_module("dynascope.explain.decompiler").decompile
+        raise AttributeError(f"module 'dynascope.explain' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+class _CallablePackage(types.ModuleType):
+    def __call__(self, fn: Any, **kwargs: Any) -> Any:
+        return importlib.import_module("dynascope.explain.api").explain(fn, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

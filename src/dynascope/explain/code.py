@@ -1,0 +1,73 @@
+"""Source text helpers: decompile (with a dis fallback that never fails) and resume markers."""
+
+from __future__ import annotations
+
+import dis
+import inspect
+import linecache
+import types
+
+RESUME_MARKER = "  <== resume in this line"
+
+
+def dis_text(code: types.CodeType, why: str | None = None) -> str:
+    head = f"# bytecode of {code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+    if why:
+        head += f"\n# not decompiled: {why}"
+    try:
+        body = dis.Bytecode(code).dis()
+    except Exception as exc:  # noqa: BLE001 - the report must never crash on odd code
+        body = f"# dis failed: {type(exc).__name__}: {exc}"
+    return head + "\n" + body
+
+
+def decompile_code(code: types.CodeType) -> tuple[str, bool]:
+    """(source, True) from our decompiler, or (annotated dis, False) if it is missing or fails."""
+    try:
+        from .decompiler import decompile_or_dis  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - decompiler package not there (yet)
+        return dis_text(code, f"decompiler unavailable ({type(exc).__name__})"), False
+    try:
+        text, ok = decompile_or_dis(code)
+        return str(text), bool(ok)
+    except Exception as exc:  # noqa: BLE001
+        return dis_text(code, f"decompiler failed ({type(exc).__name__}: {exc})"), False
+
+
+def source_lines(code: types.CodeType) -> tuple[list[str], int] | None:
+    """The source lines of the function a code object came from and its first line number."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+        return [ln.rstrip("\n") for ln in lines], max(start, 1)
+    except (OSError, TypeError):
+        pass
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    start = code.co_firstlineno
+    if not 0 < start <= len(lines):
+        return None
+    block = inspect.getblock(lines[start - 1:])
+    return [ln.rstrip("\n") for ln in block], start
+
+
+def source_with_marker(code: types.CodeType, line: int | None, marker: str = RESUME_MARKER) -> str | None:
+    found = source_lines(code)
+    if found is None:
+        return None
+    lines, start = found
+    out = list(lines)
+    if line is not None and start <= line < start + len(out):
+        out[line - start] = out[line - start] + marker
+    return "\n".join(out)
+
+
+def excerpt(file: str | None, line: int | None, context: int = 0) -> str | None:
+    if not file or not line:
+        return None
+    lines = linecache.getlines(file)
+    if not lines or line > len(lines):
+        return None
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    width = len(str(hi))
+    return "\n".join(f"{n:>{width}} {lines[n - 1].rstrip()}" for n in range(lo, hi + 1))

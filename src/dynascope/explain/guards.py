@@ -1,0 +1,233 @@
+"""Turn Dynamo's guard text into checks a person reads, grouped by the variable they guard.
+
+Input is what `_torch.guard_tree(entry)` returns (plain dicts and strings), so this module needs no
+torch and is easy to test on recorded text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from .model import Guard, GuardGroup, UserLine
+
+GLOBAL_STATE = "global state"
+
+# --- source expressions ---------------------------------------------------------------------------
+
+_SUBS = [
+    (re.compile(r"\._modules\['(\d+)'\]"), r"[\1]"),
+    (re.compile(r"\._modules\['([A-Za-z_]\w*)'\]"), r".\1"),
+    (re.compile(r"\._(?:parameters|buffers)\['([A-Za-z_]\w*)'\]"), r".\1"),
+    (re.compile(r"\bL\['([A-Za-z_]\w*)'\]"), r"\1"),
+    (re.compile(r"\bG\['([A-Za-z_]\w*)'\]"), r"\1"),
+    (re.compile(r"\bL\[\"([A-Za-z_]\w*)\"\]"), r"\1"),
+    (re.compile(r"\bG\[\"([A-Za-z_]\w*)\"\]"), r"\1"),
+]
+
+
+_IMPORT = re.compile(r"\bG\['__import_(\w+?)'\]")
+_BUILTINS = re.compile(r"\bG\['__builtins_dict___\d+'\]\['(\w+)'\]")
+_DICT_CONTAINS = re.compile(r"^(?P<neg>not )?___dict_contains\((?P<key>'[^']*'|\"[^\"]*\"), (?P<d>.+)\)$")
+
+
+def readable_source(expr: str) -> str:
+    """L['self']._modules['layers']._modules['0']._parameters['weight'] -> self.layers[0].weight."""
+    out = expr
+    out = _BUILTINS.sub(lambda m: m.group(1), out)
+    out = _IMPORT.sub(lambda m: m.group(1).replace("_dot_", "."), out)
+    for pattern, repl in _SUBS:
+        out = pattern.sub(repl, out)
+    out = out.replace("___odict_getitem(", "getitem(")
+    return out
+
+
+# --- one guard ------------------------------------------------------------------------------------
+
+_TENSOR = re.compile(
+    r"check_tensor\((?P<src>.+?), (?P<cls>[\w.]+), DispatchKeySet\((?P<keys>[^)]*)\), (?P<dtype>torch\.\w+), "
+    r"device=(?P<dev>[^,]+), requires_grad=(?P<rg>\w+), size=(?P<size>\[[^\]]*\]), stride=(?P<stride>\[[^\]]*\])\)"
+)
+_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=<class '(?P<type>[^']+)'>)?$")
+_TYPE_ID = re.compile(r"___check_type_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=<class '(?P<type>[^']+)'>)?$")
+_AGAINST = re.compile(r"^(?P<what>.+?) against (?P<json>\{.*\})$", re.S)
+_ALIAS = re.compile(r"^check_no_aliasing\((?P<args>.*)\)$")
+_HASATTR = re.compile(r"^hasattr\((?P<src>.+), '(?P<attr>\w+)'\) == (?P<val>True|False)$")
+_LEN = re.compile(r"^len\((?P<src>.+)\) == (?P<n>\d+)$")
+_DEFAULT_DTYPES = {5: "float16", 6: "float32", 7: "float64", 15: "bfloat16"}
+
+
+def _strip_comment(part: str) -> tuple[str, str | None, str | None]:
+    """'check  # user code  # file:line in fn' -> (check, user code, 'file:line in fn')."""
+    pieces = re.split(r"\s{2,}# ", part)
+    check = pieces[0].strip()
+    code = where = None
+    if len(pieces) >= 3:
+        code, where = pieces[-2].strip(), pieces[-1].strip()
+    elif len(pieces) == 2:
+        if re.search(r":\d+ in \S+$", pieces[1]):
+            where = pieces[1].strip()
+        else:
+            code = pieces[1].strip()
+    return check, code, where
+
+
+def _user_line(code: str | None, where: str | None, user_file: str | None) -> UserLine | None:
+    if where is None:
+        return None
+    m = re.match(r"(?P<file>.+):(?P<line>\d+) in (?P<fn>\S+)$", where)
+    if not m:
+        return None
+    file = m.group("file")
+    if "_dynamo/" in file or "torch/" in file.replace(os.sep, "/"):
+        return None  # a guard torch adds itself (ambient state), not from a user line
+    if user_file and (user_file.endswith(file) or os.path.basename(user_file) == os.path.basename(file)):
+        file = user_file
+    return UserLine(file=file, line=int(m.group("line")), code=code)
+
+
+def _global_state_text(blob: str) -> str:
+    try:
+        state = json.loads(blob)
+    except ValueError:
+        return "torch global state is unchanged"
+    bits = []
+    if "grad_mode" in state:
+        bits.append(f"grad_mode={bool(state['grad_mode'])}")
+    if "default_dtype" in state:
+        bits.append(f"default dtype {_DEFAULT_DTYPES.get(state['default_dtype'], state['default_dtype'])}")
+    if "num_threads" in state:
+        bits.append(f"num_threads={state['num_threads']}")
+    if "deterministic_algorithms" in state:
+        bits.append(f"deterministic_algorithms={bool(state['deterministic_algorithms'])}")
+    auto = state.get("autocast_state", {})
+    if isinstance(auto, dict) and "enabled" in auto:
+        bits.append("autocast " + ("on" if any(auto.get("enabled") or []) else "off"))
+    if "allow_tf32" in state:
+        bits.append(f"allow_tf32={bool(state['allow_tf32'])}")
+    if "torch_function" in state:
+        bits.append(f"torch_function={'enabled' if state['torch_function'] else 'disabled'}")
+    return "torch global state is as at compile time: " + ", ".join(bits)
+
+
+def readable_check(kind: str, check: str) -> str:
+    """One guard's raw check text -> one readable line."""
+    m = _TENSOR.search(check)
+    if m:
+        src = readable_source(m.group("src"))
+        dtype = m.group("dtype").replace("torch.", "")
+        size = m.group("size").replace("None", "any")
+        stride = m.group("stride").replace("None", "any")
+        dev = m.group("dev").strip()
+        keys = m.group("keys")
+        device = "cuda" if "CUDA" in keys else ("cpu" if "CPU" in keys else None)
+        if dev not in ("None", ""):
+            device = f"cuda:{dev}" if dev.isdigit() else dev
+        text = f"{src}: {m.group('cls')}, dtype {dtype}, shape {size}, stride {stride}, requires_grad={m.group('rg')}"
+        if device:
+            text += f", device {device}"
+        return text
+    m = _OBJ_ID.match(check)
+    if m:
+        what = f" ({m.group('type')})" if m.group("type") else ""
+        return f"{readable_source(m.group('src'))} is the same object as at compile time{what}"
+    m = _TYPE_ID.match(check)
+    if m:
+        t = m.group("type") or "the type seen at compile time"
+        return f"type({readable_source(m.group('src'))}) is {t}"
+    m = _AGAINST.match(check)
+    if m:
+        if "___check_global_state" in m.group("what"):
+            return _global_state_text(m.group("json"))
+        return f"{readable_source(m.group('what'))} matches {m.group('json')}"
+    if check.startswith("___check_torch_function_mode_stack"):
+        return "the torch function mode stack is as at compile time"
+    if check.startswith("utils_device.CURRENT_DEVICE"):
+        value = check.split("==", 1)[-1].strip()
+        return f"default device (torch.set_default_device) is {value}"
+    if "top_saved_tensors_hooks" in check:
+        return "no saved-tensors hooks are active (as at compile time)"
+    m = _ALIAS.match(check)
+    if m:
+        names = [readable_source(a.strip()) for a in m.group("args").split(",")]
+        return f"{', '.join(names[:-1])} and {names[-1]} are different tensors (no aliasing)" if len(names) > 1 \
+            else f"{names[0]} does not alias another input"
+    m = _HASATTR.match(check)
+    if m:
+        neg = "" if m.group("val") == "True" else "not "
+        return f"{readable_source(m.group('src'))} has {neg}attribute {m.group('attr')}"
+    m = _DICT_CONTAINS.match(check)
+    if m:
+        rel = "not in" if m.group("neg") else "in"
+        return f"{m.group('key')} {rel} {readable_source(m.group('d'))}"
+    m = _LEN.match(check)
+    if m:
+        return f"len({readable_source(m.group('src'))}) == {m.group('n')}"
+    text = readable_source(check)
+    text = re.sub(r", type=<class '([^']+)'>$", r"  (\1)", text)
+    return text
+
+
+# --- the tree -------------------------------------------------------------------------------------
+
+_MARKER_KIND = "DIMENSION_DYNAMIC_MARKING_GUARD"
+_GLOBAL_KINDS = {"GLOBAL_STATE", "TORCH_FUNCTION_MODE_STACK", "DEFAULT_DEVICE", "GRAD_MODE",
+                 "DETERMINISTIC_ALGORITHMS", "DUAL_LEVEL", "FUNCTORCH_STACK_MATCH", "AUTOGRAD_SAVED_TENSORS_HOOKS"}
+
+
+def group_guards(tree: list[dict[str, Any]], user_file: str | None = None) -> tuple[list[GuardGroup], int]:
+    """guard_tree() rows -> (groups by subject, number of raw leaf checks)."""
+    groups: dict[str, GuardGroup] = {}
+    order: list[str] = []
+    raw_count = 0
+
+    def group_for(subject: str, source: str | None) -> GuardGroup:
+        if subject not in groups:
+            groups[subject] = GuardGroup(subject=subject, source=source)
+            order.append(subject)
+        return groups[subject]
+
+    group_for(GLOBAL_STATE, None)
+    for node in tree:
+        source = node.get("source")
+        for leaf in node.get("guards", []):
+            kind = leaf.get("kind") or "GUARD"
+            parts = leaf.get("parts") or []
+            raw_count += max(1, len(parts))
+            if not parts:
+                continue
+            if kind == _MARKER_KIND:
+                check, code, where = _strip_comment(parts[0])
+                m = _HASATTR.match(check)
+                src = m.group("src") if m else (source or "?")
+                subject = readable_source(src)
+                g = Guard(kind=kind, text=f"{subject} has no dynamic-shape markings (mark_dynamic & co.)",
+                          raw="; ".join(_strip_comment(p)[0] for p in parts),
+                          user_line=_user_line(code, where, user_file), fail_count=leaf.get("fail_count"))
+                group_for(subject, src).guards.append(g)
+                continue
+            for part in parts:
+                check, code, where = _strip_comment(part)
+                text = readable_check(kind, check)
+                if source is None or source in ("L", "G"):
+                    # root-level leaf: ambient state, or a relational/shape guard naming its variables
+                    ref = re.search(r"\b[LG]\['([A-Za-z_]\w*)'\]", check)
+                    if kind in _GLOBAL_KINDS or ref is None or kind == "LAMBDA_GUARD" and "top_saved" in check:
+                        subject, src = GLOBAL_STATE, None
+                    else:
+                        subject, src = ref.group(1), ref.group(0)
+                else:
+                    subject, src = readable_source(source), source
+                g = Guard(kind=kind, text=text, raw=check, user_line=_user_line(code, where, user_file),
+                          fail_count=leaf.get("fail_count"))
+                group_for(subject, src).guards.append(g)
+    result = [groups[s] for s in order if groups[s].guards]
+    return result, raw_count
+
+
+def group_flat(code_parts: list[str], user_file: str | None = None) -> tuple[list[GuardGroup], int]:
+    """Fallback when the guard tree is unavailable: the flat code_parts list."""
+    rows = [{"source": None, "guards": [{"kind": "GUARD", "parts": [p], "fail_count": None}]} for p in code_parts]
+    return group_guards(rows, user_file)

@@ -1,0 +1,416 @@
+"""The Explanation: what Dynamo did to one function, as plain data.
+
+Dataclasses only (no torch): an Explanation can be loaded from explanation.json and printed on a
+machine without torch. The JSON layout is documented in docs/explain-format.md; `to_dict()` produces
+exactly that layout and `from_dict()` reads it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA = "dynascope.explanation/1"
+
+
+class _Data:
+    """to_dict/from_dict for the dataclasses below. `_nested` maps a field to the class of its
+    value (or of each element, for a list)."""
+
+    _nested: ClassVar[dict[str, type]] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out[f.name] = _to_plain(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Any:
+        kwargs: dict[str, Any] = {}
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        for key, value in (data or {}).items():
+            if key not in names:
+                continue  # readers ignore keys they do not know
+            sub = cls._nested.get(key)
+            if sub is not None and value is not None:
+                if isinstance(value, list):
+                    value = [sub.from_dict(v) for v in value]  # type: ignore[attr-defined]
+                else:
+                    value = sub.from_dict(value)  # type: ignore[attr-defined]
+            kwargs[key] = value
+        return cls(**kwargs)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+def _to_plain(value: Any) -> Any:
+    if isinstance(value, _Data):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _to_plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class FunctionRef(_Data):
+    name: str
+    qualname: str | None = None
+    file: str | None = None
+    line: int | None = None
+
+    def where(self) -> str:
+        if self.file and self.line:
+            return f"{self.file}:{self.line}"
+        return self.file or "<unknown file>"
+
+
+@dataclass
+class UserLine(_Data):
+    file: str | None
+    line: int | None
+    code: str | None
+
+    def short(self) -> str:
+        loc = f"line {self.line}" if self.line else ""
+        return f"{loc}: {self.code}" if self.code else loc
+
+
+@dataclass
+class Guard(_Data):
+    kind: str
+    text: str
+    raw: str
+    user_line: UserLine | None = None
+    fail_count: int | None = None
+    _nested: ClassVar[dict[str, type]] = {"user_line": UserLine}
+
+
+@dataclass
+class GuardGroup(_Data):
+    subject: str
+    source: str | None
+    guards: list[Guard] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type]] = {"guards": Guard}
+
+    def user_line(self) -> UserLine | None:
+        for g in self.guards:
+            if g.user_line is not None:
+                return g.user_line
+        return None
+
+
+@dataclass
+class CodeView(_Data):
+    name: str
+    source: str
+    decompiled: bool
+
+
+@dataclass
+class Subgraph(_Data):
+    name: str
+    global_name: str
+    fx_code: str | None = None
+    op_count: int | None = None
+    node_count: int | None = None
+
+
+@dataclass
+class ResumeFunction(_Data):
+    name: str
+    code_name: str
+    offset: int | None
+    line: int | None
+    source: str | None
+    explanation: Explanation | None = None
+    _nested: ClassVar[dict[str, type]] = {}  # filled below (forward reference)
+
+
+@dataclass
+class CacheEntry(_Data):
+    index: int
+    compile_id: str
+    backend: str | None
+    guard_count: int
+    guards: list[GuardGroup] = field(default_factory=list)
+    code: CodeView | None = None
+    subgraphs: list[Subgraph] = field(default_factory=list)
+    resume_functions: list[ResumeFunction] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type]] = {
+        "guards": GuardGroup, "code": CodeView, "subgraphs": Subgraph, "resume_functions": ResumeFunction,
+    }
+
+
+@dataclass
+class GraphBreak(_Data):
+    reason: str
+    detail: str | None
+    function: str | None
+    file: str | None
+    line: int | None
+    excerpt: str | None
+    count: int = 1
+    compile_ids: list[str] = field(default_factory=list)
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.reason, self.file, self.line)
+
+
+@dataclass
+class RecompileFailure(_Data):
+    compile_id: str | None
+    reason: str
+    subject: str | None = None
+    expected: str | None = None
+    actual: str | None = None
+
+
+@dataclass
+class Recompile(_Data):
+    function: str | None
+    file: str | None
+    line: int | None
+    compile_id: str | None
+    reason: str
+    failures: list[RecompileFailure] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type]] = {"failures": RecompileFailure}
+
+
+@dataclass
+class CompileTime(_Data):
+    compile_id: str
+    function: str | None
+    file: str | None = None
+    line: int | None = None
+    total_s: float | None = None
+    dynamo_s: float | None = None
+    aot_s: float | None = None
+    backend_s: float | None = None
+    inductor_s: float | None = None
+    graph_op_count: int | None = None
+    guard_count: int | None = None
+    status: str = "ok"
+    fail_type: str | None = None
+    fail_reason: str | None = None
+
+
+@dataclass
+class CacheLimitHit(_Data):
+    function: str | None
+    file: str | None
+    line: int | None
+    limit: int | None
+    reason: str | None
+
+
+@dataclass
+class EagerFallback(_Data):
+    function: str | None
+    file: str | None
+    line: int | None
+    compile_id: str | None
+    reason: str | None
+
+
+@dataclass
+class Explanation(_Data):
+    function: FunctionRef
+    source: str | None = None
+    kind: str = "function"
+    cache_entries: list[CacheEntry] = field(default_factory=list)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    compile_times: list[CompileTime] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type]] = {
+        "function": FunctionRef, "cache_entries": CacheEntry, "graph_breaks": GraphBreak,
+        "recompiles": Recompile, "compile_times": CompileTime,
+    }
+
+    @classmethod
+    def from_json(cls, text: str) -> Explanation:
+        return cls.from_dict(json.loads(text))
+
+    def __str__(self) -> str:
+        return render_text(self)
+
+    # convenience for tests and users
+    def all_entries(self) -> list[CacheEntry]:
+        """Every cache entry, resume functions' entries included (depth first)."""
+        out: list[CacheEntry] = []
+        for entry in self.cache_entries:
+            out.append(entry)
+            for rf in entry.resume_functions:
+                if rf.explanation is not None:
+                    out.extend(rf.explanation.all_entries())
+        return out
+
+
+ResumeFunction._nested = {"explanation": Explanation}
+
+
+@dataclass
+class Report(_Data):
+    """What `dynascope explain --out DIR` writes to DIR/explanation.json."""
+
+    schema: str = SCHEMA
+    torch_version: str | None = None
+    python_version: str = field(default_factory=lambda: sys.version.split()[0])
+    script: str | None = None
+    explanations: list[Explanation] = field(default_factory=list)
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    compile_times: list[CompileTime] = field(default_factory=list)
+    cache_limit_hits: list[CacheLimitHit] = field(default_factory=list)
+    eager_fallbacks: list[EagerFallback] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    _nested: ClassVar[dict[str, type]] = {
+        "explanations": Explanation, "graph_breaks": GraphBreak, "recompiles": Recompile,
+        "compile_times": CompileTime, "cache_limit_hits": CacheLimitHit, "eager_fallbacks": EagerFallback,
+    }
+
+    @classmethod
+    def from_json(cls, text: str) -> Report:
+        return cls.from_dict(json.loads(text))
+
+    def __str__(self) -> str:
+        parts = [render_text(e) for e in self.explanations]
+        parts.append(render_observations(self))
+        return "\n\n".join(p for p in parts if p.strip())
+
+
+# ------------------------------------------------------------------------------------------------
+# Plain-text rendering (the terminal command adds colour on top of this)
+# ------------------------------------------------------------------------------------------------
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (plural or word + 's')}"
+
+
+def _indent(text: str, prefix: str) -> str:
+    return textwrap.indent(text.rstrip("\n"), prefix, lambda line: True)
+
+
+def render_guards(entry: CacheEntry) -> str:
+    lines = []
+    for group in entry.guards:
+        ul = group.user_line()
+        head = f"# {group.subject}"
+        if ul is not None and ul.line:
+            head += f"  (guarded since line {ul.line}: {ul.code})" if ul.code else f"  (line {ul.line})"
+        lines.append(head)
+        for g in group.guards:
+            lines.append(g.text)
+    return "\n".join(lines)
+
+
+def render_text(expl: Explanation, depth: int = 0) -> str:
+    out: list[str] = []
+    n = len(expl.cache_entries)
+    fn = expl.function
+    if expl.kind == "resume":
+        out.append(f"This resume function is optimized by Dynamo. It has {_plural(n, 'cache entry', 'cache entries')}.")
+    else:
+        out.append(f"This function is optimized by Dynamo. It has {_plural(n, 'cache entry', 'cache entries')}.")
+        out.append(f"Function {fn.qualname or fn.name} in {fn.where()}")
+    for note in expl.notes:
+        out.append(f"note: {note}")
+    for entry in expl.cache_entries:
+        out.append("")
+        backend = f", backend {entry.backend}" if entry.backend else ""
+        out.append(f"Cache entry {entry.index} (compile id {entry.compile_id}{backend}):")
+        out.append("")
+        out.append(f"  Guards ({_plural(entry.guard_count, 'check')}; this entry runs only if all pass):")
+        out.append(_indent(render_guards(entry) or "(no guards)", "    "))
+        if entry.code is not None:
+            out.append("")
+            how = "decompiled" if entry.code.decompiled else "bytecode; the decompiler could not handle it"
+            out.append(f"  Transformed code ({how}):")
+            out.append(_indent(entry.code.source, "    "))
+        out.append("")
+        k = len(entry.subgraphs)
+        out.append(f"  There {'is' if k == 1 else 'are'} {_plural(k, 'subgraph')} in the function:")
+        for i, sg in enumerate(entry.subgraphs, 1):
+            ops = f" ({_plural(sg.op_count, 'op')})" if sg.op_count is not None else ""
+            out.append("")
+            out.append(f"  Subgraph {i}: {sg.name}{ops}")
+            out.append(_indent(sg.fx_code or "(FX code not available: the backend replaced the graph; "
+                               "run under dynascope observation to keep it)", "    "))
+        p = len(entry.resume_functions)
+        if p:
+            out.append("")
+            out.append(f"  There {'is' if p == 1 else 'are'} {_plural(p, 'resume function')}:")
+        for i, rf in enumerate(entry.resume_functions, 1):
+            out.append("")
+            where = f" (resumes at line {rf.line})" if rf.line else ""
+            out.append(f"  Resume function {i}: {rf.name}{where}")
+            if rf.source:
+                out.append(_indent(rf.source, "    "))
+            if rf.explanation is not None and rf.explanation.cache_entries:
+                out.append("")
+                out.append(_indent(render_text(rf.explanation, depth + 1), "    | "))
+            elif rf.explanation is None:
+                out.append("    (not compiled yet: this branch has not run)")
+    if depth == 0:
+        obs = render_observations(expl)
+        if obs:
+            out.append("")
+            out.append(obs)
+    return "\n".join(out)
+
+
+def render_observations(obj: Explanation | Report) -> str:
+    out: list[str] = []
+    if obj.graph_breaks:
+        out.append(f"Graph breaks ({len(obj.graph_breaks)} distinct):")
+        for gb in obj.graph_breaks:
+            where = f"{gb.file}:{gb.line}" if gb.file else "unknown location"
+            times = f"  [{_plural(gb.count, 'time')}]"
+            out.append(f"  - {gb.reason}  at {where}{times}")
+            if gb.excerpt:
+                out.append(_indent(gb.excerpt, "      | "))
+    if obj.recompiles:
+        if out:
+            out.append("")
+        out.append(f"Recompiles ({len(obj.recompiles)}):")
+        for rc in obj.recompiles:
+            out.append(f"  - {rc.function or '?'} recompiled as {rc.compile_id}: {rc.reason}")
+            for f in rc.failures[1:]:
+                out.append(f"      also {f.compile_id}: {f.reason}")
+    if obj.compile_times:
+        if out:
+            out.append("")
+        total = sum(ct.total_s or 0.0 for ct in obj.compile_times)
+        out.append(f"Compile times ({_plural(len(obj.compile_times), 'compile')}, {total:.3f} s in all):")
+        out.append(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
+        for ct in obj.compile_times:
+            def f(x: float | None) -> str:
+                return "-" if x is None else f"{x:.3f}"
+            status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
+            out.append(f"  {ct.compile_id:<8} {f(ct.total_s):>8} {f(ct.dynamo_s):>8} {f(ct.aot_s):>8} "
+                       f"{f(ct.backend_s):>8}  {ct.function or '?'}{status}")
+    if isinstance(obj, Report):
+        if obj.cache_limit_hits:
+            out.append("")
+            out.append("Recompile limit hits (these functions now run eagerly):")
+            for h in obj.cache_limit_hits:
+                out.append(f"  - {h.function} at {h.file}:{h.line}: limit {h.limit}; last reason: {h.reason}")
+        if obj.eager_fallbacks:
+            out.append("")
+            out.append("Frames that fell back to eager:")
+            for e in obj.eager_fallbacks:
+                out.append(f"  - {e.function} ({e.compile_id}) at {e.file}:{e.line}: {e.reason}")
+        for note in obj.notes:
+            out.append(f"note: {note}")
+    return "\n".join(out)

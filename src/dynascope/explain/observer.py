@@ -1,0 +1,341 @@
+"""Watch compilation as it happens: graph breaks, recompiles, cache-limit hits, eager fallbacks and
+compile times, joined by compile id; and remember every function compiled so all can be explained.
+
+    with dynascope.observe() as obs:
+        model(x)
+    print(obs.report())
+
+`start_observing()` / `stop_observing()` do the same for an always-on mode (`dynascope run`).
+Sources (all through dynascope._torch): torch's structured-trace logger (the records tlparse reads),
+Dynamo's bytecode hook, and torch's compilation metrics.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import gc
+import json
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
+
+from .. import _torch
+from ..errors import DynascopeError, TorchVersionError
+from . import records
+from .model import (CacheLimitHit, CompileTime, EagerFallback, Explanation, GraphBreak, Recompile, Report)
+
+_ACTIVE: Observer | None = None
+_LAST: Observer | None = None
+
+
+class ObserverError(DynascopeError, RuntimeError):
+    """Observer misuse (start twice, and the like)."""
+
+
+def current() -> Observer | None:
+    """The active observer, else the most recently stopped one, else None."""
+    return _ACTIVE or _LAST
+
+
+class Observer:
+    def __init__(self) -> None:
+        self.graph_breaks: list[GraphBreak] = []
+        self.recompiles: list[Recompile] = []
+        self.compile_times: list[CompileTime] = []
+        self.cache_limit_hits: list[CacheLimitHit] = []
+        self.eager_fallbacks: list[EagerFallback] = []
+        self.notes: list[str] = []
+        self._graphs: dict[str, dict[str, Any]] = {}
+        self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
+        self._pending_reasons: dict[str, list[str]] = {}
+        self._gb_seen: dict[tuple[Any, ...], GraphBreak] = {}
+        self._gb_cids: set[tuple[Any, ...]] = set()
+        self._strings: dict[int, str] = {}
+        self._frames: dict[str, tuple[str, str, int]] = {}  # frame id -> (name, file, line)
+        self._removers: list[Any] = []
+        self._metrics_before: int = 0
+        self._open: dict[tuple[str, str], list[float]] = {}
+        self._phases: dict[str, dict[str, float]] = {}
+        self._times_by_cid: dict[str, CompileTime] = {}
+        self._lock = threading.Lock()
+        self.active = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> Observer:
+        global _ACTIVE
+        if self.active:
+            raise ObserverError("this observer is already running; call stop() first")
+        _torch.require_torch()
+        try:
+            self._metrics_before = len(_torch.compilation_metrics())
+        except TorchVersionError as exc:
+            self._note(str(exc))
+        try:
+            self._removers.append(_torch.add_structured_trace_handler(self._on_trace))
+        except TorchVersionError as exc:
+            self._note(str(exc))
+        try:
+            self._removers.append(_torch.register_bytecode_hook(self._on_bytecode))
+        except TorchVersionError as exc:
+            self._note(str(exc))
+        self.active = True
+        _ACTIVE = self
+        return self
+
+    def stop(self) -> Observer:
+        global _ACTIVE, _LAST
+        for remove in reversed(self._removers):
+            with contextlib.suppress(Exception):
+                remove()
+        self._removers.clear()
+        self.active = False
+        if _ACTIVE is self:
+            _ACTIVE = None
+        _LAST = self
+        return self
+
+    def __enter__(self) -> Observer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- torch callbacks (must never raise into torch) --------------------------------------------
+
+    def _on_bytecode(self, old_code: Any, new_code: Any) -> None:
+        try:
+            if isinstance(old_code, types.CodeType):
+                with self._lock:
+                    self._codes[old_code] = None
+        except Exception:  # noqa: BLE001
+            pass
+        return None
+
+    def _on_trace(self, record: dict[str, Any], payload: str | None) -> None:
+        try:
+            self._handle(record, payload)
+        except Exception as exc:  # noqa: BLE001 - never break the user's compile
+            self._note(f"could not read a torch compile record ({type(exc).__name__}: {exc})")
+
+    def _handle(self, record: dict[str, Any], payload: str | None) -> None:
+        key = next(iter(record), None)
+        cid = None
+        if record.get("frame_id") is not None:
+            cid = f"{record['frame_id']}/{record.get('frame_compile_id')}"
+        with self._lock:
+            if key == "str":
+                self._on_string(record["str"])
+            elif key == "dynamo_start":
+                self._on_start(cid, record["dynamo_start"])
+            elif key == "dynamo_output_graph" and cid and payload:
+                self._graphs.setdefault(cid, {})["code"] = payload.rstrip()
+            elif key == "artifact":
+                meta = record["artifact"]
+                if isinstance(meta, str):
+                    meta = ast.literal_eval(meta)
+                name = meta.get("name")
+                if name == "dynamo_graph_break_reason" and payload:
+                    self._on_graph_break(cid, payload)
+                elif name == "recompile_reasons" and cid and payload:
+                    self._pending_reasons[cid] = records.split_reasons(payload)
+            elif key == "chromium_event" and payload:
+                self._on_chromium(payload)
+            elif key == "compilation_metrics":
+                row = record["compilation_metrics"]
+                if isinstance(row, dict):
+                    self._on_metrics(row)
+
+    _PHASES = ("entire_frame_compile", "backend_compile", "create_aot_dispatcher_function",
+               "compile_fx_inner", "inductor_compile")
+
+    def _on_chromium(self, payload: str) -> None:
+        if not any(name in payload for name in self._PHASES):
+            return
+        event = json.loads(payload)
+        name = event.get("name")
+        if name not in self._PHASES:
+            return
+        cid = str((event.get("args") or {}).get("compile_id"))
+        key = (cid, name)
+        ph, ts = event.get("ph"), float(event.get("ts") or 0.0)
+        if ph == "B":
+            self._open.setdefault(key, []).append(ts)
+        elif ph == "E" and self._open.get(key):
+            start = self._open[key].pop()
+            if self._open[key]:
+                return  # nested call of the same phase: count the outermost only
+            durations = self._phases.setdefault(cid, {})
+            durations[name] = durations.get(name, 0.0) + (ts - start) / 1e6
+            ct = self._times_by_cid.get(cid)
+            if ct is not None:
+                records.apply_phases(ct, durations)
+
+    def _on_string(self, text: Any) -> None:
+        try:
+            path, idx = ast.literal_eval(text) if isinstance(text, str) else text
+            self._strings[int(idx)] = str(path)
+        except (ValueError, SyntaxError, TypeError):
+            pass
+
+    def _on_start(self, cid: str | None, info: Any) -> None:
+        if isinstance(info, str):
+            info = ast.literal_eval(info)
+        stack = (info or {}).get("stack") or []
+        if not stack or cid is None:
+            return
+        last = stack[-1]
+        fname = last.get("filename")
+        file = self._strings.get(fname, str(fname)) if isinstance(fname, int) else str(fname)
+        self._frames[records.frame_id(cid) or cid] = (str(last.get("name")), file, int(last.get("line") or 0))
+
+    def _on_graph_break(self, cid: str | None, payload: str) -> None:
+        gb = records.graph_break(payload, cid)
+        if gb is None:
+            return
+        key = gb.key()
+        if (key, cid) in self._gb_cids:
+            return  # the same break logged again by a restart of the same compile
+        self._gb_cids.add((key, cid))
+        seen = self._gb_seen.get(key)
+        if seen is None:
+            self._gb_seen[key] = gb
+            self.graph_breaks.append(gb)
+        else:
+            seen.count += 1
+            if cid and cid not in seen.compile_ids:
+                seen.compile_ids.append(cid)
+
+    def _on_metrics(self, row: dict[str, Any]) -> None:
+        cid = str(row.get("compile_id"))
+        info = self._frames.get(records.frame_id(cid) or "")
+        if info is not None:
+            row = dict(row)
+            if not row.get("co_name"):
+                row["co_name"], row["co_filename"], row["co_firstlineno"] = info
+        ct = records.compile_time(row)
+        records.apply_phases(ct, self._phases.get(cid, {}))
+        self._times_by_cid[cid] = ct
+        graph = self._graphs.setdefault(cid, {})
+        graph["op_count"] = row.get("graph_op_count")
+        graph["node_count"] = row.get("graph_node_count")
+        self.compile_times.append(ct)
+        reasons = self._pending_reasons.pop(cid, None)
+        rc = records.recompile(row, reasons)
+        if rc is not None:
+            self.recompiles.append(rc)
+        hit = records.cache_limit_hit(row, _torch.recompile_limit(), info)
+        if hit is not None:
+            self.cache_limit_hits.append(hit)
+        fb = records.eager_fallback(row, info)
+        if fb is not None:
+            self.eager_fallbacks.append(fb)
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def graph_for(self, compile_id: str) -> dict[str, Any] | None:
+        """{"code": FX source, "op_count", "node_count"} that Dynamo produced for a compile id."""
+        return self._graphs.get(compile_id)
+
+    def compiled_codes(self) -> list[types.CodeType]:
+        """Original code objects of user functions compiled (resume functions left out), in order."""
+        return [c for c in self._codes if not c.co_name.startswith("torch_dynamo_resume_in_")]
+
+    def explanations(self, include_earlier: bool = True) -> list[Explanation]:
+        """One Explanation per compiled user function that still has cache entries: every function
+        seen compiling while observed, plus (include_earlier) those torch's metrics show compiled before."""
+        from .api import _globals_for_code, explain_code
+
+        codes = self.compiled_codes()
+        if include_earlier:
+            for code in _codes_from_metrics():
+                if code not in codes:
+                    codes.append(code)
+        out = []
+        for code in codes:
+            expl = explain_code(code, _globals_for_code(code), observer=self)
+            if expl.cache_entries:
+                out.append(expl)
+        return out
+
+    def report(self, script: str | None = None, error: BaseException | None = None) -> Report:
+        rep = Report(
+            torch_version=_safe_version(), script=script, explanations=self.explanations(),
+            graph_breaks=list(self.graph_breaks), recompiles=list(self.recompiles),
+            compile_times=list(self.compile_times), cache_limit_hits=list(self.cache_limit_hits),
+            eager_fallbacks=list(self.eager_fallbacks), notes=list(self.notes),
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
+        for expl in rep.explanations:
+            for n in expl.notes:
+                if n not in rep.notes:
+                    rep.notes.append(n)
+        return rep
+
+
+def _safe_version() -> str | None:
+    try:
+        return _torch.torch_version()
+    except DynascopeError:
+        return None
+
+
+def _codes_from_metrics() -> list[types.CodeType]:
+    """Code objects of user functions torch's compilation metrics mention (compiled at any time)."""
+    try:
+        rows = _torch.compilation_metrics()
+    except TorchVersionError:
+        return []
+    wanted = {(r.get("co_name"), r.get("co_filename"), r.get("co_firstlineno")) for r in rows
+              if r.get("co_name") and not str(r.get("co_name")).startswith("torch_dynamo_resume_in_")}
+    if not wanted:
+        return []
+    found: dict[tuple[Any, ...], types.CodeType] = {}
+    files = {w[1] for w in wanted}
+    for obj in gc.get_objects():
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            if code.co_filename in files:
+                key = (code.co_name, code.co_filename, code.co_firstlineno)
+                if key in wanted and key not in found:
+                    found[key] = code
+    order = [(r.get("co_name"), r.get("co_filename"), r.get("co_firstlineno")) for r in rows]
+    seen = []
+    for key in order:
+        code = found.get(key)
+        if code is not None and code not in seen:
+            seen.append(code)
+    return seen
+
+
+@contextlib.contextmanager
+def observe() -> Iterator[Observer]:
+    """Observe every torch.compile in the block; the observer stays readable afterwards."""
+    obs = Observer().start()
+    try:
+        yield obs
+    finally:
+        obs.stop()
+
+
+def start_observing() -> Observer:
+    """Always-on mode: start a process-wide observer (returns it). stop_observing() ends it."""
+    if _ACTIVE is not None:
+        return _ACTIVE
+    return Observer().start()
+
+
+def stop_observing() -> Observer | None:
+    obs = _ACTIVE
+    if obs is not None:
+        obs.stop()
+    return obs
+
+
+__all__ = ["Observer", "observe", "start_observing", "stop_observing", "current"]
