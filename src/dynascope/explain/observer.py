@@ -254,7 +254,7 @@ class Observer:
 
         codes = self.compiled_codes()
         if include_earlier:
-            for code in _codes_from_metrics():
+            for code in _codes_from_metrics(self._metrics_before, codes):
                 if code not in codes:
                     codes.append(code)
         out = []
@@ -286,12 +286,17 @@ def _safe_version() -> str | None:
         return None
 
 
-def _codes_from_metrics() -> list[types.CodeType]:
-    """Code objects of user functions torch's compilation metrics mention (compiled at any time)."""
+def _codes_from_metrics(before: int | None = None, known: list[types.CodeType] | None = None) -> list[types.CodeType]:
+    """Code objects of user functions torch's compilation metrics mention (the first `before` rows:
+    those compiled before observation started), leaving out `known` ones."""
     try:
         rows = _torch.compilation_metrics()
     except TorchVersionError:
         return []
+    if before is not None:
+        rows = rows[:before]
+    have = {(c.co_name, c.co_filename, c.co_firstlineno) for c in known or []}
+    rows = [r for r in rows if (r.get("co_name"), r.get("co_filename"), r.get("co_firstlineno")) not in have]
     wanted = {(r.get("co_name"), r.get("co_filename"), r.get("co_firstlineno")) for r in rows
               if r.get("co_name") and not str(r.get("co_name")).startswith("torch_dynamo_resume_in_")}
     if not wanted:
@@ -299,7 +304,7 @@ def _codes_from_metrics() -> list[types.CodeType]:
     found: dict[tuple[Any, ...], types.CodeType] = {}
     files = {w[1] for w in wanted}
     for obj in gc.get_objects():
-        if isinstance(obj, types.FunctionType):
+        if type(obj) is types.FunctionType:
             code = obj.__code__
             if code.co_filename in files:
                 key = (code.co_name, code.co_filename, code.co_firstlineno)

@@ -1,0 +1,242 @@
+"""`dynascope explain script.py [args] [--out DIR]`: run a script under compile observation and
+explain every function torch.compile touched.
+
+Our options go before the script path, or after it as `--out DIR` / `--out=DIR`; put `--` after the
+script to pass everything that follows (an `--out` included) to the script untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import traceback
+
+
+from ..errors import ConfigError
+from .model import CacheEntry, Explanation, Report, render_guards, render_observations, render_text
+
+USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dynascope explain", usage=USAGE,
+        description="Run a script, observe every torch.compile in it, and explain what Dynamo did to each "
+                    "compiled function: cache entries, guards, transformed code, subgraphs, resume functions, "
+                    "graph breaks, recompiles and compile times.",
+    )
+    p.add_argument("--out", metavar="DIR", help="also write one .py file per function and DIR/explanation.json")
+    p.add_argument("--quiet", action="store_true", help="do not print the report (use with --out)")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    ns = _parser().parse_args(argv)
+    script_args: list[str] = list(ns.args)
+    if "--" in script_args:
+        cut = script_args.index("--")
+        ours, theirs = script_args[:cut], script_args[cut + 1:]
+    else:
+        ours, theirs = script_args, []
+    rest: list[str] = []
+    i = 0
+    while i < len(ours):
+        a = ours[i]
+        if a == "--out":
+            if i + 1 >= len(ours):
+                raise ConfigError("--out needs a directory: dynascope explain script.py --out DIR")
+            ns.out = ours[i + 1]
+            i += 2
+            continue
+        if a.startswith("--out="):
+            ns.out = a.split("=", 1)[1]
+            i += 1
+            continue
+        rest.append(a)
+        i += 1
+    return ns, rest + theirs
+
+
+def main(argv: list[str]) -> int:
+    ns, script_args = _split_args(argv)
+    from ..scriptrun import check_script, run_script, strip_our_frames
+    from .observer import Observer
+
+    script = check_script(ns.script)
+    out_dir = None
+    if ns.out:
+        out_dir = os.path.abspath(ns.out)
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create --out directory {ns.out}: {exc.strerror or exc}") from exc
+
+    obs = Observer().start()
+    try:
+        error = run_script(script, script_args)
+    finally:
+        obs.stop()
+    sys.stdout.flush()
+    report = obs.report(script=script, error=error)
+
+    if not ns.quiet:
+        print_report(report)
+    if out_dir is not None:
+        written = write_outputs(report, out_dir)
+        print(f"\ndynascope explain: wrote {len(written)} files to {out_dir} "
+              f"(explanation.json and one .py per function)", file=sys.stderr)
+
+    if error is None:
+        return 0
+    if isinstance(error, SystemExit):
+        code = error.code
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    if isinstance(error, KeyboardInterrupt):
+        raise error
+    strip_our_frames(error)
+    print(f"\ndynascope explain: {os.path.basename(script)} raised {type(error).__name__}; "
+          "the report above covers what was compiled until then.", file=sys.stderr)
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    return 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Terminal
+# ------------------------------------------------------------------------------------------------
+
+
+def print_report(report: Report) -> None:
+    try:
+        from rich.console import Console
+        from rich.rule import Rule
+    except ImportError:  # pragma: no cover - rich is a dependency, but keep plain text working
+        print(str(report))
+        return
+    console = Console(soft_wrap=True, highlight=False)
+    if not report.explanations:
+        console.print("No function was compiled by torch.compile (or every cache entry was cleared).",
+                      markup=False)
+    for expl in report.explanations:
+        fn = expl.function
+        console.print(Rule(f"{fn.qualname or fn.name}  ({fn.where()})", style="cyan"))
+        console.print(render_text(_without_records(expl)), markup=False)
+        console.print()
+    obs = render_observations(report)
+    if obs:
+        console.print(Rule("What happened while the script ran", style="cyan"))
+        console.print(obs, markup=False)
+
+
+def _without_records(expl: Explanation) -> Explanation:
+    """The per-function text without the observations (printed once for the whole run)."""
+    return Explanation(function=expl.function, source=expl.source, kind=expl.kind,
+                       cache_entries=expl.cache_entries, notes=expl.notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# --out DIR
+# ------------------------------------------------------------------------------------------------
+
+
+def write_outputs(report: Report, out_dir: str) -> list[str]:
+    written = []
+    used: set[str] = set()
+    for expl in report.explanations:
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", expl.function.qualname or expl.function.name).strip("_") or "function"
+        name, n = base, 1
+        while name in used:
+            n += 1
+            name = f"{base}_{n}"
+        used.add(name)
+        path = os.path.join(out_dir, f"{name}.py")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(function_file(expl, report.torch_version))
+        written.append(path)
+    path = os.path.join(out_dir, "explanation.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(report.to_json())
+        fh.write("\n")
+    written.append(path)
+    return written
+
+
+def _comment(text: str, prefix: str = "# ") -> str:
+    return "\n".join((prefix + line).rstrip() for line in text.splitlines())
+
+
+def function_file(expl: Explanation, torch_version: str | None) -> str:
+    fn = expl.function
+    out: list[str] = [
+        f'"""What Dynamo did to {fn.qualname or fn.name} ({fn.where()}), torch {torch_version or "?"}.',
+        "",
+        "Written by `dynascope explain`. Cache entries are listed in the order Dynamo checks them; each",
+        "runs only when all its guards pass. Code Dynamo generated is shown as Python where it could be",
+        'decompiled; everything else (guards, original source, bytecode) is in comments."""',
+        "",
+        "import torch  # noqa: F401  (the subgraphs below refer to it)",
+        "",
+    ]
+    if expl.source:
+        out += ["# ---- original source ----", _comment(expl.source), ""]
+    _entries_py(expl, out, prefix="")
+    if expl.graph_breaks or expl.recompiles or expl.compile_times:
+        out += ["", "# ---- what happened ----", _comment(render_observations(expl))]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _entries_py(expl: Explanation, out: list[str], prefix: str) -> None:
+    for entry in expl.cache_entries:
+        _entry_py(entry, out, prefix)
+
+
+def _entry_py(entry: CacheEntry, out: list[str], prefix: str) -> None:
+    tag = f"{prefix}cache entry {entry.index}"
+    out += [
+        f"# ==== {tag}: compile id {entry.compile_id}, backend {entry.backend or '?'} ====",
+        f"# guards ({entry.guard_count} checks; this entry runs only if all pass):",
+        _comment(render_guards(entry), "#   "),
+        "# torch's own guard text:",
+    ]
+    for group in entry.guards:
+        for g in group.guards:
+            out.append(_comment(g.raw, "#   "))
+    out.append("")
+    if entry.code is not None:
+        out.append(f"# transformed code ({'decompiled' if entry.code.decompiled else 'bytecode'}):")
+        out.append(entry.code.source if entry.code.decompiled else _comment(entry.code.source))
+        out.append("")
+    for sg in entry.subgraphs:
+        ops = f", {sg.op_count} ops" if sg.op_count is not None else ""
+        out.append(f"# subgraph {sg.name} ({sg.global_name}{ops}):")
+        if sg.fx_code:
+            code = sg.fx_code.replace("class GraphModule(torch.nn.Module):", f"class {sg.name}(torch.nn.Module):", 1)
+            out.append(code if _parses(code) else _comment(code))
+        else:
+            out.append("# (FX code not available)")
+        out.append("")
+    for rf in entry.resume_functions:
+        out.append(f"# resume function {rf.name} ({rf.code_name}), resumes at line {rf.line}:")
+        if rf.source:
+            out.append(_comment(rf.source))
+        if rf.explanation is not None:
+            _entries_py(rf.explanation, out, prefix=f"{prefix}{rf.name} ")
+        else:
+            out.append("#   (no cache entries: this path has not run)")
+        out.append("")
+
+
+def _parses(code: str) -> bool:
+    try:
+        compile(code, "<fx>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
