@@ -1,0 +1,240 @@
+"""The tracing torch.compile backend.
+
+    model = torch.compile(model, backend=dynascope.backend(name="resnet", epoch=1))
+
+With autograd=True (the default) the graph goes through AOT autograd exactly as backend
+"aot_eager" does, and every ATen op of the forward, backward and inference graphs is traced and
+tagged with its phase. With autograd=False the Dynamo graph's own ops are traced, as backend
+"eager" runs them. Disabled tracing compiles with the inner backend untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .. import _torch
+from ..errors import ConfigError
+from ..trace.config import TraceConfig, tracing_enabled
+from ..trace.ops import TABLE, OpSpec
+from ..trace.session import current_session, ensure_session
+from . import compile_events
+from .attribution import attribution, event_name, layers_by_seq_nr
+from .instrument import instrument, traced_nodes
+
+INNER_BACKENDS = ("aot_eager", "eager", "inductor")
+_UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})$")
+
+
+def _check(name: str, value: Any, types: tuple, what: str) -> None:
+    if value is not None and (not isinstance(value, types) or isinstance(value, bool) and bool not in types):
+        raise ConfigError(f"backend parameter {name}={value!r} must be {what}")
+
+
+@dataclass
+class CompileContext:
+    """What one Dynamo graph's compilation shares between its forward, backward and inference graphs."""
+
+    graph: str
+    compile_id: str
+    grad_enabled: bool
+    layer_by_seq: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+
+class TracingBackend:
+    """A torch.compile backend that traces every graph op. Build it with `dynascope.backend(...)`."""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        epoch: int | None = None,
+        step: int | None = None,
+        image_idx: int | None = None,
+        image_size: Any = None,
+        enable: bool | None = None,
+        autograd: bool = True,
+        inner: str | None = None,
+        record_shapes: bool | None = None,
+    ) -> None:
+        _check("name", name, (str,), "a string")
+        _check("epoch", epoch, (int,), "a whole number")
+        _check("step", step, (int,), "a whole number")
+        _check("image_idx", image_idx, (int,), "a whole number")
+        _check("image_size", image_size, (int, tuple, list), "a number or a tuple such as (224, 224)")
+        _check("enable", enable, (bool,), "True or False")
+        _check("autograd", autograd, (bool,), "True or False")
+        _check("record_shapes", record_shapes, (bool,), "True or False")
+        inner = inner or ("aot_eager" if autograd else "eager")
+        if inner not in INNER_BACKENDS:
+            raise ConfigError(f"inner backend {inner!r} is not one of {', '.join(INNER_BACKENDS)}")
+        if inner == "aot_eager" and not autograd:
+            raise ConfigError("inner='aot_eager' needs autograd=True (autograd=False traces the Dynamo graph, as 'eager')")
+        if inner == "eager" and autograd:
+            raise ConfigError("inner='eager' runs the Dynamo graph without AOT autograd: pass autograd=False with it")
+        _torch.require_torch()
+        self.tracer_name = name
+        self.labels = {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in (("tracer", name), ("epoch", epoch), ("step", step), ("image_idx", image_idx), ("image_size", image_size))
+            if v is not None
+        }
+        self.enabled = tracing_enabled(True) if enable is None else enable
+        self.autograd = autograd
+        self.inner = inner
+        self.record_shapes = record_shapes
+        self.__name__ = f"dynascope_{inner}"  # Dynamo names backends by __name__ in logs
+        if self.enabled:
+            compile_events.install()
+
+    def __repr__(self) -> str:
+        state = "tracing" if self.enabled else "disabled"
+        return f"<dynascope backend inner={self.inner} autograd={self.autograd} {state} {self.labels}>"
+
+    # -- torch.compile entry point --------------------------------------------------------------
+
+    def __call__(self, gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
+        if not self.enabled:
+            return self._untraced(gm, example_inputs, **kwargs)
+        session = current_session() or ensure_session()
+        record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
+        import torch
+
+        context = CompileContext(
+            graph=_graph_name(gm),
+            compile_id=str(gm.meta.get("dynamo_compile_id") or _torch.current_compile_id() or "?"),
+            grad_enabled=torch.is_grad_enabled(),
+        )
+        if self.inner == "inductor":
+            return self._graph_level(gm, example_inputs, context, **kwargs)
+        if not self.autograd:
+            self._trace_graph(gm, context, "inference", record_shapes)
+            return gm.forward
+        return _torch.aot_autograd(
+            fw_compiler=self._aot_compiler(context, "forward", record_shapes),
+            bw_compiler=self._aot_compiler(context, "backward", record_shapes),
+            inference_compiler=self._aot_compiler(context, "inference", record_shapes),
+            partition_fn=_torch.min_cut_partitioner(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs, **kwargs)
+
+    def _untraced(self, gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
+        if self.inner == "eager":
+            return gm.forward
+        return _torch.lookup_backend(self.inner)(gm, example_inputs, **kwargs)
+
+    def _aot_compiler(self, context: CompileContext, phase: str, record_shapes: bool) -> Callable:
+        def compile_graph(fx_graph: Any, example_inputs: list) -> Callable:
+            # The boxed convention (one list argument, cleared early) is what "aot_eager" uses; a plain
+            # gm.forward here would cost tens of microseconds per call in AOT's wrappers.
+            fx_graph.graph.set_codegen(_torch.boxed_codegen_class()())
+            if phase == "forward":
+                context.layer_by_seq.update(layers_by_seq_nr(fx_graph))
+            self._trace_graph(fx_graph, context, phase, record_shapes)
+            forward = fx_graph.forward
+
+            def run(args: list) -> Any:
+                return forward(args)
+
+            run._boxed_call = True  # type: ignore[attr-defined]
+            return run
+
+        return compile_graph
+
+    def _trace_graph(self, gm: Any, context: CompileContext, phase: str, record_shapes: bool) -> int:
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": self.inner}
+        grad = context.grad_enabled and phase != "backward"
+        nodes = traced_nodes(gm)
+        ops = [
+            OpSpec.make(
+                event_name(node, gm),
+                "dynamo",
+                grad,
+                {**shared, **attribution(node, gm, context.layer_by_seq, record_shapes), **self.labels},
+            )
+            for node in nodes
+        ]
+        graph = OpSpec.make(
+            f"{context.graph}.{phase}", "dynamo.graph", grad, {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
+        )
+        gid = TABLE.register_graph(graph, ops)
+        instrument(gm, gid)
+        return gid
+
+    def _graph_level(self, gm: Any, example_inputs: list, context: CompileContext, **kwargs: Any) -> Callable:
+        """Inductor fuses ops into kernels, so only whole-graph calls can be timed (forward only)."""
+        from ..trace import buffers
+
+        compiled = _torch.lookup_backend("inductor")(gm, example_inputs, **kwargs)
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": "forward", "backend": "inductor"}
+        kernel = OpSpec.make(
+            f"inductor.{context.graph}", "dynamo", context.grad_enabled,
+            {**shared, "kind": "op", "node": "compiled_kernels", "op_type": "call_function",
+             "target": "inductor generated code", "layer": "", "module_type": "", **self.labels},
+        )  # fmt: skip
+        graph = OpSpec.make(
+            f"{context.graph}.forward", "dynamo.graph", context.grad_enabled,
+            {"kind": "graph", **shared, "n_ops": 1, **self.labels},
+        )  # fmt: skip
+        header = -TABLE.register_graph(graph, [kernel])
+        sink, clock = buffers.sink, buffers.now_ns
+
+        def run(*args: Any) -> Any:
+            record = sink()
+            record(header)
+            record(clock())
+            result = compiled(*args)
+            record(clock())
+            return result
+
+        return run
+
+
+def _graph_name(gm: Any) -> str:
+    name = gm.meta.get("backend_id") if hasattr(gm, "meta") else None
+    name = name or getattr(gm, "_backend_id", None) or type(gm).__name__
+    return _UUID_SUFFIX.sub("", str(name))
+
+
+def backend(
+    name: str | None = None,
+    epoch: int | None = None,
+    step: int | None = None,
+    image_idx: int | None = None,
+    image_size: Any = None,
+    enable: bool | None = None,
+    autograd: bool = True,
+    inner: str | None = None,
+    record_shapes: bool | None = None,
+) -> TracingBackend:
+    """A torch.compile backend that traces every graph op into the active trace session.
+
+    name/epoch/step/image_idx/image_size are recorded on every op event. enable=None follows
+    DYNASCOPE_ENABLE / DFTRACER_ENABLE (on when unset). autograd=True traces the AOT forward,
+    backward and inference graphs' ATen ops (as backend "aot_eager" runs them); autograd=False the
+    Dynamo graph's ops (as backend "eager"). inner="inductor" times whole graph calls only.
+    record_shapes adds compile-time input shapes and dtypes (default: DFTRACER_INC_METADATA).
+    """
+    return TracingBackend(name, epoch, step, image_idx, image_size, enable, autograd, inner, record_shapes)
+
+
+def compile(fn: Callable | None = None, /, **options: Any) -> Any:
+    """`@dynascope.compile` or `@dynascope.compile(epoch=1, ...)`: torch.compile with a tracing backend.
+
+    Backend options are those of `dynascope.backend`; torch.compile's own (fullgraph, dynamic, mode)
+    pass through.
+    """
+    compile_options = {k: options.pop(k) for k in ("fullgraph", "dynamic") if k in options}
+    traced = backend(**options)
+
+    def decorate(target: Callable) -> Any:
+        import torch
+
+        return torch.compile(target, backend=traced, **compile_options)
+
+    if fn is None:
+        return decorate
+    if not callable(fn):
+        raise ConfigError(f"dynascope.compile expects a function or module, got {type(fn).__name__}")
+    return decorate(fn)
+

@@ -1,0 +1,56 @@
+"""Compile phases as trace events, from torch's own compile timers.
+
+Dynamo times its phases (entire_frame_compile, dynamo tracing, backend_compile, AOT, inductor) and
+publishes them as chromium begin/end events on its structured log. We pair each begin with its end
+and record one complete event in category "dynamo.compile", so a single timeline shows compile and
+run. Installed once per process, the first time a tracing backend is created.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+
+from .. import _torch
+from ..trace.regions import complete_event
+
+_installed = False
+_lock = threading.Lock()
+_open = threading.local()
+
+
+def _scalar_args(args: object) -> dict:
+    if not isinstance(args, dict):
+        return {}
+    return {k: v for k, v in args.items() if isinstance(v, (str, int, float, bool)) and v is not None}
+
+
+def _on_record(record: dict, payload: str | None) -> None:
+    if "chromium_event" not in record or not payload:
+        return
+    event = orjson.loads(payload)
+    phase, name, ts = event.get("ph"), event.get("name"), event.get("ts")
+    if not isinstance(name, str) or not isinstance(ts, (int, float)):
+        return
+    stack = getattr(_open, "stack", None)
+    if stack is None:
+        stack = _open.stack = []
+    if phase == "B":
+        stack.append((name, ts, _scalar_args(event.get("args"))))
+    elif phase == "E":
+        for index in range(len(stack) - 1, -1, -1):
+            if stack[index][0] == name:
+                _, start, args = stack.pop(index)
+                del stack[index:]  # anything opened inside and never closed
+                args.update(_scalar_args(event.get("args")))
+                complete_event(name, "dynamo.compile", int(start), int(ts) - int(start), args)
+                return
+
+
+def install() -> None:
+    global _installed
+    with _lock:
+        if not _installed:
+            _torch.add_structured_trace_handler(_on_record)
+            _installed = True

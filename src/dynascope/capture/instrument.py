@@ -1,0 +1,59 @@
+"""Rewrite an FX graph's generated Python so that it records a clock reading after every op.
+
+The generated forward gains one prologue line and one line per traced node:
+
+    _dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r(-7); _dsc_r(_dsc_c())
+    addmm = torch.ops.aten.addmm.default(primals_2, primals_1, t);  t = None
+    _dsc_r(_dsc_c())
+    ...
+
+That is one C clock call and one list append per op, with locals only: no interpreter, no dicts,
+no formatting. The writer reconstructs the events from the readings (see trace/decode.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..trace import buffers
+from .attribution import TRACED_OPS
+
+_COUNTER = "# COUNTER: "
+
+
+def traced_nodes(gm: Any) -> list[Any]:
+    return [node for node in gm.graph.nodes if node.op in TRACED_OPS]
+
+
+def instrument(gm: Any, gid: int) -> None:
+    """Regenerate `gm.forward` with clock readings for graph id `gid` (in place)."""
+    nodes = list(gm.graph.nodes)
+    traced = {index for index, node in enumerate(nodes) if node.op in TRACED_OPS}
+
+    def add_readings(body: list[str]) -> list[str]:
+        out = [f"_dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r({-gid}); _dsc_r(_dsc_c())\n"]
+        current = None
+        for piece in body:
+            if piece.startswith(_COUNTER):
+                if current in traced:
+                    out.append("_dsc_r(_dsc_c())\n")
+                current = int(piece[len(_COUNTER) :])
+            out.append(piece)
+        if current in traced:  # a graph whose last node is an op (no output node seen after it)
+            out.append("_dsc_r(_dsc_c())\n")
+        return out
+
+    gm.graph.on_generate_code(lambda previous: _chain(previous, add_readings))
+    gm.recompile()
+    real_recompile = getattr(gm, "real_recompile", None)  # lazy graph modules compile on first call
+    if real_recompile is not None:
+        real_recompile()
+    namespace = gm.forward.__globals__
+    namespace["_dsc_sink"] = buffers.sink
+    namespace["_dsc_clock"] = buffers.now_ns
+
+
+def _chain(previous, transform):
+    if previous is None:
+        return transform
+    return lambda body: transform(previous(body))

@@ -1,0 +1,187 @@
+"""Basic blocks, dominators, loops and exception handlers of one code object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import CodeType
+
+from .opcodes import BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, TERMINATORS, Instr, canonical_instructions, exception_entries
+
+
+@dataclass(eq=False)
+class Block:
+    start: int
+    instrs: list[Instr]
+    handler: "Block | None" = None  # where an exception raised here goes
+    handler_depth: int = 0
+    handler_lasti: bool = False
+    succs: list["Block"] = field(default_factory=list)  # normal flow: [fallthrough, jump target]
+    preds: list["Block"] = field(default_factory=list)
+    index: int = 0
+
+    @property
+    def last(self) -> Instr | None:
+        return self.instrs[-1] if self.instrs else None
+
+    @property
+    def body(self) -> list[Instr]:
+        """Instructions other than the final branch."""
+        if self.last is not None and self.last.name in BRANCHING:
+            return self.instrs[:-1]
+        return self.instrs
+
+    @property
+    def fallthrough(self) -> "Block | None":
+        return self._fallthrough
+
+    def __repr__(self) -> str:
+        return f"<Block {self.start}>"
+
+
+class ControlFlowGraph:
+    def __init__(self, code: CodeType):
+        self.code = code
+        self.instrs = canonical_instructions(code)
+        self.entries = exception_entries(code)
+        self.blocks: list[Block] = []
+        self.by_offset: dict[int, Block] = {}
+        self._split()
+        self._link()
+        self.dominators = self._dominators()
+
+    # ---- construction --------------------------------------------------------------------
+    def _handler_at(self, offset: int):
+        for start, end, target, depth, lasti in self.entries:
+            if start <= offset < end:
+                return target, depth, lasti
+        return None
+
+    def _split(self) -> None:
+        leaders = {self.instrs[0].offset} if self.instrs else set()
+        for i, ins in enumerate(self.instrs):
+            if ins.target is not None:
+                leaders.add(ins.target)
+            if ins.name in BRANCHING or ins.name in TERMINATORS:
+                if i + 1 < len(self.instrs):
+                    leaders.add(self.instrs[i + 1].offset)
+        for start, end, target, _, _ in self.entries:
+            leaders.update((start, end, target))
+        current: list[Instr] = []
+        previous_handler = object()
+        for ins in self.instrs:
+            handler = self._handler_at(ins.offset)
+            if current and (ins.offset in leaders or handler != previous_handler) and ins.offset != current[-1].offset:
+                self._add_block(current)
+                current = []
+            previous_handler = handler
+            current.append(ins)
+        if current:
+            self._add_block(current)
+
+    def _add_block(self, instrs: list[Instr]) -> None:
+        block = Block(start=instrs[0].offset, instrs=instrs, index=len(self.blocks))
+        self.blocks.append(block)
+        for ins in instrs:
+            self.by_offset.setdefault(ins.offset, block)
+
+    def _link(self) -> None:
+        for i, block in enumerate(self.blocks):
+            following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
+            block._fallthrough = following
+            last = block.last
+            handler = self._handler_at(block.start)
+            if handler is not None:
+                block.handler = self.by_offset[handler[0]]
+                block.handler_depth, block.handler_lasti = handler[1], handler[2]
+            if last.name in TERMINATORS:
+                continue
+            if last.name in JUMP_OPS:
+                block.succs = [self.by_offset[last.target]]
+            elif last.name in CONDITIONAL_JUMPS or last.name in ("FOR_ITER", "SEND"):
+                block.succs = [following, self.by_offset[last.target]]
+            elif following is not None:
+                block.succs = [following]
+        for block in self.blocks:
+            for succ in block.succs:
+                succ.preds.append(block)
+
+    def all_succs(self, block: Block) -> list[Block]:
+        """Normal and exceptional successors (for dominance)."""
+        result = list(block.succs)
+        if block.handler is not None:
+            result.append(block.handler)
+        return result
+
+    # ---- analyses ------------------------------------------------------------------------
+    def _dominators(self) -> dict[Block, set[Block]]:
+        blocks = self.reachable()
+        entry = self.blocks[0]
+        dom = {b: set(blocks) for b in blocks}
+        dom[entry] = {entry}
+        preds = {b: [] for b in blocks}
+        for b in blocks:
+            for s in self.all_succs(b):
+                if s in preds:
+                    preds[s].append(b)
+        changed = True
+        while changed:
+            changed = False
+            for b in blocks:
+                if b is entry or not preds[b]:
+                    continue
+                new = set.intersection(*(dom[p] for p in preds[b])) | {b}
+                if new != dom[b]:
+                    dom[b] = new
+                    changed = True
+        return dom
+
+    def reachable(self) -> list[Block]:
+        seen: dict[Block, None] = {}
+        todo = [self.blocks[0]]
+        while todo:
+            b = todo.pop()
+            if b in seen:
+                continue
+            seen[b] = None
+            todo.extend(self.all_succs(b))
+        return sorted(seen, key=lambda b: b.index)
+
+    def is_loop_header(self, block: Block) -> bool:
+        return any(block in self.dominators.get(p, ()) for p in block.preds)
+
+    def loop_body(self, header: Block) -> set[Block]:
+        """Blocks of the natural loop: those that reach a back edge without passing the header."""
+        body = {header}
+        todo = [p for p in header.preds if header in self.dominators.get(p, ())]
+        while todo:
+            b = todo.pop()
+            if b in body:
+                continue
+            body.add(b)
+            todo.extend(b.preds)
+        return body
+
+    def post_dominator(self, block: Block, region: set[Block] | None) -> Block | None:
+        """Immediate post-dominator of `block` inside `region` (leaving the region = exit); None = exit."""
+        nodes = [b for b in self.reachable() if region is None or b in region]
+        exit_ = None
+        node_set = set(nodes)
+        pdom: dict[Block, set] = {b: set(nodes) | {exit_} for b in nodes}
+        changed = True
+        while changed:
+            changed = False
+            for b in reversed(nodes):
+                outs = [s if s in node_set else exit_ for s in b.succs] or [exit_]
+                sets = [pdom[s] if s is not exit_ else {exit_} for s in outs]
+                new = set.intersection(*sets) | {b}
+                if new != pdom[b]:
+                    pdom[b] = new
+                    changed = True
+        strict = pdom[block] - {block}
+        # the immediate one is the strict post-dominator that all others post-dominate
+        for candidate in strict:
+            if candidate is exit_:
+                continue
+            if all(other is candidate or other in pdom[candidate] for other in strict):
+                return candidate
+        return None

@@ -1,0 +1,728 @@
+"""Symbolic execution of straight-line canonical instructions into Python AST.
+
+The operand stack holds `ast.expr` nodes (and the markers of `values.py`).  An expression is left on
+the stack, unevaluated, only while deferring it cannot change what it computes: before a statement
+is emitted, anything the statement could disturb is first saved to a temporary.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from types import CodeType
+from typing import Any, Callable
+
+from .opcodes import FEATURES, VERSION, Instr
+from .values import (
+    Accumulator, CaughtException, DecompileError, ExcInfo, ExcMatch, FunctionValue, Inplace, Iter,
+    KwNames, LastI, LoopValue, Null, SymList, Unpacked, UnpackGroup, WithExit, is_marker,
+)
+
+NULL = Null()
+
+BINOPS = {
+    "+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "//": ast.FloorDiv, "%": ast.Mod,
+    "**": ast.Pow, "@": ast.MatMult, "<<": ast.LShift, ">>": ast.RShift, "&": ast.BitAnd,
+    "|": ast.BitOr, "^": ast.BitXor,
+}
+INPLACE_FUNCTIONS = {
+    "+": "iadd", "-": "isub", "*": "imul", "/": "itruediv", "//": "ifloordiv", "%": "imod",
+    "**": "ipow", "@": "imatmul", "<<": "ilshift", ">>": "irshift", "&": "iand", "|": "ior", "^": "ixor",
+}
+COMPARES = {
+    "<": ast.Lt, "<=": ast.LtE, ">": ast.Gt, ">=": ast.GtE, "==": ast.Eq, "!=": ast.NotEq,
+    "in": ast.In, "not in": ast.NotIn, "is": ast.Is, "is not": ast.IsNot,
+}
+UNARY = {"UNARY_NEGATIVE": ast.USub, "UNARY_NOT": ast.Not, "UNARY_INVERT": ast.Invert, "UNARY_POSITIVE": ast.UAdd}
+
+
+def name(identifier: str, ctx=None) -> ast.Name:
+    return ast.Name(id=identifier, ctx=ctx or ast.Load())
+
+
+def const(value: Any) -> ast.expr:
+    return ast.Constant(value=value)
+
+
+def names_read(node: Any) -> set[str]:
+    if isinstance(node, SymList):
+        return set().union(*(names_read(i) for i in node.items)) if node.items else set()
+    if isinstance(node, (Iter, LoopValue)):
+        return names_read(node.iterable)
+    if not isinstance(node, ast.AST):
+        return set()
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def is_pure(node: Any) -> bool:
+    """True when evaluating `node` later gives the same result unless one of its names is rebound."""
+    if isinstance(node, (ast.Constant, ast.Name, ast.Lambda)):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Load):
+        return all(is_pure(e) for e in node.elts)
+    if isinstance(node, ast.NamedExpr):
+        return False
+    return is_marker(node) and not isinstance(node, (Inplace, Unpacked))
+
+
+class Frame:
+    """Code-object facts every block needs: names, kinds of variables, nested function rendering."""
+
+    def __init__(self, code: CodeType, render_function: Callable[[FunctionValue, str], ast.stmt]):
+        self.code = code
+        self.render_function = render_function
+        self.temp_count = 0
+        self.globals_declared: set[str] = set()
+        self.nonlocals_declared: set[str] = set()
+
+    def new_temp(self) -> str:
+        self.temp_count += 1
+        return f"__t{self.temp_count}"
+
+
+class BlockExecutor:
+    """Runs canonical instructions on a symbolic stack, appending statements to `out`."""
+
+    def __init__(self, frame: Frame, stack: list, out: list):
+        self.frame = frame
+        self.stack = stack
+        self.out = out
+        self.kwnames: tuple = ()
+        self.loop_target: Any = None  # set when the loop value gets stored
+        self.returned = False
+
+    # ---- stack helpers -------------------------------------------------------------------
+    def push(self, value: Any) -> None:
+        self.stack.append(value)
+
+    def pop(self) -> Any:
+        if not self.stack:
+            raise DecompileError("stack underflow")
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list:
+        if n == 0:
+            return []
+        if len(self.stack) < n:
+            raise DecompileError("stack underflow")
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def expr(self, value: Any) -> ast.expr:
+        """The value as an expression; markers that cannot stand in an expression are an error."""
+        if isinstance(value, ast.AST):
+            return value
+        if isinstance(value, SymList):
+            value.escaped = True
+            return ast.List(elts=[self.expr(i) for i in value.items], ctx=ast.Load())
+        if isinstance(value, FunctionValue):
+            return self.function_expr(value)
+        if isinstance(value, Inplace):
+            return self.inplace_call(value)
+        if isinstance(value, Iter):
+            return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
+        raise DecompileError(f"{type(value).__name__} used as a value")
+
+    def inplace_call(self, value: Inplace) -> ast.expr:
+        func = ast.Attribute(value=ast.Call(func=name("__import__"), args=[const("operator")], keywords=[]),
+                             attr=INPLACE_FUNCTIONS[value.op], ctx=ast.Load())
+        return ast.Call(func=func, args=[value.target, value.value], keywords=[])
+
+    def function_expr(self, fn: FunctionValue) -> ast.expr:
+        if fn.code.co_name == "<lambda>":
+            return self.frame.render_function(fn, "<lambda>")
+        temp = fn.code.co_name if fn.code.co_name.isidentifier() else self.frame.new_temp()
+        self.emit(self.frame.render_function(fn, temp), writes={temp})
+        return name(temp)
+
+    # ---- statements ----------------------------------------------------------------------
+    def emit(self, stmt: ast.stmt, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
+        self.flush(writes, side_effects)
+        self.out.append(stmt)
+
+    def flush(self, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
+        """Save stack values the next statement could disturb into temporaries, in stack order."""
+        for i, value in enumerate(self.stack):
+            self.stack[i] = self.saved(value, writes, side_effects)
+
+    def saved(self, value: Any, writes, side_effects: bool) -> Any:
+        if isinstance(value, SymList):
+            value.items = [self.saved(v, writes, side_effects) for v in value.items]
+            return value
+        if isinstance(value, Iter):
+            return value
+        if is_marker(value):
+            return value
+        if is_pure(value) and not (names_read(value) & set(writes)):
+            return value
+        if not side_effects and not (names_read(value) & set(writes)):
+            return value
+        temp = self.frame.new_temp()
+        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(value), lineno=0))
+        self.replace_everywhere(value, name(temp))
+        return name(temp)
+
+    def replace_everywhere(self, old: Any, new: Any) -> None:
+        for i, v in enumerate(self.stack):
+            if v is old:
+                self.stack[i] = new
+            elif isinstance(v, SymList):
+                v.items = [new if item is old else item for item in v.items]
+
+    def store(self, target: ast.expr, value: Any) -> None:
+        """Assign `value` to `target`, turning the special cases back into their syntax."""
+        target_names = {target.id} if isinstance(target, ast.Name) else set()
+        if isinstance(value, LoopValue):
+            self.loop_target = target
+            return
+        if isinstance(value, Unpacked):
+            self.store_unpacked(target, value)
+            return
+        if isinstance(value, Inplace) and _same_target(value.target, target):
+            self.emit(ast.AugAssign(target=target, op=BINOPS[value.op[:-1]](), value=value.value),
+                      writes=target_names)
+            return
+        if isinstance(value, FunctionValue) and isinstance(target, ast.Name) and value.code.co_name == target.id:
+            self.emit(self.frame.render_function(value, target.id), writes=target_names)
+            return
+        if any(v is value for v in self.stack) and not is_marker(value):
+            if isinstance(target, ast.Name):  # still needed on the stack: a walrus or a chained assignment
+                named = ast.NamedExpr(target=name(target.id, ast.Store()), value=self.expr(value))
+                self.flush(target_names)
+                self.replace_everywhere(value, named)
+                return
+            temp = self.frame.new_temp()
+            self.emit(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(value), lineno=0))
+            self.replace_everywhere(value, name(temp))
+            value = name(temp)
+        if isinstance(value, ast.NamedExpr) and isinstance(target, ast.Name):
+            self.emit(ast.Assign(targets=[value.target, target], value=value.value, lineno=0), writes=target_names | {value.target.id})
+            return
+        self.emit(ast.Assign(targets=[target], value=self.expr(value), lineno=0), writes=target_names)
+
+    def store_unpacked(self, target: ast.expr, item: Unpacked) -> None:
+        group = item.group
+        if group.star_index == item.index:
+            target = ast.Starred(value=target, ctx=ast.Store())
+        group.targets[item.index] = target
+        if any(t is None for t in group.targets):
+            return
+        tuple_target = ast.Tuple(elts=list(group.targets), ctx=ast.Store())
+        if group.parent is not None:
+            self.store(tuple_target, group.parent)
+        else:
+            self.store(tuple_target, group.source)
+
+    # ---- dispatch --------------------------------------------------------------------------
+    def run(self, instrs: list[Instr]) -> None:
+        for ins in instrs:
+            handler = getattr(self, "op_" + ins.name, None)
+            if handler is None:
+                raise DecompileError(f"unsupported opcode {ins.original or ins.name} at offset {ins.offset}")
+            handler(ins)
+            if self.returned:
+                return
+
+    # loads
+    def op_LOAD_CONST(self, ins):
+        self.push(const(ins.argval))
+
+    def op_LOAD_SMALL_INT(self, ins):
+        self.push(const(ins.argval))
+
+    def op_LOAD_FAST(self, ins):
+        self.push(name(ins.argval))
+
+    op_LOAD_NAME = op_LOAD_DEREF = op_LOAD_CLASSDEREF = op_LOAD_FAST
+
+    def op_LOAD_FAST_AND_CLEAR(self, ins):
+        self.push(name(ins.argval))
+
+    def op_LOAD_GLOBAL(self, ins):
+        self.push(name(ins.argval))
+
+    def op_PUSH_NULL(self, ins):
+        self.push(NULL)
+
+    op_PUSH_NULL_AFTER = op_PUSH_NULL
+
+    def op_LOAD_ATTR(self, ins):
+        self.push(ast.Attribute(value=self.expr(self.pop()), attr=ins.argval, ctx=ast.Load()))
+
+    def op_LOAD_METHOD(self, ins):
+        self.push(NULL)
+        self.op_LOAD_ATTR(ins)
+        self.stack[-1], self.stack[-2] = self.stack[-2], self.stack[-1]
+        self.stack[-1], self.stack[-2] = self.stack[-2], self.stack[-1]
+
+    def op_LOAD_ASSERTION_ERROR(self, ins):
+        self.push(name("AssertionError"))
+
+    def op_LOAD_BUILD_CLASS(self, ins):
+        raise DecompileError("class definitions are not supported")
+
+    # stores
+    def op_STORE_FAST(self, ins):
+        if self.try_tuple_assignment(ins):
+            return
+        self.store(name(ins.argval, ast.Store()), self.pop())
+
+    op_STORE_NAME = op_STORE_FAST
+
+    def op_STORE_DEREF(self, ins):
+        if ins.argval in self.frame.code.co_freevars:
+            self.frame.nonlocals_declared.add(ins.argval)
+        self.op_STORE_FAST(ins)
+
+    def op_STORE_GLOBAL(self, ins):
+        self.frame.globals_declared.add(ins.argval)
+        self.op_STORE_FAST(ins)
+
+    def op_STORE_ATTR(self, ins):
+        obj = self.pop()
+        value = self.pop()
+        self.store(ast.Attribute(value=self.expr(obj), attr=ins.argval, ctx=ast.Store()), value)
+
+    def op_STORE_SUBSCR(self, ins):
+        key, container, value = self.pop(), self.pop(), self.pop()
+        if isinstance(container, SymList) and not container.escaped and self.symlist_store(container, key, value):
+            return
+        self.store(ast.Subscript(value=self.expr(container), slice=self.expr(key), ctx=ast.Store()), value)
+
+    def op_STORE_SLICE(self, ins):
+        stop, start, container, value = self.pop(), self.pop(), self.pop(), self.pop()
+        key = ast.Slice(lower=_none_to_absent(start), upper=_none_to_absent(stop))
+        self.store(ast.Subscript(value=self.expr(container), slice=key, ctx=ast.Store()), value)
+
+    def try_tuple_assignment(self, ins) -> bool:
+        """`a, b = b, a` arrives as consecutive stores of already-loaded names; keep it a tuple."""
+        return False
+
+    def op_DELETE_FAST(self, ins):
+        self.emit(ast.Delete(targets=[name(ins.argval, ast.Del())]), writes={ins.argval})
+
+    op_DELETE_NAME = op_DELETE_DEREF = op_DELETE_FAST
+
+    def op_DELETE_GLOBAL(self, ins):
+        self.frame.globals_declared.add(ins.argval)
+        self.op_DELETE_FAST(ins)
+
+    def op_DELETE_ATTR(self, ins):
+        obj = self.pop()
+        self.emit(ast.Delete(targets=[ast.Attribute(value=self.expr(obj), attr=ins.argval, ctx=ast.Del())]))
+
+    def op_DELETE_SUBSCR(self, ins):
+        key, container = self.pop(), self.pop()
+        if isinstance(container, SymList) and not container.escaped and self.symlist_delete(container, key):
+            return
+        self.emit(ast.Delete(targets=[ast.Subscript(value=self.expr(container), slice=self.expr(key), ctx=ast.Del())]))
+
+    # stack shuffles
+    def op_POP_TOP(self, ins):
+        value = self.pop()
+        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value):
+            return
+        self.emit(ast.Expr(value=self.expr(value)))
+
+    def op_COPY(self, ins):
+        self.push(self.stack[-ins.arg])
+
+    def op_SWAP(self, ins):
+        self.stack[-1], self.stack[-ins.arg] = self.stack[-ins.arg], self.stack[-1]
+
+    # operators
+    def op_BINARY_OP(self, ins):
+        right, left = self.pop(), self.pop()
+        op = ins.argval
+        if op.endswith("=") and op not in ("==",):
+            self.push(Inplace(op, self.expr(left), self.expr(right)))
+            return
+        self.push(ast.BinOp(left=self.expr(left), op=BINOPS[op](), right=self.expr(right)))
+
+    def op_BINARY_SUBSCR(self, ins):
+        key, container = self.pop(), self.pop()
+        if isinstance(container, SymList) and not container.escaped:
+            item = self.symlist_get(container, key)
+            if item is not None:
+                self.push(item)
+                return
+        self.push(ast.Subscript(value=self.expr(container), slice=self.expr(key), ctx=ast.Load()))
+
+    def op_BINARY_SLICE(self, ins):
+        stop, start, container = self.pop(), self.pop(), self.pop()
+        key = ast.Slice(lower=_none_to_absent(start), upper=_none_to_absent(stop))
+        self.push(ast.Subscript(value=self.expr(container), slice=key, ctx=ast.Load()))
+
+    def op_BUILD_SLICE(self, ins):
+        parts = [_none_to_absent(self.expr(v)) for v in self.popn(ins.arg)]
+        self.push(ast.Slice(lower=parts[0], upper=parts[1], step=parts[2] if len(parts) > 2 else None))
+
+    def op_COMPARE_OP(self, ins):
+        right, left = self.pop(), self.pop()
+        self.push(ast.Compare(left=self.expr(left), ops=[COMPARES[ins.argval]()], comparators=[self.expr(right)]))
+
+    def op_IS_OP(self, ins):
+        right, left = self.pop(), self.pop()
+        op = ast.IsNot() if ins.arg else ast.Is()
+        self.push(ast.Compare(left=self.expr(left), ops=[op], comparators=[self.expr(right)]))
+
+    def op_CONTAINS_OP(self, ins):
+        right, left = self.pop(), self.pop()
+        op = ast.NotIn() if ins.arg else ast.In()
+        self.push(ast.Compare(left=self.expr(left), ops=[op], comparators=[self.expr(right)]))
+
+    def _unary(self, ins):
+        self.push(ast.UnaryOp(op=UNARY[ins.name](), operand=self.expr(self.pop())))
+
+    op_UNARY_NEGATIVE = op_UNARY_NOT = op_UNARY_INVERT = op_UNARY_POSITIVE = _unary
+
+    def op_CALL_INTRINSIC_1(self, ins):
+        kind = ins.argrepr if hasattr(ins, "argrepr") else ins.argval
+        kind = str(ins.argval)
+        value = self.pop()
+        if "UNARY_POSITIVE" in kind:
+            self.push(ast.UnaryOp(op=ast.UAdd(), operand=self.expr(value)))
+        elif "LIST_TO_TUPLE" in kind:
+            self.push(_as_tuple(self.expr(value)))
+        elif "PRINT" in kind:
+            self.push(value)
+        else:
+            raise DecompileError(f"unsupported intrinsic {kind}")
+
+    # containers
+    def op_BUILD_TUPLE(self, ins):
+        self.push(ast.Tuple(elts=[self.expr(v) for v in self.popn(ins.arg)], ctx=ast.Load()))
+
+    def op_BUILD_LIST(self, ins):
+        self.push(SymList(list(self.popn(ins.arg))))
+
+    def op_BUILD_SET(self, ins):
+        items = [self.expr(v) for v in self.popn(ins.arg)]
+        self.push(ast.Set(elts=items) if items else ast.Call(func=name("set"), args=[], keywords=[]))
+
+    def op_BUILD_MAP(self, ins):
+        flat = [self.expr(v) for v in self.popn(2 * ins.arg)]
+        self.push(ast.Dict(keys=flat[0::2], values=flat[1::2]))
+
+    def op_BUILD_CONST_KEY_MAP(self, ins):
+        keys = self.pop()
+        values = [self.expr(v) for v in self.popn(ins.arg)]
+        self.push(ast.Dict(keys=[const(k) for k in keys.value], values=values))
+
+    def op_BUILD_STRING(self, ins):
+        parts = []
+        for v in self.popn(ins.arg):
+            v = self.expr(v)
+            if isinstance(v, ast.JoinedStr):
+                parts.extend(v.values)
+            else:
+                parts.append(v if isinstance(v, (ast.Constant, ast.FormattedValue)) else
+                             ast.FormattedValue(value=v, conversion=-1, format_spec=None))
+        self.push(ast.JoinedStr(values=parts))
+
+    def op_LIST_EXTEND(self, ins):
+        value = self.pop()
+        target = self.stack[-ins.arg]
+        if isinstance(target, SymList) and not target.escaped:
+            if isinstance(value, SymList) and not value.escaped:
+                target.items.extend(value.items)
+                return
+            target.items.append(ast.Starred(value=self.expr(value), ctx=ast.Load()))
+            return
+        if isinstance(target, Accumulator):
+            raise DecompileError("LIST_EXTEND on a comprehension accumulator")
+        self.emit(ast.Expr(value=ast.Call(func=ast.Attribute(value=self.expr(target), attr="extend", ctx=ast.Load()),
+                                          args=[self.expr(value)], keywords=[])))
+
+    def op_SET_UPDATE(self, ins):
+        value = self.pop()
+        target = self.stack[-ins.arg]
+        elts = value.elts if isinstance(value, ast.Constant) is False and isinstance(value, (ast.Tuple, ast.Set)) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, frozenset):
+            elts = [const(v) for v in value.value]
+        if isinstance(target, ast.Set) and elts is not None:
+            target.elts.extend(elts)
+        elif isinstance(target, ast.Set):
+            target.elts.append(ast.Starred(value=self.expr(value), ctx=ast.Load()))
+        elif isinstance(target, ast.Call) and not target.args:  # set()
+            self.stack[-ins.arg] = ast.Set(elts=elts if elts is not None else [ast.Starred(value=self.expr(value), ctx=ast.Load())])
+        else:
+            raise DecompileError("SET_UPDATE on an unknown set")
+
+    def op_DICT_UPDATE(self, ins):
+        value = self.pop()
+        target = self.stack[-ins.arg]
+        if not isinstance(target, ast.Dict):
+            raise DecompileError("DICT_UPDATE on an unknown dict")
+        target.keys.append(None)
+        target.values.append(self.expr(value))
+
+    op_DICT_MERGE = op_DICT_UPDATE
+
+    def op_LIST_TO_TUPLE(self, ins):
+        self.push(_as_tuple(self.expr(self.pop())))
+
+    def op_LIST_APPEND(self, ins):
+        value = self.pop()
+        target = self.stack[-ins.arg]
+        if isinstance(target, SymList) and not target.escaped:
+            target.items.append(value)
+            return
+        if isinstance(target, Accumulator):
+            self.out.append(ast.Expr(value=ast.Call(func=name("__append__"), args=[self.expr(value)], keywords=[])))
+            return
+        raise DecompileError("LIST_APPEND on an unknown list")
+
+    def op_SET_ADD(self, ins):
+        value = self.pop()
+        if not isinstance(self.stack[-ins.arg], Accumulator):
+            raise DecompileError("SET_ADD outside a comprehension")
+        self.out.append(ast.Expr(value=ast.Call(func=name("__append__"), args=[self.expr(value)], keywords=[])))
+
+    def op_MAP_ADD(self, ins):
+        value, key = self.pop(), self.pop()
+        if not isinstance(self.stack[-ins.arg], Accumulator):
+            raise DecompileError("MAP_ADD outside a comprehension")
+        self.out.append(ast.Expr(value=ast.Call(func=name("__append__"),
+                                                args=[self.expr(key), self.expr(value)], keywords=[])))
+
+    def op_UNPACK_SEQUENCE(self, ins):
+        self.unpack(self.pop(), ins.arg, None)
+
+    def op_UNPACK_EX(self, ins):
+        before, after = ins.arg & 0xFF, ins.arg >> 8
+        self.unpack(self.pop(), before + 1 + after, before)
+
+    def unpack(self, source, count: int, star_index) -> None:
+        parent = source if isinstance(source, Unpacked) else None
+        group = UnpackGroup(source=source if parent is None else None, count=count, star_index=star_index,
+                            parent=parent)
+        if parent is None and not isinstance(source, LoopValue):
+            group.source = self.expr(source) if not is_marker(source) or isinstance(source, SymList) else source
+        for index in reversed(range(count)):
+            self.push(Unpacked(group, index))
+
+    # f-strings
+    def op_CONVERT_VALUE(self, ins):
+        self.push(("converted", self.expr(self.pop()), ins.argval))
+
+    def op_FORMAT(self, ins):
+        conversion, has_spec = ins.argval
+        spec = self.expr(self.pop()) if has_spec else None
+        value = self.pop()
+        if isinstance(value, tuple) and value and value[0] == "converted":
+            _, value, conversion = value
+        if spec is not None and not isinstance(spec, ast.JoinedStr):
+            spec = ast.JoinedStr(values=[spec] if isinstance(spec, ast.Constant) else
+                                 [ast.FormattedValue(value=spec, conversion=-1, format_spec=None)])
+        self.push(ast.JoinedStr(values=[ast.FormattedValue(value=self.expr(value), conversion=conversion,
+                                                           format_spec=spec)]))
+
+    # calls
+    def op_KW_NAMES(self, ins):
+        self.kwnames = ins.argval if isinstance(ins.argval, tuple) else self.frame.code.co_consts[ins.arg]
+
+    def op_CALL(self, ins):
+        self.call(ins.arg, self.kwnames)
+        self.kwnames = ()
+
+    def op_CALL_KW(self, ins):
+        names = self.pop()
+        self.call(ins.arg, tuple(names.value))
+
+    def op_CALL_LEGACY(self, ins):
+        self.call(ins.arg, (), legacy=True)
+
+    def op_CALL_METHOD_LEGACY(self, ins):
+        self.call(ins.arg, ())
+
+    def op_CALL_KW_LEGACY(self, ins):
+        names = self.pop()
+        self.call(ins.arg, tuple(names.value), legacy=True)
+
+    def call(self, argc: int, kwnames: tuple, legacy: bool = False) -> None:
+        args = self.popn(argc)
+        if legacy:
+            func = self.pop()
+        else:
+            first, second = self.pop(), self.pop()
+            if first is NULL:
+                func = second
+            elif second is NULL:
+                func = first
+            else:  # method call with explicit self: callable, self, args...
+                func, args = second, [first] + args
+        positional = args[: len(args) - len(kwnames)]
+        keywords = [ast.keyword(arg=k, value=self.expr(v)) for k, v in zip(kwnames, args[len(positional):])]
+        if isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter) and _is_comprehension(func):
+            self.push(self.frame.render_function(func, positional[0]))
+            return
+        self.push(ast.Call(func=self.expr(func), args=[self.expr(a) for a in positional], keywords=keywords))
+
+    def op_CALL_FUNCTION_EX(self, ins):
+        kwargs = self.pop() if ins.arg & 1 else None
+        args = self.pop()
+        first = self.pop()
+        if first is NULL:
+            func = self.pop()
+        else:
+            func = first
+            if FEATURES["global_null"] and self.stack and self.stack[-1] is NULL:
+                self.pop()
+        call_args = self.star_args(args)
+        keywords = self.star_kwargs(kwargs) if kwargs is not None else []
+        self.push(ast.Call(func=self.expr(func), args=call_args, keywords=keywords))
+
+    def star_args(self, args) -> list:
+        if isinstance(args, SymList) and not args.escaped:
+            args.escaped = True
+            return [self.expr(a) for a in args.items]
+        args = self.expr(args)
+        if isinstance(args, ast.Tuple):
+            return list(args.elts)
+        if isinstance(args, ast.Constant) and isinstance(args.value, tuple):
+            return [const(v) for v in args.value]
+        if isinstance(args, ast.List):
+            return list(args.elts)
+        return [ast.Starred(value=args, ctx=ast.Load())]
+
+    def star_kwargs(self, kwargs) -> list:
+        kwargs = self.expr(kwargs)
+        if isinstance(kwargs, ast.Dict):
+            result = []
+            for k, v in zip(kwargs.keys, kwargs.values):
+                if k is None:
+                    result.append(ast.keyword(arg=None, value=v))
+                elif isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isidentifier():
+                    result.append(ast.keyword(arg=k.value, value=v))
+                else:
+                    return [ast.keyword(arg=None, value=kwargs)]
+            return result
+        return [ast.keyword(arg=None, value=kwargs)]
+
+    # functions
+    def op_MAKE_FUNCTION(self, ins):
+        code_value = self.pop()
+        if VERSION == (3, 10):  # 3.10 pushes the qualified name above the code
+            code_value = self.pop()
+        fn = FunctionValue(code=code_value.value)
+        flags = ins.arg or 0
+        if flags & 0x08:
+            self.pop()  # closure cells: the nested def reads the same names
+        if flags & 0x04:
+            fn.annotations = self.pop()
+        if flags & 0x02:
+            fn.kwdefaults = self.kwdefaults(self.pop())
+        if flags & 0x01:
+            fn.defaults = self.defaults(self.pop())
+        self.push(fn)
+
+    def op_SET_FUNCTION_ATTRIBUTE(self, ins):
+        fn, value = self.pop(), self.pop()
+        if ins.arg == 0x01:
+            fn.defaults = self.defaults(value)
+        elif ins.arg == 0x02:
+            fn.kwdefaults = self.kwdefaults(value)
+        elif ins.arg == 0x04:
+            fn.annotations = value
+        self.push(fn)
+
+    def defaults(self, value) -> list:
+        value = self.expr(value)
+        if isinstance(value, ast.Tuple):
+            return list(value.elts)
+        return [const(v) for v in value.value]
+
+    def kwdefaults(self, value) -> dict:
+        value = self.expr(value)
+        return {k.value: v for k, v in zip(value.keys, value.values)}
+
+    # iteration
+    def op_GET_ITER(self, ins):
+        self.push(Iter(self.expr(self.pop())))
+
+    def op_RETURN_VALUE(self, ins):
+        value = self.pop()
+        self.emit(ast.Return(value=self.expr(value)), side_effects=False)
+        self.returned = True
+
+    def op_RAISE_VARARGS(self, ins):
+        args = [self.expr(v) for v in self.popn(ins.arg)]
+        if ins.arg == 0:
+            stmt = ast.Raise(exc=None, cause=None)
+        else:
+            stmt = ast.Raise(exc=args[0], cause=args[1] if ins.arg == 2 else None)
+        self.emit(stmt, side_effects=False)
+        self.returned = True
+
+    # Dynamo's symbolic lists
+    def symlist_get(self, lst: SymList, key):
+        if isinstance(key, ast.Constant) and isinstance(key.value, int):
+            if -len(lst.items) <= key.value < len(lst.items):
+                return lst.items[key.value]
+            return None
+        if isinstance(key, ast.Slice):
+            bounds = _const_slice(key, len(lst.items))
+            if bounds is not None:
+                return SymList(lst.items[bounds[0]:bounds[1]])
+        return None
+
+    def symlist_store(self, lst: SymList, key, value) -> bool:
+        if isinstance(key, ast.Slice) and isinstance(value, SymList) and not value.escaped:
+            bounds = _const_slice(key, len(lst.items))
+            if bounds is None:
+                return False
+            lst.items[bounds[0]:bounds[1]] = list(value.items)
+            return True
+        if isinstance(key, ast.Constant) and isinstance(key.value, int) and -len(lst.items) <= key.value < len(lst.items):
+            lst.items[key.value] = value
+            return True
+        return False
+
+    def symlist_delete(self, lst: SymList, key) -> bool:
+        if isinstance(key, ast.Constant) and isinstance(key.value, int) and -len(lst.items) <= key.value < len(lst.items):
+            del lst.items[key.value]
+            return True
+        return False
+
+
+def _const_slice(key: ast.Slice, length: int):
+    parts = []
+    for bound in (key.lower, key.upper):
+        if bound is None or (isinstance(bound, ast.Constant) and bound.value is None):
+            parts.append(None)
+        elif isinstance(bound, ast.Constant) and isinstance(bound.value, int):
+            parts.append(bound.value)
+        else:
+            return None
+    if key.step is not None:
+        return None
+    start, stop, _ = slice(*parts).indices(length)
+    return start, max(start, stop)
+
+
+def _none_to_absent(node):
+    if isinstance(node, ast.Constant) and node.value is None:
+        return None
+    return node
+
+
+def _as_tuple(node: ast.expr) -> ast.expr:
+    if isinstance(node, ast.List):
+        return ast.Tuple(elts=node.elts, ctx=ast.Load())
+    return ast.Call(func=name("tuple"), args=[node], keywords=[])
+
+
+def _same_target(a: ast.expr, b: ast.expr) -> bool:
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        return a.id == b.id
+    if isinstance(a, ast.Attribute) and isinstance(b, ast.Attribute):
+        return a.attr == b.attr and a.value is b.value
+    if isinstance(a, ast.Subscript) and isinstance(b, ast.Subscript):
+        return a.value is b.value and a.slice is b.slice
+    return False
+
+
+def _is_comprehension(fn: FunctionValue) -> bool:
+    return fn.code.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")

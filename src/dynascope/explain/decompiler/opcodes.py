@@ -1,0 +1,194 @@
+"""Every per-Python-version opcode difference the decompiler knows, in one place.
+
+The rest of the decompiler only sees *canonical* instructions (`Instr`): one name per operation,
+jump targets as offsets, and version-specific encodings (fused loads, inplace binary opcodes,
+NULL-pushing bits) already unfolded.  Supporting a new CPython means editing this module.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = sys.version_info[:2]
+SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+
+# Opcodes that change nothing the decompiler models.
+IGNORED = frozenset({
+    "RESUME", "NOP", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS", "MAKE_CELL",
+    "GEN_START", "TO_BOOL", "RETURN_GENERATOR", "SETUP_ANNOTATIONS", "INTERPRETER_EXIT",
+    "PUSH_NULL_PLACEHOLDER",
+})
+
+# Pure renames: many spellings, one meaning.
+RENAMES = {
+    "JUMP_FORWARD": "JUMP", "JUMP_BACKWARD": "JUMP", "JUMP_ABSOLUTE": "JUMP",
+    "JUMP_BACKWARD_NO_INTERRUPT": "JUMP", "JUMP_NO_INTERRUPT": "JUMP",
+    "POP_JUMP_FORWARD_IF_FALSE": "POP_JUMP_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
+    "LOAD_FAST_CHECK": "LOAD_FAST", "LOAD_CLOSURE": "LOAD_FAST",
+    "DUP_TOP": "COPY_1", "ROT_TWO": "SWAP_2",
+}
+
+# 3.10's one-opcode-per-operator binary ops, mapped to the 3.11+ BINARY_OP spelling.
+_OPERATOR_OPCODES = {
+    "ADD": "+", "SUBTRACT": "-", "MULTIPLY": "*", "TRUE_DIVIDE": "/", "FLOOR_DIVIDE": "//",
+    "MODULO": "%", "POWER": "**", "MATRIX_MULTIPLY": "@", "LSHIFT": "<<", "RSHIFT": ">>",
+    "AND": "&", "OR": "|", "XOR": "^",
+}
+LEGACY_BINARY = {f"BINARY_{k}": v for k, v in _OPERATOR_OPCODES.items()}
+LEGACY_BINARY.update({f"INPLACE_{k}": v + "=" for k, v in _OPERATOR_OPCODES.items()})
+
+# Per-version behaviour switches.  Add a row to support a new version.
+_FEATURES = {
+    #                load_global   load_attr     for_iter exit      end_for   call
+    #                pushes NULL   method bit    pops the iterator  pops      protocol
+    (3, 10): dict(global_null=False, attr_method=False, for_iter_pops=True, end_for_pops=0, call="legacy"),
+    (3, 11): dict(global_null=True, attr_method=False, for_iter_pops=True, end_for_pops=0, call="null"),
+    (3, 12): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=2, call="null"),
+    (3, 13): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=1, call="null"),
+}
+FEATURES = _FEATURES.get(VERSION, _FEATURES[max(_FEATURES)])
+
+JUMP_OPS = frozenset({"JUMP"})
+CONDITIONAL_JUMPS = frozenset({
+    "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
+    "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_NOT_EXC_MATCH",
+})
+TERMINATORS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+BRANCHING = JUMP_OPS | CONDITIONAL_JUMPS | {"FOR_ITER", "SEND"}
+
+CONVERSIONS = {0: -1, 1: ord("s"), 2: ord("r"), 3: ord("a")}
+
+
+@dataclass
+class Instr:
+    """A canonical instruction. `target` is the jump target offset, or None."""
+
+    name: str
+    arg: int | None
+    argval: Any
+    offset: int
+    target: int | None = None
+    line: int | None = None
+    original: str = ""
+
+    def __repr__(self) -> str:
+        return f"<{self.offset} {self.name} {self.argval!r}>"
+
+
+def canonical_instructions(code) -> list[Instr]:
+    """The code object's instructions in canonical form (fused opcodes split, renames applied)."""
+    result: list[Instr] = []
+    line = None
+    for raw in dis.get_instructions(code):
+        if raw.starts_line is not None and raw.starts_line is not False:
+            line = raw.starts_line if isinstance(raw.starts_line, int) and raw.starts_line is not True else line
+        if getattr(raw, "line_number", None) is not None:
+            line = raw.line_number
+        for ins in _canonicalize(raw):
+            ins.line = line
+            ins.original = raw.opname
+            result.append(ins)
+    return result
+
+
+def _jump_target(raw) -> int | None:
+    if raw.opcode in dis.hasjrel or raw.opcode in dis.hasjabs:
+        return raw.argval
+    return None
+
+
+def _canonicalize(raw) -> list[Instr]:
+    name, arg, argval, off = raw.opname, raw.arg, raw.argval, raw.offset
+    if name in IGNORED:
+        return []
+    name = RENAMES.get(name, name)
+    if name == "COPY_1":
+        return [Instr("COPY", 1, 1, off)]
+    if name == "SWAP_2":
+        return [Instr("SWAP", 2, 2, off)]
+    if name == "ROT_THREE":
+        return [Instr("SWAP", 3, 3, off), Instr("SWAP", 2, 2, off)]
+    if name == "ROT_FOUR":
+        return [Instr("SWAP", 4, 4, off), Instr("SWAP", 3, 3, off), Instr("SWAP", 2, 2, off)]
+    if name == "ROT_N":
+        return [Instr("SWAP", k, k, off) for k in range(arg, 1, -1)]
+    if name == "DUP_TOP_TWO":
+        return [Instr("COPY", 2, 2, off), Instr("COPY", 2, 2, off)]
+    if name in LEGACY_BINARY:
+        return [Instr("BINARY_OP", None, LEGACY_BINARY[name], off)]
+    if name == "BINARY_OP":
+        return [Instr("BINARY_OP", arg, raw.argrepr, off)]
+    if name in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"):
+        first, second = name.split("_FAST_", 1)
+        first_name, second_name = argval
+        return [Instr(first + "_FAST", None, first_name, off), Instr(second, None, second_name, off)]
+    if name == "LOAD_GLOBAL" and FEATURES["global_null"] and arg & 1:
+        if VERSION >= (3, 13):  # 3.13 pushes the NULL after the global ("open + NULL")
+            return [Instr("LOAD_GLOBAL", arg, argval, off), Instr("PUSH_NULL_AFTER", None, None, off)]
+        return [Instr("PUSH_NULL", None, None, off), Instr("LOAD_GLOBAL", arg, argval, off)]
+    if name == "LOAD_ATTR" and FEATURES["attr_method"] and arg & 1:
+        return [Instr("LOAD_METHOD", arg, argval, off)]
+    if name == "COMPARE_OP":
+        return [Instr("COMPARE_OP", arg, str(argval).replace("bool(", "").rstrip(")"), off)]
+    if name == "FORMAT_VALUE":  # 3.10-3.12: conversion and has-spec packed in the arg
+        conversion = CONVERSIONS[arg & 3]
+        return [Instr("FORMAT", arg, (conversion, bool(arg & 4)), off)]
+    if name == "CONVERT_VALUE":
+        return [Instr("CONVERT_VALUE", arg, CONVERSIONS[arg], off)]
+    if name == "FORMAT_SIMPLE":
+        return [Instr("FORMAT", None, (-1, False), off)]
+    if name == "FORMAT_WITH_SPEC":
+        return [Instr("FORMAT", None, (-1, True), off)]
+    if name == "RETURN_CONST":
+        return [Instr("LOAD_CONST", arg, argval, off), Instr("RETURN_VALUE", None, None, off)]
+    if name == "END_FOR":
+        return [Instr("POP_TOP", None, None, off)] * FEATURES["end_for_pops"] if FEATURES["end_for_pops"] else []
+    if name == "CALL_FUNCTION":
+        return [Instr("CALL_LEGACY", arg, argval, off)]
+    if name == "CALL_METHOD":
+        return [Instr("CALL_METHOD_LEGACY", arg, argval, off)]
+    if name == "CALL_FUNCTION_KW":
+        return [Instr("CALL_KW_LEGACY", arg, argval, off)]
+    ins = Instr(name, arg, argval, off, _jump_target(raw))
+    return [ins]
+
+
+def exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
+    """(start, end, handler, stack depth, push lasti) for 3.11+; [] before (blocks are explicit)."""
+    if VERSION < (3, 11):
+        return []
+    return [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis.Bytecode(code).exception_entries]
+
+
+def stack_effects(code) -> dict[int, int]:
+    """Stack depth before each original instruction offset, found by walking every edge."""
+    raw = list(dis.get_instructions(code))
+    index = {ins.offset: i for i, ins in enumerate(raw)}
+    depth: dict[int, int] = {}
+    work = [(0, 0)]
+    for start, _end, handler, handler_depth, lasti in exception_entries(code):
+        work.append((index[handler], handler_depth + int(lasti) + 1))
+    while work:
+        i, d = work.pop()
+        while i < len(raw):
+            ins = raw[i]
+            if ins.offset in depth:
+                break
+            depth[ins.offset] = d
+            name = ins.opname
+            arg = ins.arg if ins.opcode >= dis.HAVE_ARGUMENT else None
+            target = _jump_target(ins)
+            if target is not None:
+                work.append((index[target], d + dis.stack_effect(ins.opcode, arg, jump=True)))
+            if name in TERMINATORS or name in ("RETURN_CONST",) or RENAMES.get(name, name) == "JUMP":
+                break
+            d += dis.stack_effect(ins.opcode, arg, jump=False) if target is not None else dis.stack_effect(ins.opcode, arg)
+            i += 1
+    return depth

@@ -1,0 +1,105 @@
+"""Per-thread raw event buffers: the only thing the hot path touches.
+
+A compiled graph's generated code calls `sink()` once per call and gets the current thread's
+`list.append`; it then appends `-graph_id`, a start clock reading, and one clock reading after each
+op. Python-side events (user regions, compile phases) append tuples to the same list, so one
+thread's records stay in order. The writer thread drains the lists; nothing here formats or locks
+on the hot path.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+
+now_ns = time.perf_counter_ns
+_discard = collections.deque(maxlen=0).append  # a sink that keeps nothing: tracing is off
+
+
+@dataclass
+class ThreadBuffer:
+    tid: int
+    thread_name: str
+    records: list
+
+
+class _ThreadState(threading.local):
+    generation = -1
+    append = staticmethod(_discard)
+
+
+_state = _ThreadState()
+_lock = threading.Lock()
+_generation = 0
+_recording = False
+_buffers: list[ThreadBuffer] = []
+
+
+def sink():
+    """The current thread's append function (a discarding one while no session records)."""
+    state = _state
+    if state.generation != _generation:
+        _attach(state)
+    return state.append
+
+
+def _attach(state: _ThreadState) -> None:
+    state.generation = _generation
+    if not _recording:
+        state.append = _discard
+        return
+    records: list = []
+    thread = threading.current_thread()
+    with _lock:
+        _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records))
+    state.append = records.append
+
+
+def start_recording() -> None:
+    """Called by a session when it opens: every thread gets a fresh buffer on its next record."""
+    global _generation, _recording
+    with _lock:
+        _buffers.clear()
+        _recording = True
+        _generation += 1
+
+
+def stop_recording() -> list[ThreadBuffer]:
+    """Called by a session when it closes; returns the buffers for a final drain."""
+    global _generation, _recording
+    with _lock:
+        _recording = False
+        _generation += 1
+        buffers = list(_buffers)
+        _buffers.clear()
+    return buffers
+
+
+def forget_after_fork() -> None:
+    """In a forked child: the parent's buffers are the parent's to write."""
+    global _generation, _recording, _lock
+    _lock = threading.Lock()
+    _buffers.clear()
+    _recording = False
+    _generation += 1
+
+
+def registered() -> list[ThreadBuffer]:
+    with _lock:
+        return list(_buffers)
+
+
+def take(buffer: ThreadBuffer) -> list:
+    """Remove and return what the buffer holds now; appends racing with this stay for next time."""
+    records = buffer.records
+    n = len(records)
+    chunk = records[:n]
+    del records[:n]
+    return chunk
+
+
+def emit(record: tuple) -> None:
+    """Append a Python-side record (region begin/end, complete event) for the current thread."""
+    sink()(record)

@@ -1,0 +1,79 @@
+"""Trace configuration from arguments and the environment.
+
+Both pydftracer's `DFTRACER_*` variables and our `DYNASCOPE_*` equivalents are read; when both are
+set, the `DYNASCOPE_` one wins. Bad values raise ConfigError naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+from ..errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env(name: str) -> str | None:
+    """The value of DYNASCOPE_<name>, else DFTRACER_<name>, else None."""
+    for prefix in ("DYNASCOPE_", "DFTRACER_"):
+        value = os.environ.get(prefix + name)
+        if value is not None:
+            return value
+    return None
+
+
+def env_flag(name: str, default: bool) -> bool:
+    value = env(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ConfigError(f"DFTRACER_{name}/DYNASCOPE_{name}={value!r} is not a switch: use 1 or 0")
+
+
+def env_int(name: str, default: int) -> int:
+    value = env(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"DYNASCOPE_{name}={value!r} is not a whole number") from None
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    compression: bool = True  # write .pfw.gz (multi-member gzip)
+    compression_level: int = 1
+    inline_args: bool = False  # attribution in every event instead of OH records
+    record_shapes: bool = False  # DFTRACER_INC_METADATA: input shapes/dtypes per op
+    flush_interval_s: float = 0.5  # a SIGKILL loses at most this much
+    disable_io: bool = False  # accepted for pydftracer compatibility; dynascope traces no I/O
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> "TraceConfig":
+        config = cls(
+            compression=env_flag("TRACE_COMPRESSION", True),
+            compression_level=env_int("COMPRESSION_LEVEL", 1),
+            inline_args=env_flag("INLINE_ARGS", False),
+            record_shapes=env_flag("INC_METADATA", False),
+            flush_interval_s=env_int("FLUSH_INTERVAL_MS", 500) / 1000.0,
+            disable_io=env_flag("DISABLE_IO", False),
+        )
+        overrides = {k: v for k, v in overrides.items() if v is not None}
+        config = replace(config, **overrides)
+        if not 0 <= config.compression_level <= 9:
+            raise ConfigError(f"compression level {config.compression_level} is outside 0..9")
+        if config.flush_interval_s <= 0:
+            raise ConfigError("the flush interval must be positive (DYNASCOPE_FLUSH_INTERVAL_MS)")
+        return config
+
+
+def tracing_enabled(default: bool) -> bool:
+    """Whether tracing is on: DYNASCOPE_ENABLE / DFTRACER_ENABLE, else `default`."""
+    return env_flag("ENABLE", default)

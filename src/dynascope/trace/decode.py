@@ -1,0 +1,279 @@
+"""Turn drained raw records into trace lines. Runs in the writer thread, never on the hot path.
+
+A thread's raw stream is a run of ints broken by the odd tuple:
+  -gid, t_start, t_op1, t_op2, ... t_opN   one call of graph `gid` (N = its op count); op k ran
+                                           from the reading before it to its own reading
+  ("B", name, cat, args, t_ns)             a user region opens
+  ("E", t_ns)                              the innermost open region closes
+  ("X", name, cat, ts_us, dur_us, args)    a complete event (compile phases, log_event)
+Integer runs are decoded with numpy and formatted with polars, off the GIL for most of the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+import polars as pl
+
+from .ops import TABLE, OpSpec
+
+
+@dataclass
+class OpenRegion:
+    event_id: int
+    name: str
+    cat: str
+    args: dict
+    start_ns: int
+
+
+@dataclass
+class ThreadStream:
+    """Decoding state that must survive from one drain of a thread's buffer to the next."""
+
+    tid: int
+    pending: list = field(default_factory=list)  # the tail of a graph call cut by the drain
+    regions: list[OpenRegion] = field(default_factory=list)
+
+
+class Decoder:
+    def __init__(self, pid: int, hhash: str, offset_ns: int, inline_args: bool) -> None:
+        self.pid = pid
+        self.hhash = hhash
+        self.offset_ns = offset_ns  # perf_counter_ns + offset_ns = epoch ns
+        self.inline_args = inline_args
+        self.next_id = 2  # 1 is the start record
+        self.events = 0
+        self.dropped = 0
+        self._prefix: list[str] = []  # per spec: ,"name":...,"cat":...
+        self._suffix: list[str] = []  # per spec: ,"grad_enabled":..,"op":...}}
+        self._prefix_series: pl.Series | None = None
+        self._suffix_series: pl.Series | None = None
+        self.described: set[int] = set()  # graph ids whose OH records are in the file
+
+    # -- static strings -------------------------------------------------------------------------
+
+    def _sync_specs(self) -> None:
+        specs = TABLE.specs
+        if len(self._prefix) == len(specs):
+            return
+        for spec in specs[len(self._prefix) :]:
+            self._prefix.append(',"name":%s,"cat":"%s"' % (orjson.dumps(spec.name).decode(), spec.cat))
+            if self.inline_args:
+                inline = orjson.dumps(spec.attrs).decode()[1:-1]
+                self._suffix.append(',"grad_enabled":%d%s%s}}' % (spec.grad_enabled, "," if inline else "", inline))
+            else:
+                self._suffix.append(',"grad_enabled":%d,"op":"%s"}}' % (spec.grad_enabled, spec.ref))
+        self._prefix_series = pl.Series(self._prefix, dtype=pl.String)
+        self._suffix_series = pl.Series(self._suffix, dtype=pl.String)
+
+    def describe(self, gids: np.ndarray, tid: int) -> list[str]:
+        """OH metadata lines for graphs not yet described in this file."""
+        if self.inline_args:
+            return []
+        lines = []
+        for gid in np.unique(gids).tolist():
+            if gid in self.described or gid <= 0 or gid >= len(TABLE.arrays()[0]):
+                continue
+            self.described.add(gid)
+            for index in TABLE.graph_specs(gid):
+                lines.append(self.oh_line(TABLE.specs[index], tid))
+        return lines
+
+    def oh_line(self, spec: OpSpec, tid: int) -> str:
+        args = {"hhash": self.hhash, "value": spec.ref, **spec.attrs}
+        record = {"name": "OH", "cat": "dynascope", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
+        return orjson.dumps(record).decode()
+
+    # -- one drained chunk ----------------------------------------------------------------------
+
+    def decode(self, stream: ThreadStream, chunk: list, final: bool) -> list[str]:
+        """Lines for `chunk`; with `final`, nothing is held back for a later drain."""
+        if stream.pending:
+            chunk = stream.pending + chunk
+            stream.pending = []
+        lines: list[str] = []
+        for run, is_last in _split_runs(chunk):
+            if isinstance(run, tuple):
+                line = self._python_record(stream, run)
+                if line:
+                    lines.append(line)
+            else:
+                lines.extend(self._int_run(stream, run, hold_tail=is_last and not final))
+        if final:
+            lines.extend(self.close_regions(stream, None))
+        return lines
+
+    def _int_run(self, stream: ThreadStream, run: list, hold_tail: bool) -> list[str]:
+        values = np.fromiter(run, dtype=np.int64, count=len(run))
+        graph_spec, op_base, n_ops = TABLE.arrays()
+        is_header = values < 0
+        headers = np.flatnonzero(is_header)
+        if headers.size == 0:
+            self.dropped += len(run)
+            return []
+        if headers[0] > 0:  # readings with no graph call to belong to
+            self.dropped += int(headers[0])
+            values = values[headers[0] :]
+            is_header = is_header[headers[0] :]
+            headers = headers - headers[0]
+        gids = -values[headers]
+        if int(gids.max()) >= len(n_ops):  # a graph registered after the table snapshot
+            graph_spec, op_base, n_ops = TABLE.arrays()
+        segment = np.cumsum(is_header) - 1
+        position = np.arange(values.size) - headers[segment]
+        expected = n_ops[gids] + 2  # header, start, one reading per op
+        if hold_tail and position[-1] < expected[-1] - 1:
+            stream.pending = run[len(run) - values.size + int(headers[-1]) :]
+            keep = int(headers[-1])
+            if keep == 0:
+                return []
+            values, is_header, segment, position = values[:keep], is_header[:keep], segment[:keep], position[:keep]
+            headers, gids, expected = headers[:-1], gids[:-1], expected[:-1]
+        seg_expected = expected[segment]
+        is_op = (position >= 2) & (position < seg_expected)
+        self.dropped += int(np.count_nonzero(position >= seg_expected))
+        start_at = headers + 1
+        has_start = start_at < values.size
+        has_start[has_start] = ~is_header[start_at[has_start]]
+        is_graph = np.zeros(values.size, dtype=bool)
+        is_graph[headers[has_start]] = True
+        is_event = is_graph | is_op
+        ids = self.next_id + np.cumsum(is_event) - 1
+        count = int(np.count_nonzero(is_event))
+        self.next_id += count
+        self.events += count
+        if count == 0:
+            return []
+        parent, depth = self._parent(stream)
+        offset = self.offset_ns
+
+        op_idx = np.flatnonzero(is_op)
+        op_seg = segment[op_idx]
+        op_ts = (values[op_idx - 1] + offset) // 1000
+        op_end = (values[op_idx] + offset) // 1000
+        op_spec = op_base[gids[op_seg]] + position[op_idx] - 2
+        op_parent = ids[headers[op_seg]]
+
+        g_seg = np.flatnonzero(has_start)
+        g_idx = headers[g_seg]
+        last_reading = np.maximum.reduceat(np.where(is_op | (position == 1), np.arange(values.size), 0), headers)
+        g_ts = (values[g_idx + 1] + offset) // 1000
+        g_end = (values[last_reading[g_seg]] + offset) // 1000
+
+        order = np.concatenate([g_idx, op_idx])
+        frame = pl.DataFrame(
+            {
+                "pos": order,
+                "id": ids[order],
+                "spec": np.concatenate([graph_spec[gids[g_seg]], op_spec]),
+                "ts": np.concatenate([g_ts, op_ts]),
+                "dur": np.concatenate([g_end - g_ts, op_end - op_ts]),
+                "p_idx": np.concatenate([np.full(g_idx.size, parent, dtype=np.int64), op_parent]),
+                "level": np.concatenate(
+                    [np.full(g_idx.size, depth + 1, dtype=np.int64), np.full(op_idx.size, depth + 2, dtype=np.int64)]
+                ),
+            }
+        ).sort("pos")
+        lines = self.describe(gids[g_seg], stream.tid)
+        lines.extend(self._format(frame, stream.tid))
+        return lines
+
+    def _format(self, frame: pl.DataFrame, tid: int) -> list[str]:
+        self._sync_specs()
+        spec = frame["spec"]
+        prefix = self._prefix_series.gather(spec)  # type: ignore[union-attr]
+        suffix = self._suffix_series.gather(spec)  # type: ignore[union-attr]
+        text = pl.concat_str(
+            [
+                pl.lit('{"id":'),
+                pl.col("id").cast(pl.String),
+                pl.lit(prefix),
+                pl.lit(',"pid":%d,"tid":%d,"ts":' % (self.pid, tid)),
+                pl.col("ts").cast(pl.String),
+                pl.lit(',"dur":'),
+                pl.col("dur").cast(pl.String),
+                pl.lit(',"ph":"X","args":{"hhash":"%s","p_idx":' % self.hhash),
+                pl.col("p_idx").cast(pl.String),
+                pl.lit(',"level":'),
+                pl.col("level").cast(pl.String),
+                pl.lit(suffix),
+            ]
+        )
+        return [frame.select(text.str.join("\n")).item()]
+
+    # -- Python-side records --------------------------------------------------------------------
+
+    def _parent(self, stream: ThreadStream) -> tuple[int, int]:
+        if stream.regions:
+            return stream.regions[-1].event_id, len(stream.regions)
+        return -1, 0
+
+    def _take_id(self) -> int:
+        event_id = self.next_id
+        self.next_id += 1
+        return event_id
+
+    def _python_record(self, stream: ThreadStream, record: tuple) -> str | None:
+        kind = record[0]
+        if kind == "B":
+            _, name, cat, args, start_ns = record
+            stream.regions.append(OpenRegion(self._take_id(), name, cat, args, start_ns))
+            return None
+        if kind == "E":
+            if not stream.regions:
+                self.dropped += 1
+                return None
+            return self._region_line(stream, record[1])
+        if kind == "X":
+            _, name, cat, ts_us, dur_us, args = record
+            parent, depth = self._parent(stream)
+            return self.event_line(self._take_id(), name, cat, stream.tid, ts_us, dur_us, parent, depth + 1, args)
+        self.dropped += 1
+        return None
+
+    def _region_line(self, stream: ThreadStream, end_ns: int) -> str:
+        region = stream.regions.pop()
+        parent, depth = self._parent(stream)
+        ts = (region.start_ns + self.offset_ns) // 1000
+        dur = (end_ns + self.offset_ns) // 1000 - ts
+        return self.event_line(region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, region.args)
+
+    def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[str]:
+        """Close regions still open at the end of the trace (an exception, Ctrl-C, finalize inside a step)."""
+        from .buffers import now_ns
+
+        end = now_ns() if end_ns is None else end_ns
+        return [self._region_line(stream, end) for _ in range(len(stream.regions))]
+
+    def event_line(self, event_id, name, cat, tid, ts, dur, parent, level, args) -> str:
+        self.events += 1
+        record = {
+            "id": event_id,
+            "name": name,
+            "cat": cat,
+            "pid": self.pid,
+            "tid": tid,
+            "ts": int(ts),
+            "dur": max(int(dur), 0),
+            "ph": "X",
+            "args": {"hhash": self.hhash, "p_idx": parent, "level": level, **(args or {})},
+        }
+        return orjson.dumps(record, default=str).decode()
+
+
+def _split_runs(chunk: list):
+    """Yield (int list or single tuple, is_last_piece) in order."""
+    if not chunk:
+        return
+    tuples = [i for i, record in enumerate(chunk) if record.__class__ is tuple]
+    start = 0
+    for index in tuples:
+        if index > start:
+            yield chunk[start:index], False
+        yield chunk[index], index == len(chunk) - 1
+        start = index + 1
+    if start < len(chunk):
+        yield (chunk if start == 0 else chunk[start:]), True

@@ -1,0 +1,346 @@
+"""A trace session: one trace file for this process, from initialize to finalize.
+
+There is at most one active session per process. It closes its file properly on finalize(), at
+interpreter exit (normal, uncaught exception, Ctrl-C), on SIGTERM, and in multiprocessing children
+on their way out. A forked child opens a file of its own.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..errors import SessionError
+from . import buffers
+from .config import TraceConfig, env
+from .decode import Decoder
+from .hashing import hash16
+from .writer import TraceWriter
+
+DEFAULT_NAME = "dynascope"
+
+_active: "TraceSession | None" = None
+_active_lock = threading.RLock()
+
+
+def resolve_path(logfile: str | None, compression: bool, *, extension_decides: bool = False) -> tuple[str, bool]:
+    """`<name>-<pid>.pfw[.gz]` from a user's log file name (or DYNASCOPE_/DFTRACER_LOG_FILE).
+
+    With `extension_decides`, an explicit `.pfw` or `.pfw.gz` suffix chooses the compression.
+    """
+    base = logfile or env("LOG_FILE") or DEFAULT_NAME
+    base = os.path.expanduser(os.fspath(base))
+    for suffix, gz in ((".pfw.gz", True), (".pfw", False), (".gz", True)):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            if extension_decides:
+                compression = gz
+            break
+    path = f"{base}-{os.getpid()}.pfw" + (".gz" if compression else "")
+    return os.path.abspath(path), compression
+
+
+def _distributed_identity() -> tuple[int, int, int]:
+    """(rank, world_size, local_rank): torch.distributed when it is up, else the launcher's variables."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", -1))
+    except Exception:
+        pass
+
+    def number(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    return number("RANK", -1), number("WORLD_SIZE", 1), number("LOCAL_RANK", -1)
+
+
+class TraceSession:
+    """One trace file. Use `dynascope.session(path)`; it is also a context manager."""
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        config: TraceConfig | None = None,
+        data_dir: str | None = None,
+        extension_decides: bool = True,
+    ) -> None:
+        self.config = config or TraceConfig.from_env()
+        self.requested_path = path
+        self.data_dir = data_dir or env("DATA_DIR")
+        self.extension_decides = extension_decides
+        self.path, compression = resolve_path(path, self.config.compression, extension_decides=extension_decides)
+        self.compression = compression
+        self.pid = os.getpid()
+        self.closed = False
+        self._writer: TraceWriter | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def open(self) -> "TraceSession":
+        global _active
+        with _active_lock:
+            if _active is not None and _active is not self:
+                raise SessionError(
+                    f"a trace session is already writing {_active.path}; finalize it before starting another"
+                )
+            directory = os.path.dirname(self.path)
+            try:
+                os.makedirs(directory, exist_ok=True)
+                hostname = socket.gethostname()
+                self.hhash = hash16(hostname)
+                self.offset_ns = time.time_ns() - buffers.now_ns()
+                decoder = Decoder(self.pid, self.hhash, self.offset_ns, self.config.inline_args)
+                self._writer = TraceWriter(
+                    self.path,
+                    compression=self.compression,
+                    level=self.config.compression_level,
+                    interval_s=self.config.flush_interval_s,
+                    decoder=decoder,
+                )
+            except OSError as exc:
+                raise SessionError(
+                    f"cannot write the trace file {self.path}: {exc.strerror or exc}; "
+                    "choose a writable location (the path argument, or DFTRACER_LOG_FILE)"
+                ) from None
+            buffers.start_recording()
+            self._writer.start(self._header_lines(hostname))
+            _active = self
+            _install_exit_hooks()
+        return self
+
+    def finalize(self) -> str:
+        """Close the file; returns its path. A second call does nothing but say so on stderr."""
+        global _active
+        with _active_lock:
+            if self.closed:
+                print(f"dynascope: finalize() called again; the trace {self.path} is already complete", file=sys.stderr)
+                return self.path
+            self.closed = True
+            if _active is self:
+                _active = None
+            final_buffers = buffers.stop_recording()
+            if self._writer is not None and self.pid == os.getpid():
+                self._writer.close(final_buffers, self._end_line)
+        return self.path
+
+    def __enter__(self) -> "TraceSession":
+        return self if _active is self else self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed:
+            self.finalize()
+
+    def flush(self) -> None:
+        """Write everything recorded so far (the writer also does this on its own every interval)."""
+        if self._writer is not None and not self.closed:
+            self._writer.flush()
+
+    @property
+    def events_written(self) -> int:
+        return self._writer.decoder.events if self._writer else 0
+
+    @property
+    def events_dropped(self) -> int:
+        return self._writer.decoder.dropped if self._writer else 0
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<dynascope TraceSession {state} {self.path}>"
+
+    # -- records --------------------------------------------------------------------------------
+
+    def _meta(self, name: str, args: dict) -> str:
+        tid = threading.get_native_id()
+        record = {"name": name, "cat": "dftracer", "pid": self.pid, "tid": tid, "ph": "M", "args": {"hhash": self.hhash, **args}}
+        return orjson.dumps(record).decode()
+
+    def _header_lines(self, hostname: str) -> list[str]:
+        argv = [sys.executable, *sys.argv]
+        cmdline = ";".join(a.replace("\n", " ") for a in argv)
+        exec_name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+        cwd = os.getcwd()
+        rank, world_size, local_rank = _distributed_identity()
+        hashes = {"cmd": hash16(cmdline), "exec": hash16(exec_name), "cwd": hash16(cwd)}
+        label = f"{exec_name} [rank {rank}]" if rank >= 0 else f"{exec_name} (pid {self.pid})"
+        tid = threading.get_native_id()
+        assert self._writer is not None
+        self._writer._named_threads.add(tid)
+        start_args = {
+            "hhash": self.hhash,
+            "cmd_hash": hashes["cmd"],
+            "exec_hash": hashes["exec"],
+            "cwd": hashes["cwd"],
+            "version": f"dynascope-{__version__}",
+            "date": time.strftime("%a %b %d %H:%M:%S %Y"),
+            "ppid": os.getppid(),
+            "host": hostname,
+            "rank": rank,
+            "world_size": world_size,
+            "local_rank": local_rank,
+            "p_idx": -1,
+            "level": 1,
+        }
+        if self.data_dir:
+            start_args["data_dir"] = self.data_dir
+        start = {
+            "id": 1, "name": "start", "cat": "dftracer", "pid": self.pid, "tid": tid,
+            "ts": (buffers.now_ns() + self.offset_ns) // 1000, "dur": 0, "ph": "X", "args": start_args,
+        }  # fmt: skip
+        return [
+            self._meta("HH", {"name": hostname, "value": self.hhash}),
+            self._meta("thread_name", {"name": threading.current_thread().name, "value": "thread_name"}),
+            self._meta("process_name", {"name": label}),
+            self._meta("FH", {"name": cwd, "value": hashes["cwd"]}),
+            self._meta("SH", {"name": cmdline, "value": hashes["cmd"]}),
+            self._meta("SH", {"name": exec_name, "value": hashes["exec"]}),
+            orjson.dumps(start).decode(),
+        ]
+
+    def _end_line(self) -> str:
+        assert self._writer is not None
+        decoder = self._writer.decoder
+        args = {
+            "hhash": self.hhash,
+            "p_idx": -1,
+            "level": 1,
+            "num_events": decoder.events + 1,  # as DFTracer counts: every complete event before `end`
+            "dropped": decoder.dropped,
+            "used": {"dynamo": 1},
+        }
+        record = {
+            "id": decoder.next_id, "name": "end", "cat": "dftracer", "pid": self.pid,
+            "tid": threading.get_native_id(), "ts": time.time_ns() // 1000, "dur": 0, "ph": "X", "args": args,
+        }  # fmt: skip
+        return orjson.dumps(record).decode()
+
+
+# -- the process's active session -----------------------------------------------------------------
+
+
+def session(path: str | None = None, **options: Any) -> TraceSession:
+    """Start tracing into `<path without .pfw/.pfw.gz>-<pid>.pfw[.gz]` and return the open session.
+
+    Works as a context manager (`with dynascope.session("run.pfw.gz"): ...`) or on its own (call
+    `.finalize()`, or let interpreter exit close it). Options: compression, compression_level,
+    inline_args, record_shapes, flush_interval_s (see TraceConfig); environment variables fill the rest.
+    """
+    config_fields = {k: options.pop(k) for k in list(options) if k in TraceConfig.__dataclass_fields__}
+    data_dir = options.pop("data_dir", None)
+    if options:
+        raise SessionError(f"unknown session option(s): {', '.join(sorted(options))}")
+    return TraceSession(path, config=TraceConfig.from_env(**config_fields), data_dir=data_dir).open()
+
+
+def current_session() -> TraceSession | None:
+    return _active
+
+
+def ensure_session() -> TraceSession:
+    """The active session, or a default one (announced once on stderr) when tracing starts without one."""
+    with _active_lock:
+        if _active is not None:
+            return _active
+        started = TraceSession(None, extension_decides=False).open()
+        print(
+            f"dynascope: no trace session was started, so tracing into {started.path} "
+            "(start one with dynascope.session(path) or dftracer.initialize_log(...) to choose the file)",
+            file=sys.stderr,
+        )
+        return started
+
+
+# -- exit, signals, fork --------------------------------------------------------------------------
+
+_hooks_installed = False
+
+
+def _finalize_active() -> None:
+    active = _active
+    if active is not None and active.pid == os.getpid():
+        try:
+            active.finalize()
+        except Exception as exc:  # at exit, say it and move on
+            print(f"dynascope: could not finish the trace: {exc}", file=sys.stderr)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    _finalize_active()
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+        return
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+_previous_sigterm: Any = None
+
+
+def _after_fork_in_child() -> None:
+    """A forked child writes its own file, named like the parent's but with its own pid."""
+    global _active
+    parent = _active
+    buffers.forget_after_fork()
+    _active = None
+    if parent is None or parent.closed:
+        return
+    child = TraceSession(parent.requested_path, config=parent.config, data_dir=parent.data_dir,
+                         extension_decides=parent.extension_decides)  # fmt: skip
+    try:
+        child.open()
+    except Exception as exc:
+        print(f"dynascope: the forked child {os.getpid()} cannot trace: {exc}", file=sys.stderr)
+        return
+    _register_multiprocessing_exit()
+
+
+def _register_multiprocessing_exit() -> None:
+    """multiprocessing children leave through os._exit, skipping atexit: use its own exit hook."""
+    try:
+        from multiprocessing import util
+    except ImportError:
+        return
+    util.Finalize(None, _finalize_active, exitpriority=100)
+
+
+def _mp_after_fork(_: object) -> None:
+    # runs after multiprocessing cleared its finalizer registry in the child
+    if _active is not None:
+        _register_multiprocessing_exit()
+
+
+def _install_exit_hooks() -> None:
+    global _hooks_installed, _previous_sigterm
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_finalize_active)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    try:
+        from multiprocessing import util
+
+        util.register_after_fork(_mp_after_fork, _mp_after_fork)
+    except ImportError:
+        pass
+    if threading.current_thread() is threading.main_thread():
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous in (signal.SIG_DFL, None) or callable(previous):
+                _previous_sigterm = previous if callable(previous) else None
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):
+            pass

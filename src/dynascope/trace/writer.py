@@ -1,0 +1,101 @@
+"""The trace file and the thread that fills it.
+
+Every flush drains the per-thread buffers, decodes them to lines, and appends them to the file as
+one gzip member (or plain text), then flushes the OS file. A reader can stop after any member, so a
+killed process leaves every earlier line readable.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import threading
+from typing import Callable
+
+from . import buffers
+from .decode import Decoder, ThreadStream
+
+
+class TraceWriter:
+    def __init__(self, path: str, *, compression: bool, level: int, interval_s: float, decoder: Decoder) -> None:
+        self.path = path
+        self.compression = compression
+        self.level = level
+        self.interval_s = interval_s
+        self.decoder = decoder
+        self.bytes_written = 0
+        self._file = open(path, "wb")
+        self._streams: dict[int, ThreadStream] = {}
+        self._named_threads: set[int] = set()
+        self._flush_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failure: str | None = None
+
+    def start(self, header_lines: list[str]) -> None:
+        self.write_lines(["["] + header_lines)
+        self._thread = threading.Thread(target=self._run, name="dynascope-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.flush()
+
+    def flush(self, final_buffers: list[buffers.ThreadBuffer] | None = None) -> None:
+        """Drain the buffers into the file. With `final_buffers`, drain those completely."""
+        with self._flush_lock:
+            if self._file.closed:
+                return
+            final = final_buffers is not None
+            lines: list[str] = []
+            try:
+                for buffer in final_buffers if final else buffers.registered():
+                    lines.extend(self._drain(buffer, final))
+            except Exception as exc:  # the trace must not take the user's program down
+                self._report_failure(exc)
+            if lines:
+                self.write_lines(lines)
+
+    def _drain(self, buffer: buffers.ThreadBuffer, final: bool) -> list[str]:
+        key = id(buffer.records)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = ThreadStream(buffer.tid)
+        chunk = buffers.take(buffer)
+        if not (chunk or (final and (stream.pending or stream.regions))):
+            return []
+        lines = self.decoder.decode(stream, chunk, final)
+        if lines and buffer.tid not in self._named_threads:
+            self._named_threads.add(buffer.tid)
+            lines.insert(0, self.thread_name_line(buffer))
+        return lines
+
+    def thread_name_line(self, buffer: buffers.ThreadBuffer) -> str:
+        import orjson
+
+        args = {"hhash": self.decoder.hhash, "name": buffer.thread_name, "value": "thread_name"}
+        record = {"name": "thread_name", "cat": "dftracer", "pid": self.decoder.pid, "tid": buffer.tid, "ph": "M", "args": args}
+        return orjson.dumps(record).decode()
+
+    def write_lines(self, lines: list[str]) -> None:
+        data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+        if self.compression:
+            data = gzip.compress(data, compresslevel=self.level, mtime=0)
+        self._file.write(data)
+        self._file.flush()
+        self.bytes_written += len(data)
+
+    def close(self, final_buffers: list[buffers.ThreadBuffer], end_line: Callable[[], str]) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+        self.flush(final_buffers)
+        with self._flush_lock:
+            if not self._file.closed:
+                self.write_lines([end_line()])
+                self._file.close()
+
+    def _report_failure(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = f"{type(exc).__name__}: {exc}"
+            print(f"dynascope: trace writer error, some events were lost: {self._failure}", file=sys.stderr)
