@@ -306,7 +306,17 @@ def _f_locals(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     else:
         bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    return dict(bound.arguments)
+    f_locals = dict(bound.arguments)
+    # Dynamo's frame locals also hold the function's closure variables (guards may read them)
+    code = getattr(fn, "__code__", None)
+    closure = getattr(fn, "__closure__", None) or ()
+    if code is not None:
+        for name, cell in zip(code.co_freevars, closure):
+            try:
+                f_locals.setdefault(name, cell.cell_contents)
+            except ValueError:  # empty cell
+                pass
+    return f_locals
 
 
 def why_recompile(fn: Any, *args: Any, **kwargs: Any) -> RecompileCheck:

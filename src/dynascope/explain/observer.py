@@ -192,8 +192,10 @@ class Observer:
             return
         last = stack[-1]
         fname = last.get("filename")
-        file = self._strings.get(fname, str(fname)) if isinstance(fname, int) else str(fname)
-        self._frames[records.frame_id(cid) or cid] = (str(last.get("name")), file, int(last.get("line") or 0))
+        file = self._strings.get(fname) if isinstance(fname, int) else str(fname)
+        fid = records.frame_id(cid) or cid
+        if file is not None and fid not in self._frames:  # torch interns file names once per process
+            self._frames[fid] = (str(last.get("name")), file, int(last.get("line") or 0))
 
     def _on_graph_break(self, cid: str | None, payload: str) -> None:
         gb = records.graph_break(payload, cid)
@@ -214,7 +216,10 @@ class Observer:
 
     def _on_metrics(self, row: dict[str, Any]) -> None:
         cid = str(row.get("compile_id"))
-        info = self._frames.get(records.frame_id(cid) or "")
+        fid = records.frame_id(cid) or ""
+        if row.get("co_name") and row.get("co_filename"):
+            self._frames[fid] = (row["co_name"], row["co_filename"], int(row.get("co_firstlineno") or 0))
+        info = self._frames.get(fid)
         if info is not None:
             row = dict(row)
             if not row.get("co_name"):

@@ -1,0 +1,112 @@
+"""The seed 004 toy example: a data-dependent branch gives Dynamo three frames (main + 2 resumes)."""
+
+import json
+
+import pytest
+import torch
+
+import dynascope
+from dynascope.explain import Explanation, observe
+from dynascope.explain.api import explain
+from explain_helpers import line_of, toy_example
+
+
+def run_toy(backend="eager", n=100):
+    opt = torch.compile(toy_example, backend=backend)
+    torch.manual_seed(0)
+    for _ in range(n):
+        opt(torch.randn(10), torch.randn(10))
+    return opt
+
+
+def test_toy_example_three_frames_with_resume_markers():
+    opt = run_toy()
+    expl = explain(opt)
+    text = str(expl)
+    assert text.startswith("This function is optimized by Dynamo. It has 1 cache entry.")
+    (entry,) = expl.cache_entries
+    assert entry.compile_id == "0/0"
+    assert entry.backend == "eager"
+    # one subgraph: abs, add, div, sum, lt
+    (sg,) = entry.subgraphs
+    assert sg.name == "__compiled_fn_1"
+    assert sg.op_count == 5
+    assert "torch.abs(l_a_)" in sg.fx_code
+    # two resume functions (one per branch), both resuming on the `if` line, each with its own entry
+    if_line = line_of(toy_example, "if b.sum() < 0:")
+    assert len(entry.resume_functions) == 2
+    ids = set()
+    for rf in entry.resume_functions:
+        assert rf.name.startswith("__resume_at_")
+        assert rf.line == if_line
+        marked = [ln for ln in rf.source.splitlines() if "<== resume in this line" in ln]
+        assert marked == ["    if b.sum() < 0:  <== resume in this line"]
+        assert rf.explanation is not None and rf.explanation.kind == "resume"
+        (sub,) = rf.explanation.cache_entries
+        ids.add(sub.compile_id)
+        assert sub.subgraphs and sub.subgraphs[0].op_count in (1, 2)
+    assert ids == {"1/0", "2/0"}
+    assert [e.compile_id for e in expl.all_entries()][0] == "0/0"
+    assert len(expl.all_entries()) == 3
+    # the same explanation whichever object the user passes
+    assert [e.compile_id for e in explain(toy_example).all_entries()] == [e.compile_id for e in expl.all_entries()]
+    assert dynascope.explain(opt).cache_entries[0].compile_id == "0/0"
+
+
+def test_toy_guards_are_readable_and_grouped():
+    expl = explain(run_toy(n=5))
+    entry = expl.cache_entries[0]
+    groups = {g.subject: g for g in entry.guards}
+    assert list(groups)[:3] == ["global state", "a", "b"]
+    a_checks = [g.text for g in groups["a"].guards]
+    assert "a: Tensor, dtype float32, shape [10], stride [1], requires_grad=False, device cpu" in a_checks
+    tm = next(g for g in groups["a"].guards if g.kind == "TENSOR_MATCH")
+    assert tm.raw.startswith("check_tensor(L['a'], Tensor, DispatchKeySet(")
+    assert tm.user_line.line == line_of(toy_example, "x = a / (torch.abs(a) + 1)")
+    assert tm.user_line.code == "x = a / (torch.abs(a) + 1)"
+    assert tm.user_line.file == toy_example.__code__.co_filename
+    assert groups["torch"].guards[0].text == "torch is the same object as at compile time (module)"
+    state = " ".join(g.text for g in groups["global state"].guards)
+    assert "grad_mode=True" in state and "against {" not in state
+    # no torch pseudo-code leaks into the readable text
+    for group in entry.guards:
+        for g in group.guards:
+            assert "L['" not in g.text and "___check" not in g.text, g.text
+
+
+def test_explanation_round_trips_through_json():
+    with observe():
+        opt = run_toy(n=20)
+    expl = explain(opt)
+    data = json.loads(expl.to_json())
+    assert data["function"]["name"] == "toy_example"
+    assert data["cache_entries"][0]["resume_functions"][0]["explanation"]["cache_entries"][0]["compile_id"] in ("1/0", "2/0")
+    back = Explanation.from_dict(data)
+    assert back == expl
+    assert str(back) == str(expl)
+    assert back.graph_breaks[0].reason == "Data-dependent branching"
+
+
+def test_only_one_branch_ran_leaves_one_resume_uncompiled():
+    opt = torch.compile(toy_example, backend="eager")
+    b = torch.ones(10)  # sum > 0: the `if` is never taken
+    opt(torch.randn(10), b)
+    entry = explain(opt).cache_entries[0]
+    compiled = [rf for rf in entry.resume_functions if rf.explanation is not None]
+    assert len(entry.resume_functions) == 2 and len(compiled) == 1
+    assert "not compiled yet" in str(explain(opt))
+
+
+@pytest.mark.slow
+def test_toy_example_inductor():
+    with observe() as obs:
+        opt = run_toy(backend="inductor", n=10)
+    expl = explain(opt)
+    assert expl.cache_entries[0].backend == "inductor"
+    assert len(expl.all_entries()) == 3
+    sg = expl.cache_entries[0].subgraphs[0]
+    assert sg.fx_code and "torch.abs" in sg.fx_code  # Dynamo's graph, kept by the observer
+    assert sg.op_count == 5
+    ct = next(c for c in obs.compile_times if c.compile_id == "0/0")
+    assert ct.inductor_s is not None and ct.inductor_s > 0
+    assert ct.total_s >= ct.backend_s
