@@ -48,6 +48,7 @@ class ControlFlowGraph:
         self._split()
         self._link()
         self.dominators = self._dominators()
+        self._pdom_cache: dict = {}
 
     # ---- construction --------------------------------------------------------------------
     def _handler_at(self, offset: int):
@@ -161,9 +162,16 @@ class ControlFlowGraph:
             todo.extend(b.preds)
         return body
 
-    def post_dominator(self, block: Block, region: set[Block] | None) -> Block | None:
-        """Immediate post-dominator of `block` inside `region` (leaving the region = exit); None = exit."""
-        nodes = [b for b in self.reachable() if region is None or b in region]
+    def post_dominator(self, block: Block, region: set[Block] | None, cut: Block | None = None) -> Block | None:
+        """Immediate post-dominator of `block` inside `region`; leaving the region or reaching `cut`
+        (a loop header: `continue`) counts as the exit.  None means only the exit post-dominates."""
+        key = (block, frozenset(region) if region is not None else None, cut)
+        if key not in self._pdom_cache:
+            self._pdom_cache[key] = self._post_dominator(block, region, cut)
+        return self._pdom_cache[key]
+
+    def _post_dominator(self, block, region, cut):
+        nodes = [b for b in self.reachable() if (region is None or b in region) and b is not cut]
         exit_ = None
         node_set = set(nodes)
         pdom: dict[Block, set] = {b: set(nodes) | {exit_} for b in nodes}
@@ -177,6 +185,8 @@ class ControlFlowGraph:
                 if new != pdom[b]:
                     pdom[b] = new
                     changed = True
+        if block not in pdom:
+            return None
         strict = pdom[block] - {block}
         # the immediate one is the strict post-dominator that all others post-dominate
         for candidate in strict:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 from .opcodes import FEATURES, VERSION, Instr
 from .values import (
     Accumulator, CaughtException, DecompileError, ExcInfo, ExcMatch, FunctionValue, Inplace, Iter,
-    KwNames, LastI, LoopValue, Null, SymList, Unpacked, UnpackGroup, WithExit, is_marker,
+    KwNames, LastI, LoopValue, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
+    is_marker,
 )
 
 NULL = Null()
@@ -175,6 +176,9 @@ class BlockExecutor:
         target_names = {target.id} if isinstance(target, ast.Name) else set()
         if isinstance(value, LoopValue):
             self.loop_target = target
+            return
+        if isinstance(value, WithEnter):
+            value.target = target
             return
         if isinstance(value, Unpacked):
             self.store_unpacked(target, value)
@@ -553,6 +557,9 @@ class BlockExecutor:
                 func = first
             else:  # method call with explicit self: callable, self, args...
                 func, args = second, [first] + args
+        if isinstance(func, WithExit):
+            self.push(WithExitDone())
+            return
         positional = args[: len(args) - len(kwnames)]
         keywords = [ast.keyword(arg=k, value=self.expr(v)) for k, v in zip(kwnames, args[len(positional):])]
         if isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter) and _is_comprehension(func):
@@ -637,6 +644,22 @@ class BlockExecutor:
     def kwdefaults(self, value) -> dict:
         value = self.expr(value)
         return {k.value: v for k, v in zip(value.keys, value.values)}
+
+    def op_BEFORE_WITH(self, ins):
+        manager = self.expr(self.pop())
+        self.push(WithExit(manager))
+        self.push(WithEnter())
+
+    def op_POP_EXCEPT(self, ins):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if isinstance(self.stack[i], ExcInfo):
+                del self.stack[i]
+                return
+        raise DecompileError("POP_EXCEPT without an active handler")
+
+    def op_RERAISE(self, ins):
+        self.emit(ast.Raise(exc=None, cause=None), side_effects=False)
+        self.returned = True
 
     # iteration
     def op_GET_ITER(self, ins):

@@ -103,6 +103,18 @@ class WithExit:
 
 
 @dataclass(eq=False)
+class WithEnter:
+    """What __enter__ returned; its store (if any) is the `as` target."""
+
+    target: Any = None
+
+
+@dataclass(eq=False)
+class WithExitDone:
+    """Result of calling the with-block's __exit__ on the normal path."""
+
+
+@dataclass(eq=False)
 class CaughtException:
     """The exception a handler is working on."""
 

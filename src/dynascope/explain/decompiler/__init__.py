@@ -1,0 +1,81 @@
+"""Bytecode -> Python source for ordinary functions and the code TorchDynamo generates.
+
+`decompile(obj)` returns the source of a `def` that compiles and behaves like `obj`'s code;
+`decompile_or_dis(obj)` never raises and falls back to an annotated `dis` listing.
+Imports nothing from torch: it runs on every CPython from 3.10 to 3.13.
+"""
+
+from __future__ import annotations
+
+import ast
+from types import CodeType
+from typing import Any
+
+from .fallback import dis_listing
+from .opcodes import SUPPORTED_VERSIONS, VERSION
+from .values import DecompileError
+
+__all__ = ["DecompileError", "decompile", "decompile_or_dis"]
+
+
+def _code_of(obj: Any) -> tuple[CodeType, Any]:
+    """The code object, plus the function it came from (for defaults), if any."""
+    if isinstance(obj, CodeType):
+        return obj, None
+    func = getattr(obj, "__func__", obj)  # bound methods
+    code = getattr(func, "__code__", None)
+    if isinstance(code, CodeType):
+        return code, func
+    raise DecompileError(f"cannot decompile {type(obj).__name__}: pass a function, method or code object")
+
+
+def _defaults(func: Any) -> tuple[list, dict]:
+    if func is None:
+        return [], {}
+    defaults = [_literal(v) for v in (getattr(func, "__defaults__", None) or ())]
+    kwdefaults = {k: _literal(v) for k, v in (getattr(func, "__kwdefaults__", None) or {}).items()}
+    return defaults, kwdefaults
+
+
+def _literal(value: Any) -> ast.expr:
+    text = repr(value)
+    try:
+        if ast.literal_eval(text) == value:
+            return ast.parse(text, mode="eval").body
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    raise DecompileError(f"default value {text[:60]} has no literal form")
+
+
+def decompile(obj: Any) -> str:
+    """Python source of a `def` equivalent to `obj` (function, method, or code object)."""
+    from .function import function_def
+
+    code, func = _code_of(obj)
+    if VERSION not in SUPPORTED_VERSIONS:
+        raise DecompileError(f"Python {VERSION[0]}.{VERSION[1]} bytecode is not supported")
+    defaults, kwdefaults = _defaults(func)
+    def_name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
+    try:
+        node = function_def(code, def_name, defaults, kwdefaults)
+        module = ast.Module(body=[node], type_ignores=[])
+        source = ast.unparse(ast.fix_missing_locations(module))
+        compile(source, "<decompiled>", "exec")
+    except DecompileError:
+        raise
+    except (RecursionError, SyntaxError, ValueError, TypeError, AttributeError, IndexError, KeyError,
+            StopIteration, AssertionError) as exc:  # an unmodelled pattern, not the user's fault
+        raise DecompileError(f"internal: {type(exc).__name__}: {exc}") from exc
+    return source + "\n"
+
+
+def decompile_or_dis(obj: Any) -> tuple[str, bool]:
+    """(source, True), or (annotated dis listing saying why decompiling failed, False). Never raises."""
+    try:
+        return decompile(obj), True
+    except Exception as exc:  # noqa: BLE001 - the report must always get something to show
+        try:
+            code, _ = _code_of(obj)
+        except DecompileError:
+            return f"# dynascope could not decompile {obj!r}: {exc}\n", False
+        return dis_listing(code, f"{type(exc).__name__}: {exc}"), False

@@ -1,0 +1,541 @@
+"""Round-trip probe: decompile each sample function, exec the result, compare behaviour.
+
+Run as `python -m dynascope.explain.decompiler.probe` (with PYTHONPATH=src on a bare interpreter).
+Prints one row per function and ends with `decompiler probe: N/M passed (python X.Y)`.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dynascope.explain.decompiler import decompile, decompile_or_dis
+
+COUNTER = 0
+SAMPLES: list["Sample"] = []
+
+
+@dataclass
+class Sample:
+    func: Callable
+    inputs: list = field(default_factory=list)
+
+
+def sample(*inputs):
+    """Register a probe function with the argument tuples (or (args, kwargs) pairs) to try."""
+
+    def register(func):
+        SAMPLES.append(Sample(func, list(inputs)))
+        return func
+
+    return register
+
+
+# ---------------------------------------------------------------------------------------------
+# control flow
+@sample((1, 2), (5, 0), (-3, 1))
+def if_else(a, b):
+    x = a + b * 2
+    if x > 3:
+        y = x - 1
+    elif x == 1:
+        y = 100
+    else:
+        y = -x
+    return y
+
+
+@sample(([1, -2, 3, 200, 5],), ([],), ([1, 2, 3],))
+def for_break_continue_else(xs):
+    total = 0
+    for x in xs:
+        if x < 0:
+            continue
+        if x > 100:
+            break
+        total += x
+    else:
+        total = -total
+    return total
+
+
+@sample((10,), (0,), (7,))
+def while_loop(n):
+    steps = 0
+    while n > 1:
+        if n % 2:
+            n = 3 * n + 1
+        else:
+            n //= 2
+        steps += 1
+    return steps
+
+
+@sample((5,), (50,), (-1,))
+def while_true_break(limit):
+    i = 0
+    while True:
+        i += 3
+        if i > limit:
+            break
+    return i
+
+
+@sample(([3, 4, 5],), ([2, 9],), ([8],))
+def while_else(xs):
+    i = 0
+    while i < len(xs):
+        if xs[i] == 4:
+            found = i
+            break
+        i += 1
+    else:
+        found = None
+    return found
+
+
+@sample(([[1, 2], [3, 4]],), ([[0, -1, 5]],), ([],))
+def nested_loops(rows):
+    out = []
+    for row in rows:
+        for v in row:
+            if v == 0:
+                continue
+            if v < 0:
+                break
+            out.append(v * 10)
+        out.append("|")
+    return out
+
+
+@sample((1, 2, 3), (3, 2, 1), (1, 1, 1), (0, 5, 5))
+def chained_comparisons(a, b, c):
+    r = []
+    if a < b < c:
+        r.append("inc")
+    if a == b == c:
+        r.append("eq")
+    r.append(0 <= a < 2)
+    return r
+
+
+@sample((0, 1), (2, 0), ("", "x"), (None, [1]))
+def boolean_ops(a, b):
+    x = a and b
+    y = a or b
+    z = not a
+    w = (a or b) and not (a and b)
+    if a and b or not a:
+        w = (w, "branch")
+    return x, y, z, w
+
+
+@sample((1,), (-5,), (0,))
+def ternary(x):
+    sign = "pos" if x > 0 else "neg" if x < 0 else "zero"
+    return sign, (x if x else None)
+
+
+@sample(([1, 2, 3, 4],), ([5],))
+def walrus(xs):
+    if (n := len(xs)) > 2:
+        return n, [y for x in xs if (y := x * 2) > 4]
+    return n
+
+
+@sample((4,), (0,))
+def early_returns(n):
+    for i in range(n):
+        if i * i > n:
+            return i
+    return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# exceptions and with
+@sample((4, 2), (1, 0), ("a", 1))
+def try_except(a, b):
+    try:
+        r = a / b
+    except ZeroDivisionError:
+        r = "div0"
+    except TypeError as e:
+        r = f"type:{type(e).__name__}"
+    return r
+
+
+@sample((4, 2), (1, 0))
+def try_except_else(a, b):
+    log = []
+    try:
+        q = a // b
+    except ZeroDivisionError as err:
+        log.append(str(err))
+        q = None
+    else:
+        log.append("ok")
+    return q, log
+
+
+@sample((1,), (0,))
+def try_finally(x):
+    log = []
+    try:
+        log.append(10 / x)
+    finally:
+        log.append("finally")
+    return log
+
+
+@sample((1,), ("x",))
+def bare_except(x):
+    try:
+        return x + 1
+    except:  # noqa: E722
+        return "bad"
+
+
+@sample((3,), (0,))
+def raise_in_except(x):
+    try:
+        return 10 // x
+    except ZeroDivisionError:
+        raise ValueError("zero")
+
+
+class Recorder:
+    def __init__(self):
+        self.events = []
+
+    def __enter__(self):
+        self.events.append("enter")
+        return self
+
+    def __exit__(self, *exc):
+        self.events.append("exit")
+        return False
+
+
+@sample((1,), (0,))
+def with_statement(x):
+    rec = Recorder()
+    with rec as r:
+        r.events.append(x)
+    with rec:
+        rec.events.append("again")
+    return rec.events
+
+
+@sample((2,), (0,))
+def with_return(x):
+    rec = Recorder()
+    with rec:
+        if x:
+            return rec.events + ["early"]
+    return rec.events
+
+
+@sample((5,), (-5,))
+def assert_with_message(x):
+    assert x > 0, f"x must be positive, got {x}"
+    assert x < 100
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# expressions
+@sample((3.14159, "ab"), (2, "c"))
+def fstrings(x, s):
+    return f"{x!r}|{s!s:>5}|{x:.2f}|{s!a}|{x:{len(s)}}|{{lit}}|{x=}"
+
+
+@sample(([1, 2, 3, 4],), ([],))
+def comprehensions(xs):
+    a = [x * 2 for x in xs if x % 2]
+    b = {x: x * x for x in xs}
+    c = {x % 3 for x in xs}
+    d = list(x + 1 for x in xs)
+    e = [(i, j) for i in xs for j in range(i) if j]
+    return a, b, c, d, e
+
+
+@sample((1, 2), (5, 7))
+def tuple_swap(a, b):
+    a, b = b, a
+    c, (d, e) = a, (b, a + b)
+    first, *rest = [a, b, c, d, e]
+    return a, b, c, d, e, first, rest
+
+
+@sample(([1, 2],), ([5, 6, 7],))
+def augmented_subscript(xs):
+    xs[0] += 10
+    xs[-1] *= 2
+    d = {"k": 1}
+    d["k"] -= 5
+    return xs, d
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+        self.inner = self if v > 100 else None
+
+
+@sample((3,), (-2,))
+def augmented_attribute(v):
+    b = Box(v)
+    b.v += 1
+    b.v **= 2
+    b.v //= 3
+    return b.v
+
+
+@sample((1, 2), (3, 4))
+def star_args_call(a, b):
+    def f(*args, **kwargs):
+        return args, sorted(kwargs.items())
+
+    extra = {"z": 9}
+    return f(a, *[b, b], k=a, **extra), f(*(a, b)), f(**extra)
+
+
+@sample(((1, 2, 3), {"x": 5}), ((), {}))
+def varargs_kwargs(*args, **kwargs):
+    return len(args), sorted(kwargs), args[:2]
+
+
+@sample(((1,), {"scale": 3}), ((2,), {}))
+def keyword_only(x, *, scale=2, offset=1):
+    return x * scale + offset
+
+
+@sample((1, 2), (3,))
+def defaults(a, b=10, c="c"):
+    return a, b, c
+
+
+@sample((3,), (0,))
+def lambdas(n):
+    add = lambda x, y=1: x + y  # noqa: E731
+    key = sorted(range(n), key=lambda v: -v)
+    return add(n), add(n, 5), key
+
+
+@sample((4,), (1,))
+def closures(n):
+    def make_counter(start):
+        count = start
+
+        def inc(step=1):
+            nonlocal count
+            count += step
+            return count
+
+        return inc
+
+    c = make_counter(n)
+    c()
+    return c(10)
+
+
+@sample((2,), (3,))
+def nested_function(n):
+    def square(v):
+        return v * v
+
+    def apply(fn, v):
+        return fn(v) + n
+
+    return apply(square, n)
+
+
+def _twice(fn):
+    def wrapper(*args):
+        return fn(*args) * 2
+
+    return wrapper
+
+
+@sample((3,), (-1,))
+def decorator_use(x):
+    @_twice
+    def inner(y):
+        return y + 1
+
+    return inner(x)
+
+
+GLOBAL_COUNTER = 0
+
+
+@sample((1,), (5,))
+def global_statement(step):
+    global GLOBAL_COUNTER
+    GLOBAL_COUNTER += step
+    value = GLOBAL_COUNTER
+    GLOBAL_COUNTER = 0
+    return value
+
+
+@sample(([1, 2, 3, 4, 5],), ("hello",))
+def slicing(xs):
+    return xs[1:3], xs[::-1], xs[:2], xs[-2:], xs[::2]
+
+
+@sample((1, 2), (0, -1))
+def containers(a, b):
+    t = (a, b, *[a])
+    l = [a, *t, b]
+    s = {a, b}
+    d = {"a": a, **{"b": b}}
+    return t, l, sorted(s), d
+
+
+@sample((6,), (-3,))
+def unary_and_bits(x):
+    return -x, +x, ~x, not x, x & 3, x | 8, x ^ 5, x << 2, x >> 1, x % 4, x ** 2
+
+
+@sample(([3, 1, 2],), ([],))
+def method_calls(xs):
+    ys = sorted(xs, reverse=True)
+    xs.sort()
+    return ys, xs, " ".join(str(v) for v in ys).upper()
+
+
+@sample((1, "a"), (None, None))
+def is_and_in(a, b):
+    return a is None, b is not None, a in (1, 2), b not in "abc" if b else None
+
+
+@sample(([1, 2, 3],))
+def del_statements(xs):
+    d = {"a": 1, "b": 2}
+    del d["a"]
+    del xs[0]
+    tmp = 5
+    del tmp
+    return d, xs
+
+
+# ---------------------------------------------------------------------------------------------
+# match statements
+@sample(([1, 2],), ({"k": 3},), (5,), ("s",), ([1, 2, 3],), (Box(1),))
+def match_statement(value):
+    match value:
+        case [a, b]:
+            return ("pair", a, b)
+        case {"k": v}:
+            return ("map", v)
+        case int() if value > 3:
+            return "big int"
+        case str() | bytes():
+            return "text"
+        case Box(v=inner):
+            return ("box", inner)
+        case _:
+            return "other"
+
+
+@sample((1,), (2,), (9,))
+def match_literals(x):
+    match x:
+        case 1:
+            return "one"
+        case 2 | 3:
+            return "two-three"
+    return "many"
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamo-shaped code: values kept on the stack across a branch, list plumbing, resume calls
+def _resume(fns, values, b, x):
+    return (tuple(fns), tuple(values), b, x)
+
+
+@sample((1.0, 2.0), (1.0, -2.0))
+def data_dependent_branch(a, b):
+    x = a / (abs(a) + 1)
+    if b < 0:
+        b = b * -1
+    return x * b
+
+
+@sample((1, 2), (-1, 0))
+def resume_call_shape(a, b):
+    args = [[], []]
+    args.extend([b, a])
+    return _resume(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+def _outcome(func: Callable, args: tuple, kwargs: dict):
+    try:
+        return ("ok", func(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - we compare what each version raises
+        return ("raised", type(exc).__name__, str(exc))
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, Box):
+        return ("Box", value.v)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_normalise(v) for v in value)
+    return value
+
+
+def _split(inputs) -> tuple[tuple, dict]:
+    if len(inputs) == 2 and isinstance(inputs[0], tuple) and isinstance(inputs[1], dict):
+        return inputs
+    return inputs, {}
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    passed: bool
+    detail: str
+    source: str
+
+
+def rebuild(func: Callable, source: str) -> Callable:
+    namespace = dict(func.__globals__)
+    exec(compile(source, f"<decompiled {func.__name__}>", "exec"), namespace)
+    return namespace[func.__name__]
+
+
+def check(s: Sample) -> ProbeResult:
+    name = s.func.__name__
+    source, ok = decompile_or_dis(s.func)
+    if not ok:
+        return ProbeResult(name, False, source.splitlines()[1].removeprefix("# reason: "), source)
+    try:
+        recreated = rebuild(s.func, source)
+    except Exception as exc:  # noqa: BLE001
+        return ProbeResult(name, False, f"exec failed: {exc}", source)
+    for inputs in s.inputs:
+        args, kwargs = _split(inputs)
+        expected = _normalise(_outcome(s.func, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        got = _normalise(_outcome(recreated, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        if expected != got:
+            return ProbeResult(name, False, f"{inputs!r}: expected {expected!r}, got {got!r}", source)
+    return ProbeResult(name, True, f"{len(s.inputs)} inputs", source)
+
+
+def run(verbose: bool = False) -> list[ProbeResult]:
+    results = [check(s) for s in SAMPLES]
+    width = max(len(r.name) for r in results)
+    for r in results:
+        print(f"{r.name:<{width}}  {'PASS' if r.passed else 'FAIL'}  {r.detail[:100]}")
+        if verbose or (not r.passed and "--quiet" not in sys.argv):
+            print("    " + r.source.replace("\n", "\n    ").rstrip())
+    passed = sum(r.passed for r in results)
+    print(f"decompiler probe: {passed}/{len(results)} passed (python {sys.version_info.major}.{sys.version_info.minor})")
+    return results
+
+
+if __name__ == "__main__":
+    run(verbose="-v" in sys.argv)

@@ -1,0 +1,599 @@
+"""Turn the control-flow graph back into nested statements.
+
+Branches are closed at their immediate post-dominator, loops are natural loops (back edges to a
+dominating header), and `try`/`with` regions come from the exception table.  Values that stay on
+the operand stack across a branch (Dynamo keeps several there) travel with each arm; where arms
+meet with different values they become conditional expressions or temporaries.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .cfg import Block, ControlFlowGraph
+from .executor import BlockExecutor, Frame, const, name
+from .opcodes import FEATURES, Instr
+from .values import (
+    CaughtException, DecompileError, ExcInfo, Iter, LastI, LoopValue, Null, SymList, WithEnter, WithExit,
+)
+
+
+@dataclass
+class Loop:
+    header: Block
+    body: set[Block] | None  # None: an exit path, where every block counts as inside
+    follow: Block | None
+    target: Any = None
+
+
+@dataclass
+class Region:
+    """Where a walk stops: at `stop`, or at a block `leaves(block)` says is outside (try bodies)."""
+
+    stop: Block | None = None
+    leaves: Callable[[Block], bool] | None = None
+    expression_only: bool = False
+
+
+@dataclass
+class Walked:
+    stmts: list
+    stack: list | None  # None when every path ended (return, raise, break, continue)
+    exit: Block | None = None
+
+
+class NotAnExpression(Exception):
+    """An arm tried in expression mode emitted a statement."""
+
+
+def copy_stack(stack: list) -> list:
+    """Copy the mutable markers (lists Dynamo builds) so each arm changes its own; keep aliasing."""
+    memo: dict[int, Any] = {}
+
+    def copy(value):
+        if isinstance(value, SymList):
+            if id(value) not in memo:
+                memo[id(value)] = SymList(list(value.items), value.escaped)
+                memo[id(value)].items = [copy(v) for v in value.items]
+            return memo[id(value)]
+        return value
+
+    return [copy(v) for v in stack]
+
+
+class Structurer:
+    def __init__(self, cfg: ControlFlowGraph, frame: Frame):
+        self.cfg = cfg
+        self.frame = frame
+        self.loops: list[Loop] = []
+        self.active_handlers: list[Block] = []
+        self.exception_names: set[str] = set()
+
+    # ---- entry ---------------------------------------------------------------------------
+    def function_body(self) -> list:
+        walked = self.walk(self.cfg.blocks[0], [], Region())
+        if walked.stack is not None:
+            raise DecompileError("function body falls off its end")
+        return walked.stmts
+
+    # ---- the walk ------------------------------------------------------------------------
+    def walk(self, block: Block | None, stack: list, region: Region, skip_until: int | None = None) -> Walked:
+        out: list = []
+        entering_loop = False
+        while block is not None:
+            if block is region.stop and not entering_loop:
+                return Walked(out, stack, block)
+            jump = self.loop_jump(block, entering_loop)
+            if jump is not None:
+                return self.finish_loop_jump(out, stack, block, jump, region)
+            if region.leaves is not None and region.leaves(block):
+                return Walked(out, stack, block)
+            if not entering_loop and self.starts_loop(block):
+                block, stack = self.emit_loop(block, stack, out, region)
+                if stack is None:
+                    return Walked(out, None)
+                continue
+            entering_loop = False
+            handler = self.new_handler(block)
+            if handler is not None:
+                block, stack = self.emit_protected(block, handler, stack, out, region)
+                if stack is None:
+                    return Walked(out, None)
+                continue
+            executor = BlockExecutor(self.frame, stack, out)
+            instrs = [i for i in block.body if skip_until is None or i.offset >= skip_until]
+            skip_until = None
+            executor.run(self.drop_exception_name_cleanup(instrs))
+            if region.expression_only and out:
+                raise NotAnExpression
+            self.note_loop_target(executor)
+            if executor.returned:
+                return Walked(out, None)
+            last = block.last
+            if last.name == "JUMP":
+                block = block.succs[0]
+            elif last.name in ("FOR_ITER", "SEND"):
+                raise DecompileError(f"{last.name} outside a recognised loop at offset {last.offset}")
+            elif len(block.succs) == 2:
+                block, stack = self.emit_branch(block, executor, out, region)
+                if stack is None:
+                    return Walked(out, None)
+                continue
+            elif block.succs:
+                block = block.succs[0]
+            else:
+                raise DecompileError(f"block at offset {block.start} has no successor")
+        return Walked(out, stack, None)
+
+    def drop_exception_name_cleanup(self, instrs: list[Instr]) -> list[Instr]:
+        """`except E as e` ends with `e = None; del e`, which the syntax implies; drop it."""
+        result: list[Instr] = []
+        i = 0
+        while i < len(instrs):
+            window = instrs[i:i + 3]
+            if (len(window) == 3 and window[0].name == "LOAD_CONST" and window[0].argval is None
+                    and window[1].name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF")
+                    and window[2].name in ("DELETE_FAST", "DELETE_NAME", "DELETE_DEREF")
+                    and window[1].argval == window[2].argval and window[1].argval in self.exception_names):
+                i += 3
+                continue
+            result.append(instrs[i])
+            i += 1
+        return result
+
+    # ---- loops -----------------------------------------------------------------------------
+    def starts_loop(self, block: Block) -> bool:
+        return self.cfg.is_loop_header(block) and all(loop.header is not block for loop in self.loops)
+
+    def loop_jump(self, block: Block, entering: bool):
+        if not self.loops:
+            return None
+        loop = self.loops[-1]
+        if block is loop.header and not entering:
+            return "continue"
+        if loop.body is not None and block not in loop.body:
+            return "exit"
+        for outer in self.loops[:-1]:
+            if block is outer.header:
+                raise DecompileError("continue of an outer loop from an inner one")
+        return None
+
+    def finish_loop_jump(self, out, stack, block, jump, region) -> Walked:
+        loop = self.loops[-1]
+        if jump == "continue":
+            out.append(ast.Continue())
+            return Walked(out, None)
+        if block is loop.follow:
+            out.append(ast.Break())
+            return Walked(out, None)
+        # code on the way out of the loop (a `return`, or statements before `break`)
+        exit_loop = Loop(header=loop.header, body=None, follow=loop.follow)
+        self.loops.append(exit_loop)
+        try:
+            walked = self.walk(block, stack, Region(stop=loop.follow))
+        finally:
+            self.loops.pop()
+        out.extend(walked.stmts)
+        if walked.stack is not None:
+            out.append(ast.Break())
+        return Walked(out, None)
+
+    def note_loop_target(self, executor: BlockExecutor) -> None:
+        if executor.loop_target is not None:
+            for loop in reversed(self.loops):
+                if loop.target is None and loop.body is not None:
+                    loop.target = executor.loop_target
+                    return
+            raise DecompileError("loop value stored outside its loop")
+
+    def enclosing_region(self):
+        for loop in reversed(self.loops):
+            if loop.body is not None:
+                return loop.body, loop.header
+            return None, None
+        return None, None
+
+    def emit_loop(self, header: Block, stack: list, out: list, region: Region):
+        body = self.cfg.loop_body(header)
+        enclosing, cut = self.enclosing_region()
+        follow = self.cfg.post_dominator(header, enclosing, cut)
+        if follow is not None and follow in body:
+            follow = None
+        first = header.instrs[0]
+        if first.name == "FOR_ITER" and len(header.instrs) == 1:
+            return self.emit_for(header, body, follow, stack, out, region)
+        loop = Loop(header=header, body=body, follow=follow)
+        self.loops.append(loop)
+        try:
+            walked = self.walk_loop_body(header, stack, loop)
+        finally:
+            self.loops.pop()
+        out.append(ast.While(test=const(True), body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[]))
+        if follow is None:
+            return None, None
+        return follow, stack
+
+    def walk_loop_body(self, start: Block, stack: list, loop: Loop) -> Walked:
+        out: list = []
+        # the header is the first block of the body; walk it without treating it as `continue`
+        walked = self._walk_entering(start, stack)
+        return walked
+
+    def _walk_entering(self, start: Block, stack: list) -> Walked:
+        out: list = []
+        executor = BlockExecutor(self.frame, copy_stack(stack), out)
+        handler = self.new_handler(start)
+        if handler is not None:
+            raise DecompileError("loop whose first block is a try")
+        executor.run(self.drop_exception_name_cleanup(start.body))
+        if executor.returned:
+            return Walked(out, None)
+        last = start.last
+        if last.name == "JUMP":
+            rest = self.walk(start.succs[0], executor.stack, Region())
+        elif len(start.succs) == 2:
+            nxt, stack_after = self.emit_branch(start, executor, out, Region())
+            rest = Walked([], None) if stack_after is None else self.walk(nxt, stack_after, Region())
+        else:
+            rest = self.walk(start.succs[0], executor.stack, Region())
+        return Walked(out + rest.stmts, rest.stack)
+
+    def emit_for(self, header, body, follow, stack, out, region):
+        iterator = stack[-1] if stack else None
+        if not isinstance(iterator, Iter):
+            raise DecompileError("FOR_ITER without GET_ITER")
+        body_start, exhausted = header.succs
+        loop = Loop(header=header, body=body, follow=follow)
+        self.loops.append(loop)
+        try:
+            walked = self.walk(body_start, copy_stack(stack) + [LoopValue(iterator.iterable)], Region())
+        finally:
+            self.loops.pop()
+        if loop.target is None:
+            raise DecompileError("for loop without a target")
+        after_stack = stack[:-1] if FEATURES["for_iter_pops"] else stack + [Null()]
+        statement = ast.For(target=loop.target, iter=iterator.iterable,
+                            body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[], lineno=0)
+        if follow is exhausted:
+            out.append(statement)
+            return exhausted, after_stack
+        tail = self.walk(exhausted, after_stack, Region(stop=follow))
+        if follow is None or tail.stack is None:
+            out.append(statement)
+            out.extend(tail.stmts)
+            return (follow, tail.stack) if tail.stack is not None else (None, None)
+        statement.orelse = tail.stmts
+        out.append(statement)
+        return follow, tail.stack
+
+    # ---- branches --------------------------------------------------------------------------
+    def branch_of(self, block: Block, executor: BlockExecutor):
+        """(test, true block, true stack, false block, false stack) of a conditional block."""
+        last = block.last
+        fall, jump = block.succs
+        stack = executor.stack
+        if last.name in ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"):
+            test = executor.expr(stack[-1])
+            popped = copy_stack(stack[:-1])
+            kept = copy_stack(stack)
+            if last.name == "JUMP_IF_FALSE_OR_POP":
+                return test, fall, popped, jump, kept
+            return test, jump, kept, fall, popped
+        value = executor.expr(executor.pop())
+        if last.name == "POP_JUMP_IF_FALSE":
+            return value, fall, copy_stack(stack), jump, copy_stack(stack)
+        if last.name == "POP_JUMP_IF_TRUE":
+            return value, jump, copy_stack(stack), fall, copy_stack(stack)
+        if last.name in ("POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
+            op = ast.Is() if last.name == "POP_JUMP_IF_NONE" else ast.IsNot()
+            test = ast.Compare(left=value, ops=[op], comparators=[const(None)])
+            return test, jump, copy_stack(stack), fall, copy_stack(stack)
+        raise DecompileError(f"unsupported branch {last.original}")
+
+    def emit_branch(self, block: Block, executor: BlockExecutor, out: list, region: Region):
+        test, t_block, t_stack, f_block, f_stack = self.branch_of(block, executor)
+        test, t_block, f_block = self.collapse_conditions(block, test, t_block, f_block, t_stack)
+        enclosing, cut = self.enclosing_region()
+        merge = self._merge_point(block, t_block, f_block, enclosing, cut)
+        combined = self.try_expression(test, t_block, t_stack, f_block, f_stack, merge)
+        if combined is not None:
+            return merge, combined
+        executor.flush(set(), True)
+        self._resync(executor.stack, t_stack, f_stack)
+        then = self.walk(t_block, t_stack, Region(stop=merge, leaves=region.leaves))
+        other = self.walk(f_block, f_stack, Region(stop=merge, leaves=region.leaves))
+        for arm in (then, other):
+            if arm.stack is not None and arm.exit is not merge:
+                raise DecompileError("a branch leaves its try/with block another way than its end")
+        stack = self.merge_stacks(then, other)
+        out.append(ast.If(test=test, body=then.stmts or [ast.Pass()], orelse=other.stmts))
+        if then.stack is None and other.stack is None:
+            return None, None
+        return merge, stack
+
+    def _resync(self, flushed: list, *arms: list) -> None:
+        """After flushing the pre-branch stack to temporaries, make each arm's copy use them too."""
+        for arm in arms:
+            for i in range(min(len(flushed), len(arm))):
+                if isinstance(flushed[i], ast.Name) and not isinstance(arm[i], (SymList, ast.Name)):
+                    arm[i] = flushed[i]
+
+    def _merge_point(self, block, t_block, f_block, enclosing, cut):
+        merge = self.cfg.post_dominator(block, enclosing, cut)
+        return merge
+
+    def merge_stacks(self, a: Walked, b: Walked) -> list | None:
+        if a.stack is None:
+            return b.stack
+        if b.stack is None:
+            return a.stack
+        if len(a.stack) != len(b.stack):
+            raise DecompileError("branches meet with different stack depths")
+        merged = []
+        for x, y in zip(a.stack, b.stack):
+            if x is y or _same_value(x, y):
+                merged.append(x)
+                continue
+            temp = self.frame.new_temp()
+            a.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_as_expr(x), lineno=0))
+            b.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_as_expr(y), lineno=0))
+            merged.append(name(temp))
+        return merged
+
+    def try_expression(self, test, t_block, t_stack, f_block, f_stack, merge):
+        """`a if c else b`, `a and b`, `a < b < c`: both arms only compute values, then meet."""
+        if merge is None:
+            return None
+        try:
+            then = self.walk(t_block, copy_stack(t_stack), Region(stop=merge, expression_only=True))
+            other = self.walk(f_block, copy_stack(f_stack), Region(stop=merge, expression_only=True))
+        except (NotAnExpression, DecompileError):
+            return None
+        if then.stack is None or other.stack is None or then.exit is not merge or other.exit is not merge:
+            return None
+        if len(then.stack) != len(other.stack):
+            return None
+        merged = []
+        differs = False
+        for x, y in zip(then.stack, other.stack):
+            if x is y or _same_value(x, y):
+                merged.append(x)
+            else:
+                differs = True
+                merged.append(_conditional(test, _as_expr(x), _as_expr(y)))
+        if not differs:
+            return None
+        return merged
+
+    def collapse_conditions(self, block, test, t_block, f_block, stack):
+        """Fold `if a and b` / `if a or b` chains (blocks that only test) into one condition."""
+        absorbed = {block}
+        changed = True
+        while changed:
+            changed = False
+            for side in ("true", "false"):
+                inner = t_block if side == "true" else f_block
+                parsed = self.pure_condition(inner, stack, absorbed)
+                if parsed is None:
+                    continue
+                test2, t2, f2 = parsed
+                if side == "true" and f2 is f_block:
+                    test, t_block = ast.BoolOp(op=ast.And(), values=[test, test2]), t2
+                elif side == "false" and t2 is t_block:
+                    test, f_block = ast.BoolOp(op=ast.Or(), values=[test, test2]), f2
+                else:
+                    continue
+                absorbed.add(inner)
+                changed = True
+                break
+        return test, t_block, f_block
+
+    def pure_condition(self, block, stack, absorbed):
+        if any(p not in absorbed for p in block.preds) or block.last is None:
+            return None
+        if block.last.name not in ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
+            return None
+        if self.starts_loop(block) or self.new_handler(block) is not None:
+            return None
+        out: list = []
+        executor = BlockExecutor(self.frame, copy_stack(stack), out)
+        try:
+            executor.run(block.body)
+        except DecompileError:
+            return None
+        if out or len(executor.stack) != len(stack) + 1:
+            return None
+        if any(a is not b for a, b in zip(executor.stack, stack)):
+            return None
+        test, t_block, _, f_block, _ = self.branch_of(block, executor)
+        return test, t_block, f_block
+
+    # ---- try / with --------------------------------------------------------------------------
+    def new_handler(self, block: Block) -> Block | None:
+        handler = block.handler
+        if handler is None or handler in self.active_handlers:
+            return None
+        if not handler.instrs or handler.instrs[0].name != "PUSH_EXC_INFO":
+            return None  # cleanup handlers the syntax implies
+        return handler
+
+    def handler_chain(self, block: Block) -> list[Block]:
+        chain = []
+        handler = block.handler
+        while handler is not None and handler not in chain:
+            chain.append(handler)
+            handler = handler.handler
+        return chain
+
+    def emit_protected(self, block, handler, stack, out, region):
+        names = [i.name for i in handler.instrs[:3]]
+        if "WITH_EXCEPT_START" in names:
+            return self.emit_with(block, handler, stack, out, region)
+        return self.emit_try(block, handler, stack, out, region)
+
+    def protected_body(self, block, handler, stack) -> Walked:
+        self.active_handlers.append(handler)
+        try:
+            walked = self.walk(block, stack, Region(leaves=lambda b: handler not in self.handler_chain(b)))
+        finally:
+            self.active_handlers.pop()
+        if walked.stack is not None:
+            executor = BlockExecutor(self.frame, walked.stack, walked.stmts)
+            executor.flush(set(), True)
+        return walked
+
+    def emit_with(self, block, handler, stack, out, region):
+        if len(stack) < 2 or not isinstance(stack[-2], WithExit) or not isinstance(stack[-1], WithEnter):
+            raise DecompileError("with-block without BEFORE_WITH")
+        exit_marker, entered = stack[-2], stack[-1]
+        walked = self.protected_body(block, handler, stack)
+        item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
+        out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
+        if walked.stack is None:
+            return None, None
+        return walked.exit, walked.stack
+
+    def emit_try(self, block, handler, stack, out, region):
+        body = self.protected_body(block, handler, stack)
+        depth, lasti = next((d, l) for s, e, t, d, l in self.cfg.entries if t == handler.start)
+        h_stack = copy_stack(stack[:depth]) + ([LastI()] if lasti else []) + [CaughtException()]
+        clauses, after, is_finally = self.parse_handler(handler, h_stack)
+        if is_finally:
+            return self.finish_finally(body, clauses, stack, out)
+        statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
+        out.append(statement)
+        if body.stack is None:
+            return (after, stack[:depth]) if after is not None else (None, None)
+        if after is None or body.exit is after:
+            return body.exit, body.stack
+        orelse = self.walk(body.exit, body.stack, Region(stop=after))
+        statement.orelse = orelse.stmts
+        if orelse.stack is None:
+            return (after, stack[:depth])
+        return after, orelse.stack
+
+    def parse_handler(self, handler: Block, stack: list):
+        """Except clauses of a handler, where they rejoin, and whether it is a `finally`."""
+        executor = BlockExecutor(self.frame, stack, [])
+        first = handler.instrs[0]
+        stack = executor.stack
+        stack.pop()
+        stack.extend([ExcInfo(), CaughtException()])
+        rest = handler.body[1:]
+        clauses = []
+        after = None
+        block = handler
+        instrs = rest
+        while True:
+            kind, info = self.classify_clause(instrs)
+            if kind == "reraise":
+                break
+            if kind == "finally":
+                return self.finally_body(block, instrs, stack), None, True
+            type_expr, exc_name, body_start_block, body_skip = self.clause_header(block, instrs, stack, kind)
+            clause_stack = copy_stack(stack[:-1])
+            if exc_name:
+                self.exception_names.add(exc_name)
+            self.active_handlers.append(handler)
+            try:
+                walked = self.walk(body_start_block, clause_stack, Region(stop=after), skip_until=body_skip)
+            finally:
+                self.active_handlers.pop()
+            if walked.stack is not None:
+                after = after or walked.exit
+            clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=walked.stmts or [ast.Pass()]))
+            if kind == "bare":
+                break
+            block = block.succs[1]
+            instrs = block.body
+        return clauses, after, False
+
+    def classify_clause(self, instrs):
+        names = [i.name for i in instrs]
+        if names and names[0] == "RERAISE":
+            return "reraise", None
+        if "CHECK_EXC_MATCH" in names or "JUMP_IF_NOT_EXC_MATCH" in names:
+            return "typed", None
+        if names and names[0] == "POP_TOP":
+            return "bare", None
+        return "finally", None
+
+    def clause_header(self, block, instrs, stack, kind):
+        if kind == "bare":
+            return None, None, block, instrs[1].offset if len(instrs) > 1 else None
+        out: list = []
+        executor = BlockExecutor(self.frame, copy_stack(stack), out)
+        check = next(i for i, ins in enumerate(instrs) if ins.name == "CHECK_EXC_MATCH")
+        executor.run(instrs[:check])
+        type_expr = executor.expr(executor.pop())
+        if out:
+            raise DecompileError("statements inside an except clause's type test")
+        matched = block.succs[0]
+        first = matched.instrs[0]
+        if first.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+            return type_expr, first.argval, matched, matched.instrs[1].offset if len(matched.instrs) > 1 else _next_offset(matched)
+        if first.name == "POP_TOP":
+            return type_expr, None, matched, matched.instrs[1].offset if len(matched.instrs) > 1 else _next_offset(matched)
+        raise DecompileError("unrecognised except clause")
+
+    def finally_body(self, block, instrs, stack):
+        out: list = []
+        self.active_handlers.append(block)
+        try:
+            walked = self.walk(block, copy_stack(stack), Region(), skip_until=instrs[0].offset if instrs else None)
+        except _FinallyEnd as end:
+            walked = end.walked
+        finally:
+            self.active_handlers.pop()
+        return walked.stmts
+
+    def finish_finally(self, body, final_stmts, stack, out):
+        raise DecompileError("try/finally is not supported yet")
+
+
+class _FinallyEnd(Exception):
+    def __init__(self, walked):
+        self.walked = walked
+
+
+def _next_offset(block: Block):
+    return None
+
+
+def _same_value(a, b) -> bool:
+    if isinstance(a, ast.AST) and isinstance(b, ast.AST):
+        return ast.dump(a) == ast.dump(b) and isinstance(a, (ast.Name, ast.Constant))
+    return False
+
+
+def _as_expr(value):
+    if isinstance(value, ast.AST):
+        return value
+    if isinstance(value, SymList):
+        return ast.List(elts=[_as_expr(v) for v in value.items], ctx=ast.Load())
+    raise DecompileError(f"{type(value).__name__} at a merge point")
+
+
+def _conditional(test, body, orelse):
+    if orelse is test:
+        return _bool_op(ast.And, test, body)
+    if body is test:
+        return _bool_op(ast.Or, test, orelse)
+    return ast.IfExp(test=test, body=body, orelse=orelse)
+
+
+def _bool_op(kind, left, right):
+    if (kind is ast.And and isinstance(left, ast.Compare) and isinstance(right, ast.Compare)
+            and right.left is left.comparators[-1]):
+        return ast.Compare(left=left.left, ops=left.ops + right.ops, comparators=left.comparators + right.comparators)
+    if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
+        return ast.BoolOp(op=kind(), values=left.values + [right])
+    return ast.BoolOp(op=kind(), values=[left, right])
+
+
+def _strip_trailing_continue(stmts: list) -> list:
+    if stmts and isinstance(stmts[-1], ast.Continue):
+        return stmts[:-1]
+    return stmts
