@@ -1,0 +1,1 @@
+"""pydftracer's import path, served by dynascope. See dftracer.python."""
