@@ -65,6 +65,8 @@ def strip_our_frames(exc: BaseException) -> BaseException:
     runpy_file = os.path.abspath(runpy.__file__)
 
     def is_ours(filename: str) -> bool:
+        if filename.startswith("<frozen runpy"):
+            return True
         return os.path.abspath(filename).startswith(ours_dir + os.sep) or os.path.abspath(filename) == runpy_file
 
     while tb is not None and tb.tb_next is not None and is_ours(tb.tb_frame.f_code.co_filename):
