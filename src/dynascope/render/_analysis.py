@@ -1,0 +1,128 @@
+"""The render side's one door into analysis: paths in, a Summary out.
+
+Looks the analysis functions up by name, so rendering keeps working while analysis grows and gives one
+clear error where a piece is missing. Also exports a Summary as JSON-ready dicts and CSV files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import polars as pl
+
+from ..errors import ConfigError, DynascopeError
+from ._fmt import TABLES
+
+__all__ = ["summarize_paths", "summary_to_dict", "write_csv", "SUMMARY_TABLES"]
+
+SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
+
+
+def _find(name: str, modules: Iterable[str]) -> Callable | None:
+    for mod in modules:
+        try:
+            module = importlib.import_module(mod)
+        except ImportError:
+            continue
+        fn = getattr(module, name, None)
+        if callable(fn):
+            return fn
+    return None
+
+
+def summarize_paths(
+    paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None
+) -> Any:
+    """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given."""
+    if top < 1:
+        raise ConfigError(f"--top must be at least 1 (got {top})")
+    if scheduler or workers:
+        fn = _find("summarize_files", ("dynascope.analyze.distributed", "dynascope.analyze.dask", "dynascope.analyze.summarize", "dynascope.analyze"))
+        if fn is None:
+            raise DynascopeError("this dynascope has no Dask summary path (dynascope.analyze summarize_files); drop --scheduler/--workers")
+        try:
+            summary = fn([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
+        except ImportError as exc:
+            raise DynascopeError(f"--scheduler/--workers need Dask: pip install 'dynascope[dask]' ({exc})") from None
+        return _fill_meta(summary, paths, None)
+    read = _find("read_trace_with_info", ("dynascope.analyze.reader",))
+    summarize = _find("summarize", ("dynascope.analyze.summarize",))
+    if read is None or summarize is None:
+        raise DynascopeError("trace analysis (dynascope.analyze reader/summarize) is not available in this install; reinstall dynascope")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the reader's warnings come back in `info` and are shown once
+        frame, info = read([str(p) for p in paths])
+    summary = summarize(frame, top=top)
+    return _fill_meta(summary, paths, info)
+
+
+def _fill_meta(summary: Any, paths: list, info: Any) -> Any:
+    meta = getattr(summary, "meta", None)
+    if not isinstance(meta, dict):
+        return summary
+    if info is not None:
+        if not meta.get("files") and getattr(info, "files", None):
+            meta["files"] = list(info.files)
+        if meta.get("dropped_lines") is None and getattr(info, "dropped_lines", None) is not None:
+            meta["dropped_lines"] = info.dropped_lines
+        known = set(meta.get("warnings") or [])
+        extra = [w for w in (getattr(info, "warnings", None) or []) if w not in known]
+        if extra:
+            meta["warnings"] = list(meta.get("warnings") or []) + extra
+    if not meta.get("files"):
+        meta["files"] = [str(p) for p in paths]
+    return summary
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    return value
+
+
+def summary_to_dict(summary: Any) -> dict:
+    """{"meta": ..., "top": N, "by_op": [rows], ...}: what `dynascope report --json` prints."""
+    out: dict[str, Any] = {"top": getattr(summary, "top", None), "meta": dict(getattr(summary, "meta", {}) or {})}
+    for attr in SUMMARY_TABLES:
+        frame = getattr(summary, attr, None)
+        if isinstance(frame, pl.DataFrame):
+            out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in frame.to_dicts()]
+        else:
+            out[attr] = []
+    return out
+
+
+def _csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
+    """Nested columns (lists, structs) become JSON-ish text, which CSV can hold."""
+    casts = []
+    for name, dtype in frame.schema.items():
+        if isinstance(dtype, (pl.List, pl.Struct, pl.Array, pl.Object)):
+            casts.append(pl.col(name).map_elements(lambda v: str(v), return_dtype=pl.String).alias(name))
+    return frame.with_columns(casts) if casts else frame
+
+
+def write_csv(summary: Any, target: str | Path) -> list[Path]:
+    """A directory → one CSV per table (by_op.csv, by_layer.csv, ...); a `.csv` file → the per-op table."""
+    target = Path(target)
+    if target.suffix.lower() == ".csv" and not target.is_dir():
+        frame = getattr(summary, "by_op", None)
+        if not isinstance(frame, pl.DataFrame):
+            frame = pl.DataFrame()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _csv_safe(frame).write_csv(target)
+        return [target]
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--csv {target}: cannot create this directory ({exc.strerror}); give a writable directory or a .csv file") from None
+    written = []
+    for attr in SUMMARY_TABLES:
+        frame = getattr(summary, attr, None)
+        if isinstance(frame, pl.DataFrame) and frame.width:
+            path = target / f"{attr}.csv"
+            _csv_safe(frame).write_csv(path)
+            written.append(path)
+    return written

@@ -1,0 +1,67 @@
+"""`dynascope report TRACE... [--top N] [--json] [--csv DIR|FILE] [--html OUT.html] [--scheduler ADDR | --workers N]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import orjson
+
+from ..errors import ConfigError
+from ._analysis import summarize_paths, summary_to_dict, write_csv
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dynascope report",
+        description="Summarise traces: where the time goes per op, layer, phase, graph, step and process, "
+        "and what compilation cost. Tables in the terminal, --json, --csv, --html.",
+    )
+    parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.pfw, .pfw.gz, .json[.gz]), directories or globs")
+    parser.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
+    parser.add_argument("--csv", type=Path, metavar="DIR|FILE", help="write CSV: a directory gets one file per table, a .csv file the per-op table")
+    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a self-contained HTML report (opens without network)")
+    parser.add_argument("--explanation", type=Path, metavar="JSON", help="explanation.json to include (default: the one beside the trace, if any)")
+    parser.add_argument("--title", help="title of the HTML report")
+    dask = parser.add_mutually_exclusive_group()
+    dask.add_argument("--scheduler", metavar="ADDR", help="summarise on this Dask scheduler (e.g. tcp://host:8786)")
+    dask.add_argument("--workers", type=int, metavar="N", help="summarise on a local Dask cluster of N workers")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no terminal tables (with --html/--csv)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be at least 1 (got {args.workers})")
+    summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers)
+    notes: list[str] = []
+    if args.csv is not None:
+        written = write_csv(summary, args.csv)
+        notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")
+    if args.html is not None:
+        from .html import find_explanation, load_explanation, write_html
+
+        explanation = None
+        source = args.explanation or find_explanation(args.traces)
+        if args.explanation is not None and not args.explanation.is_file():
+            raise ConfigError(f"--explanation {args.explanation}: no such file; give the explanation.json that `dynascope explain --out` wrote")
+        if source is not None:
+            explanation = load_explanation(source)
+        out = write_html(summary, args.html, explanation=explanation, title=args.title)
+        notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else ""))
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(summary_to_dict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        sys.stdout.flush()
+        for note in notes:
+            print(note, file=sys.stderr)
+        return 0
+    if not args.quiet:
+        from .terminal import render_summary
+
+        render_summary(summary, top=args.top)
+    for note in notes:
+        print(note)
+    return 0
