@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from types import CodeType
 
@@ -42,13 +43,22 @@ class ControlFlowGraph:
     def __init__(self, code: CodeType):
         self.code = code
         self.instrs = canonical_instructions(code)
-        self.entries = exception_entries(code)
+        self._offsets = sorted({i.offset for i in self.instrs})
+        for ins in self.instrs:
+            if ins.target is not None:
+                ins.target = self.snap(ins.target)
+        self.entries = [(self.snap(s), self.snap(e), self.snap(t), d, l) for s, e, t, d, l in exception_entries(code)]
         self.blocks: list[Block] = []
         self.by_offset: dict[int, Block] = {}
         self._split()
         self._link()
         self.dominators = self._dominators()
         self._pdom_cache: dict = {}
+
+    def snap(self, offset: int) -> int:
+        """The first kept instruction at or after `offset` (jumps may target dropped NOPs)."""
+        i = bisect.bisect_left(self._offsets, offset)
+        return self._offsets[i] if i < len(self._offsets) else offset
 
     # ---- construction --------------------------------------------------------------------
     def _handler_at(self, offset: int):

@@ -9,17 +9,13 @@ from .values import DecompileError
 APPEND = "__append__"
 
 
-def from_statements(stmts: list, kind: str, substitutions: dict) -> ast.expr:
+def from_statements(stmts: list, kind: str) -> ast.expr:
     """`kind` is the comprehension code's name (`<listcomp>`...) or "list"/"set"/"dict"."""
     stmts = [s for s in stmts if not _is_trailing_return(s, kind)]
     generators: list[ast.comprehension] = []
     element = _walk(stmts, generators)
     if not generators:
         raise DecompileError("comprehension without a loop")
-    for name, value in substitutions.items():
-        first = generators[0]
-        if isinstance(first.iter, ast.Name) and first.iter.id == name:
-            first.iter = value
     kind = kind.strip("<>").replace("comp", "").replace("expr", "")
     if kind == "list":
         return ast.ListComp(elt=element[0], generators=generators)
@@ -37,6 +33,8 @@ def _is_trailing_return(stmt, kind) -> bool:
 
 
 def _walk(stmts: list, generators: list) -> list:
+    while stmts and isinstance(stmts[-1], (ast.Continue, ast.Pass)):
+        stmts = stmts[:-1]
     if len(stmts) == 2 and isinstance(stmts[0], ast.If) and _ends_in_continue(stmts[0].body) and not stmts[0].orelse:
         generators[-1].ifs.append(_negate(stmts[0].test))
         return _walk(stmts[1:], generators)

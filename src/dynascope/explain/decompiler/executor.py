@@ -15,7 +15,7 @@ from typing import Any, Callable
 from .opcodes import FEATURES, VERSION, Instr
 from .values import (
     Accumulator, CaughtException, DecompileError, ExcInfo, ExcMatch, FunctionValue, Inplace, Iter,
-    KwNames, LastI, LoopValue, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
+    KwNames, LastI, LoopValue, SavedLocal, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
     is_marker,
 )
 
@@ -74,6 +74,9 @@ class Frame:
         self.render_function = render_function
         self.temp_count = 0
         self.globals_declared: set[str] = set()
+        # the next empty BUILD_LIST/SET/MAP starts a comprehension (set for comprehension code,
+        # and by LOAD_FAST_AND_CLEAR where 3.12+ inlines comprehensions)
+        self.accumulator_pending = code.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>")
         self.nonlocals_declared: set[str] = set()
 
     def new_temp(self) -> str:
@@ -91,6 +94,7 @@ class BlockExecutor:
         self.kwnames: tuple = ()
         self.loop_target: Any = None  # set when the loop value gets stored
         self.returned = False
+        self.left_handler = False
 
     # ---- stack helpers -------------------------------------------------------------------
     def push(self, value: Any) -> None:
@@ -123,7 +127,16 @@ class BlockExecutor:
             return self.inplace_call(value)
         if isinstance(value, Iter):
             return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
+        if isinstance(value, Accumulator):
+            return self.comprehension_of(value)
         raise DecompileError(f"{type(value).__name__} used as a value")
+
+    def comprehension_of(self, acc: Accumulator) -> ast.expr:
+        from .comprehension import from_statements
+
+        stmts = acc.out[acc.start:]
+        del acc.out[acc.start:]
+        return from_statements(stmts, acc.kind)
 
     def inplace_call(self, value: Inplace) -> ast.expr:
         func = ast.Attribute(value=ast.Call(func=name("__import__"), args=[const("operator")], keywords=[]),
@@ -174,6 +187,8 @@ class BlockExecutor:
     def store(self, target: ast.expr, value: Any) -> None:
         """Assign `value` to `target`, turning the special cases back into their syntax."""
         target_names = {target.id} if isinstance(target, ast.Name) else set()
+        if isinstance(value, SavedLocal):
+            return  # an inlined comprehension restoring its loop variable
         if isinstance(value, LoopValue):
             self.loop_target = target
             return
@@ -193,7 +208,7 @@ class BlockExecutor:
         if any(v is value for v in self.stack) and not is_marker(value):
             if isinstance(target, ast.Name):  # still needed on the stack: a walrus or a chained assignment
                 named = ast.NamedExpr(target=name(target.id, ast.Store()), value=self.expr(value))
-                self.flush(target_names)
+                self.flush(target_names, side_effects=False)
                 self.replace_everywhere(value, named)
                 return
             temp = self.frame.new_temp()
@@ -236,12 +251,16 @@ class BlockExecutor:
         self.push(const(ins.argval))
 
     def op_LOAD_FAST(self, ins):
+        if ins.argval == ".0":  # a comprehension's iterator argument
+            self.push(Iter(name(".0")))
+            return
         self.push(name(ins.argval))
 
     op_LOAD_NAME = op_LOAD_DEREF = op_LOAD_CLASSDEREF = op_LOAD_FAST
 
     def op_LOAD_FAST_AND_CLEAR(self, ins):
-        self.push(name(ins.argval))
+        self.frame.accumulator_pending = True
+        self.push(SavedLocal(ins.argval))
 
     def op_LOAD_GLOBAL(self, ins):
         self.push(name(ins.argval))
@@ -255,10 +274,10 @@ class BlockExecutor:
         self.push(ast.Attribute(value=self.expr(self.pop()), attr=ins.argval, ctx=ast.Load()))
 
     def op_LOAD_METHOD(self, ins):
+        """Pushes [method, self] or [NULL, attribute]; CALL treats both alike, so model the second."""
+        attribute = ast.Attribute(value=self.expr(self.pop()), attr=ins.argval, ctx=ast.Load())
         self.push(NULL)
-        self.op_LOAD_ATTR(ins)
-        self.stack[-1], self.stack[-2] = self.stack[-2], self.stack[-1]
-        self.stack[-1], self.stack[-2] = self.stack[-2], self.stack[-1]
+        self.push(attribute)
 
     def op_LOAD_ASSERTION_ERROR(self, ins):
         self.push(name("AssertionError"))
@@ -398,14 +417,26 @@ class BlockExecutor:
     def op_BUILD_TUPLE(self, ins):
         self.push(ast.Tuple(elts=[self.expr(v) for v in self.popn(ins.arg)], ctx=ast.Load()))
 
+    def start_accumulator(self, ins, kind: str) -> bool:
+        if ins.arg or not self.frame.accumulator_pending:
+            return False
+        self.frame.accumulator_pending = False
+        self.push(Accumulator(kind, self.out, len(self.out)))
+        return True
+
     def op_BUILD_LIST(self, ins):
-        self.push(SymList(list(self.popn(ins.arg))))
+        if not self.start_accumulator(ins, "list"):
+            self.push(SymList(list(self.popn(ins.arg))))
 
     def op_BUILD_SET(self, ins):
+        if self.start_accumulator(ins, "set"):
+            return
         items = [self.expr(v) for v in self.popn(ins.arg)]
         self.push(ast.Set(elts=items) if items else ast.Call(func=name("set"), args=[], keywords=[]))
 
     def op_BUILD_MAP(self, ins):
+        if self.start_accumulator(ins, "dict"):
+            return
         flat = [self.expr(v) for v in self.popn(2 * ins.arg)]
         self.push(ast.Dict(keys=flat[0::2], values=flat[1::2]))
 
@@ -645,6 +676,12 @@ class BlockExecutor:
         value = self.expr(value)
         return {k.value: v for k, v in zip(value.keys, value.values)}
 
+    def op_RETURN_GENERATOR(self, ins):
+        self.push(NULL)  # what the first resumption receives; popped right away
+
+    def op_YIELD_VALUE(self, ins):
+        self.push(ast.Yield(value=self.expr(self.pop())))
+
     def op_BEFORE_WITH(self, ins):
         manager = self.expr(self.pop())
         self.push(WithExit(manager))
@@ -654,6 +691,7 @@ class BlockExecutor:
         for i in range(len(self.stack) - 1, -1, -1):
             if isinstance(self.stack[i], ExcInfo):
                 del self.stack[i]
+                self.left_handler = True
                 return
         raise DecompileError("POP_EXCEPT without an active handler")
 

@@ -85,7 +85,15 @@ def comprehension(code: CodeType, iterable: ast.expr) -> ast.expr:
     from .comprehension import from_statements
 
     frame = Frame(code, render_nested)
-    if code.co_flags & CO_GENERATOR:
-        frame.generator = True
     body = Structurer(ControlFlowGraph(code), frame).function_body()
-    return from_statements(body, code.co_name, {".0": iterable})
+    if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, COMPREHENSIONS):
+        result = body[0].value
+    else:
+        result = from_statements(body, code.co_name)
+    first = result.generators[0]
+    if isinstance(first.iter, ast.Name) and first.iter.id == ".0":
+        first.iter = iterable
+    return result
+
+
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)

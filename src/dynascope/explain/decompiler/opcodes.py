@@ -18,7 +18,7 @@ SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
 # Opcodes that change nothing the decompiler models.
 IGNORED = frozenset({
     "RESUME", "NOP", "PRECALL", "CACHE", "EXTENDED_ARG", "COPY_FREE_VARS", "MAKE_CELL",
-    "GEN_START", "TO_BOOL", "RETURN_GENERATOR", "SETUP_ANNOTATIONS", "INTERPRETER_EXIT",
+    "GEN_START", "TO_BOOL", "SETUP_ANNOTATIONS", "INTERPRETER_EXIT",
     "PUSH_NULL_PLACEHOLDER",
 })
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from .cfg import Block, ControlFlowGraph
 from .executor import BlockExecutor, Frame, const, name
-from .opcodes import FEATURES, Instr
+from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL, FEATURES, Instr
 from .values import (
     CaughtException, DecompileError, ExcInfo, Iter, LastI, LoopValue, Null, SymList, WithEnter, WithExit,
 )
@@ -35,6 +35,7 @@ class Region:
     stop: Block | None = None
     leaves: Callable[[Block], bool] | None = None
     expression_only: bool = False
+    handler_exit: bool = False  # an except clause: stop after POP_EXCEPT where it rejoins
 
 
 @dataclass
@@ -98,7 +99,7 @@ class Structurer:
             entering_loop = False
             handler = self.new_handler(block)
             if handler is not None:
-                block, stack = self.emit_protected(block, handler, stack, out, region)
+                block, stack, skip_until = self.emit_protected(block, handler, stack, out, region)
                 if stack is None:
                     return Walked(out, None)
                 continue
@@ -112,6 +113,8 @@ class Structurer:
             if executor.returned:
                 return Walked(out, None)
             last = block.last
+            if region.handler_exit and executor.left_handler and last.name not in CONDITIONAL:
+                return Walked(out, stack, block.succs[0] if block.succs else None)
             if last.name == "JUMP":
                 block = block.succs[0]
             elif last.name in ("FOR_ITER", "SEND"):
@@ -439,9 +442,9 @@ class Structurer:
             walked = self.walk(block, stack, Region(leaves=lambda b: handler not in self.handler_chain(b)))
         finally:
             self.active_handlers.pop()
-        if walked.stack is not None:
+        if walked.stack is not None:  # values computed inside must be computed inside
             executor = BlockExecutor(self.frame, walked.stack, walked.stmts)
-            executor.flush(set(), True)
+            executor.flush(_all_names(walked.stack), True)
         return walked
 
     def emit_with(self, block, handler, stack, out, region):
@@ -452,55 +455,43 @@ class Structurer:
         item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
         out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
         if walked.stack is None:
-            return None, None
-        return walked.exit, walked.stack
+            return None, None, None
+        return walked.exit, walked.stack, None
 
     def emit_try(self, block, handler, stack, out, region):
         body = self.protected_body(block, handler, stack)
-        depth, lasti = next((d, l) for s, e, t, d, l in self.cfg.entries if t == handler.start)
-        h_stack = copy_stack(stack[:depth]) + ([LastI()] if lasti else []) + [CaughtException()]
-        clauses, after, is_finally = self.parse_handler(handler, h_stack)
-        if is_finally:
-            return self.finish_finally(body, clauses, stack, out)
+        depth, lasti = next((d, l) for _s, _e, t, d, l in self.cfg.entries if t == handler.start)
+        base = stack[:depth]
+        h_stack = copy_stack(base) + ([LastI()] if lasti else []) + [ExcInfo(), CaughtException()]
+        finally_stmts = self.finally_clause(handler, h_stack)
+        if finally_stmts is not None:
+            return self.finish_finally(body, finally_stmts, handler, out)
+        clauses, after = self.except_clauses(handler, h_stack)
         statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
         out.append(statement)
         if body.stack is None:
-            return (after, stack[:depth]) if after is not None else (None, None)
+            return (after, base, None) if after is not None else (None, None, None)
         if after is None or body.exit is after:
-            return body.exit, body.stack
+            return body.exit, body.stack, None
         orelse = self.walk(body.exit, body.stack, Region(stop=after))
         statement.orelse = orelse.stmts
-        if orelse.stack is None:
-            return (after, stack[:depth])
-        return after, orelse.stack
+        return after, (orelse.stack if orelse.stack is not None else base), None
 
-    def parse_handler(self, handler: Block, stack: list):
-        """Except clauses of a handler, where they rejoin, and whether it is a `finally`."""
-        executor = BlockExecutor(self.frame, stack, [])
-        first = handler.instrs[0]
-        stack = executor.stack
-        stack.pop()
-        stack.extend([ExcInfo(), CaughtException()])
-        rest = handler.body[1:]
+    def except_clauses(self, handler: Block, stack: list):
+        """The `except` clauses of a handler, and the block where they rejoin normal flow."""
         clauses = []
         after = None
-        block = handler
-        instrs = rest
+        block, instrs = handler, handler.body[1:]
         while True:
-            kind, info = self.classify_clause(instrs)
+            kind = self.classify_clause(instrs)
             if kind == "reraise":
                 break
             if kind == "finally":
-                return self.finally_body(block, instrs, stack), None, True
-            type_expr, exc_name, body_start_block, body_skip = self.clause_header(block, instrs, stack, kind)
-            clause_stack = copy_stack(stack[:-1])
+                raise DecompileError("unrecognised exception handler")
+            type_expr, exc_name, start, skip = self.clause_header(block, instrs, stack, kind)
             if exc_name:
                 self.exception_names.add(exc_name)
-            self.active_handlers.append(handler)
-            try:
-                walked = self.walk(body_start_block, clause_stack, Region(stop=after), skip_until=body_skip)
-            finally:
-                self.active_handlers.pop()
+            walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True), skip_until=skip)
             if walked.stack is not None:
                 after = after or walked.exit
             clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=walked.stmts or [ast.Pass()]))
@@ -508,21 +499,22 @@ class Structurer:
                 break
             block = block.succs[1]
             instrs = block.body
-        return clauses, after, False
+        return clauses, after
 
-    def classify_clause(self, instrs):
+    def classify_clause(self, instrs) -> str:
         names = [i.name for i in instrs]
         if names and names[0] == "RERAISE":
-            return "reraise", None
-        if "CHECK_EXC_MATCH" in names or "JUMP_IF_NOT_EXC_MATCH" in names:
-            return "typed", None
+            return "reraise"
+        if "CHECK_EXC_MATCH" in names:
+            return "typed"
         if names and names[0] == "POP_TOP":
-            return "bare", None
-        return "finally", None
+            return "bare"
+        return "finally"
 
     def clause_header(self, block, instrs, stack, kind):
+        """(type expression, `as` name, block and offset where the clause body starts)."""
         if kind == "bare":
-            return None, None, block, instrs[1].offset if len(instrs) > 1 else None
+            return (None, None) + self.after_instr(block, instrs[0])
         out: list = []
         executor = BlockExecutor(self.frame, copy_stack(stack), out)
         check = next(i for i, ins in enumerate(instrs) if ins.name == "CHECK_EXC_MATCH")
@@ -533,24 +525,65 @@ class Structurer:
         matched = block.succs[0]
         first = matched.instrs[0]
         if first.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
-            return type_expr, first.argval, matched, matched.instrs[1].offset if len(matched.instrs) > 1 else _next_offset(matched)
+            return (type_expr, first.argval) + self.after_instr(matched, first)
         if first.name == "POP_TOP":
-            return type_expr, None, matched, matched.instrs[1].offset if len(matched.instrs) > 1 else _next_offset(matched)
+            return (type_expr, None) + self.after_instr(matched, first)
         raise DecompileError("unrecognised except clause")
 
-    def finally_body(self, block, instrs, stack):
-        out: list = []
-        self.active_handlers.append(block)
+    def after_instr(self, block: Block, instr: Instr):
+        index = block.instrs.index(instr)
+        if index + 1 < len(block.instrs):
+            return block, block.instrs[index + 1].offset
+        return block.succs[0], None
+
+    def finally_clause(self, handler: Block, stack: list):
+        """The statements of a `finally` handler (PUSH_EXC_INFO, body, RERAISE), else None."""
+        if self.classify_clause(handler.body[1:]) != "finally":
+            return None
+        start, skip = self.after_instr(handler, handler.instrs[0])
+        self.active_handlers.append(handler)
         try:
-            walked = self.walk(block, copy_stack(stack), Region(), skip_until=instrs[0].offset if instrs else None)
-        except _FinallyEnd as end:
-            walked = end.walked
+            walked = self.walk(start, copy_stack(stack), Region(), skip_until=skip)
         finally:
             self.active_handlers.pop()
-        return walked.stmts
+        stmts = walked.stmts
+        if walked.stack is not None or not stmts or not _is_bare_raise(stmts[-1]):
+            raise DecompileError("unrecognised finally handler")
+        stmts.pop()
+        self._finally_length = self.instructions_between(start, skip, handler)
+        return stmts
 
-    def finish_finally(self, body, final_stmts, stack, out):
-        raise DecompileError("try/finally is not supported yet")
+    def instructions_between(self, start: Block, skip, handler: Block) -> int:
+        """How many instructions the finally body spans in the handler (to skip its inline copy)."""
+        first = skip if skip is not None else start.start
+        i = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == first)
+        count = 0
+        while self.cfg.instrs[i].name != "RERAISE":
+            i += 1
+            count += 1
+        return count
+
+    def finish_finally(self, body: Walked, final_stmts: list, handler: Block, out: list):
+        out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[], finalbody=final_stmts or [ast.Pass()]))
+        if body.stack is None:
+            return None, None, None
+        i = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == body.exit.start)
+        resume = self.cfg.instrs[i + self._finally_length]
+        block = self.cfg.by_offset[resume.offset]
+        return block, body.stack, (resume.offset if resume.offset != block.start else None)
+
+
+def _all_names(stack) -> set:
+    from .executor import names_read
+
+    result = set()
+    for value in stack:
+        result |= names_read(value)
+    return result
+
+
+def _is_bare_raise(stmt) -> bool:
+    return isinstance(stmt, ast.Raise) and stmt.exc is None
 
 
 class _FinallyEnd(Exception):

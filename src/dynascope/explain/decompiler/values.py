@@ -65,9 +65,18 @@ class SymList:
 
 @dataclass(eq=False)
 class Accumulator:
-    """The list/set/dict a comprehension appends to."""
+    """The list/set/dict a comprehension appends to; `out[start:]` holds its loop statements."""
 
     kind: str  # "list", "set", "dict"
+    out: list
+    start: int
+
+
+@dataclass(eq=False)
+class SavedLocal:
+    """LOAD_FAST_AND_CLEAR: an inlined comprehension saving the outer value of its variable."""
+
+    name: str
 
 
 @dataclass(eq=False)
