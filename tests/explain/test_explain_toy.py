@@ -46,6 +46,8 @@ def test_toy_example_three_frames_with_resume_markers():
         ids.add(sub.compile_id)
         assert sub.subgraphs and sub.subgraphs[0].op_count in (1, 2)
     assert ids == {"1/0", "2/0"}
+    # which branch each one is: the line it continues with
+    assert sorted(rf.continues_at.code for rf in entry.resume_functions) == ["b = b * -1", "return x * b"]
     assert [e.compile_id for e in expl.all_entries()][0] == "0/0"
     assert len(expl.all_entries()) == 3
     # the same explanation whichever object the user passes
@@ -110,3 +112,22 @@ def test_toy_example_inductor():
     ct = next(c for c in obs.compile_times if c.compile_id == "0/0")
     assert ct.inductor_s is not None and ct.inductor_s > 0
     assert ct.total_s >= ct.backend_s
+
+
+def test_nested_resume_functions_two_breaks():
+    from explain_helpers import two_breaks
+
+    with observe() as obs:
+        opt = torch.compile(two_breaks, backend="eager")
+        opt(torch.randn(10), -torch.ones(10))
+    expl = explain(opt)
+    (rf,) = expl.cache_entries[0].resume_functions  # after print
+    assert rf.line == line_of(two_breaks, 'print("woo")')
+    assert rf.continues_at.code == 'print("woo")'  # right after the call, still on its line
+    inner = rf.explanation.cache_entries[0]
+    assert len(inner.resume_functions) == 2  # the data-dependent branch, inside the resume function
+    taken = [r for r in inner.resume_functions if r.explanation is not None]
+    assert len(taken) == 1 and taken[0].continues_at.code == "b = b * -1"
+    assert "<== resume in this line" in taken[0].source.splitlines()[3]
+    assert len(expl.all_entries()) == 3
+    assert sorted(gb.reason for gb in obs.graph_breaks) == ["Data-dependent branching", "Failed to trace builtin operator"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import linecache
 import re
 import sys
 import types
@@ -15,9 +16,10 @@ from typing import Any
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
 from . import records
-from .code import decompile_code, source_with_marker
+
+from .code import decompile_code, line_at_offset, source_with_marker
 from .guards import group_flat, group_guards
-from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph
+from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
 
 MAX_DEPTH = 12
 
@@ -134,7 +136,7 @@ def explain_code(code: types.CodeType, globals_: dict[str, Any], *, name: str | 
         return expl
     for index, entry in enumerate(entries, 1):
         expl.cache_entries.append(
-            _entry(index, entry, globals_, source_code, observer, expl.notes, _depth)
+            _entry(index, entry, globals_, source_code, observer, expl.notes, _depth, code)
         )
     if kind == "function":
         attach_records(expl, observer)
@@ -142,7 +144,7 @@ def explain_code(code: types.CodeType, globals_: dict[str, Any], *, name: str | 
 
 
 def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.CodeType, observer: Any,
-           notes: list[str], depth: int) -> CacheEntry:
+           notes: list[str], depth: int, frame_code: types.CodeType) -> CacheEntry:
     cid = _torch.entry_compile_id(entry)
     user_file = source_code.co_filename
     try:
@@ -162,7 +164,8 @@ def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.
     for gname in graphs:
         result.subgraphs.append(_subgraph(gname, globals_.get(gname), cid, observer, len(graphs)))
     for rname in [n for n in new_code.co_names if n.startswith("__resume_at_")]:
-        result.resume_functions.append(_resume(rname, globals_.get(rname), source_code, observer, notes, depth))
+        result.resume_functions.append(_resume(rname, globals_.get(rname), source_code, observer, notes, depth,
+                                                     frame_code))
     return result
 
 
@@ -203,7 +206,7 @@ def _subgraph(gname: str, compiled: Any, cid: str, observer: Any, n_graphs: int)
 
 
 def _resume(rname: str, fn: Any, source_code: types.CodeType, observer: Any, notes: list[str],
-            depth: int) -> ResumeFunction:
+            depth: int, frame_code: types.CodeType) -> ResumeFunction:
     m = re.match(r"__resume_at_(\d+)_(\d+)", rname)
     offset = int(m.group(1)) if m else None
     code = getattr(fn, "__code__", None)
@@ -212,6 +215,10 @@ def _resume(rname: str, fn: Any, source_code: types.CodeType, observer: Any, not
     line = int(ml.group(1)) if ml else None
     rf = ResumeFunction(name=rname, code_name=code_name, offset=offset, line=line,
                         source=source_with_marker(source_code, line))
+    cont = line_at_offset(frame_code, offset)  # the offset is in the bytecode of the frame that broke
+    if cont is not None:
+        text = linecache.getline(source_code.co_filename, cont).strip() or None
+        rf.continues_at = UserLine(file=source_code.co_filename, line=cont, code=text)
     if code is not None and depth < MAX_DEPTH:
         sub = explain_code(code, getattr(fn, "__globals__", {}), name=rname, qualname=code_name,
                            observer=observer, kind="resume", source_code=source_code, _depth=depth + 1)

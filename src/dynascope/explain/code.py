@@ -71,3 +71,22 @@ def excerpt(file: str | None, line: int | None, context: int = 0) -> str | None:
     lo, hi = max(1, line - context), min(len(lines), line + context)
     width = len(str(hi))
     return "\n".join(f"{n:>{width}} {lines[n - 1].rstrip()}" for n in range(lo, hi + 1))
+
+
+def line_at_offset(code: types.CodeType, offset: int | None) -> int | None:
+    """The source line of the instruction at a bytecode offset of `code` (None if unknown)."""
+    if offset is None:
+        return None
+    line = None
+    try:
+        for ins in dis.get_instructions(code):
+            if ins.starts_line is not None:
+                line = ins.starts_line
+            pos = getattr(ins, "positions", None)
+            if ins.offset >= offset:
+                if pos is not None and pos.lineno is not None:
+                    return pos.lineno
+                return line
+    except Exception:  # noqa: BLE001
+        return None
+    return None

@@ -132,6 +132,7 @@ class ResumeFunction(_Data):
     line: int | None
     source: str | None
     explanation: Explanation | None = None
+    continues_at: UserLine | None = None  # first user line the resume function runs
     _nested: ClassVar[dict[str, type]] = {}  # filled below (forward reference)
 
 
@@ -255,7 +256,7 @@ class Explanation(_Data):
         return out
 
 
-ResumeFunction._nested = {"explanation": Explanation}
+ResumeFunction._nested = {"explanation": Explanation, "continues_at": UserLine}
 
 
 @dataclass
@@ -355,6 +356,8 @@ def render_text(expl: Explanation, depth: int = 0) -> str:
             out.append("")
             where = f" (resumes at line {rf.line})" if rf.line else ""
             out.append(f"  Resume function {i}: {rf.name}{where}")
+            if rf.continues_at is not None and rf.continues_at.line:
+                out.append(f"    continues with line {rf.continues_at.line}: {rf.continues_at.code}")
             if rf.source:
                 out.append(_indent(rf.source, "    "))
             if rf.explanation is not None and rf.explanation.cache_entries:
