@@ -1,0 +1,60 @@
+"""Summarise many per-rank trace files on a Dask cluster.
+
+Each task reads one file and pre-aggregates it with exactly the code of the single-machine path
+(`summarize.file_partial`); the client merges the small partials and finishes, so the result is
+identical to `summarize(read_trace(files))`. Dask is imported only when this path is used.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import ConfigError
+from .reader import expand_paths
+from .summarize import file_partial, finish, merge, _emit_warnings
+from .summary import Summary
+
+__all__ = ["summarize_files", "summarize_files_dask"]
+
+
+def summarize_files(paths, top: int = 20, scheduler: str | None = None, workers: int | None = None) -> Summary:
+    """`summarize.summarize_files`: on Dask when `scheduler` or `workers` is given, else locally."""
+    from .summarize import summarize_files as _local
+
+    return _local(paths, top=top, scheduler=scheduler, workers=workers)
+
+
+def summarize_files_dask(
+    paths, top: int = 20, scheduler: str | None = None, workers: int | None = None, processes: bool = False
+) -> Summary:
+    """Read and pre-aggregate each file as one Dask task, on `scheduler` (an address such as
+    tcp://host:8786) or on a local cluster of `workers` workers (threads by default)."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigError(f"Dask is not installed: pip install 'dynascope[dask]' ({exc})") from None
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be at least 1 (got {workers})")
+    files = [os.fspath(p) for p in expand_paths(paths)]
+    cluster = None
+    if scheduler is not None:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(
+            n_workers=workers or 1,
+            threads_per_worker=1,
+            processes=processes,
+            dashboard_address=None,
+            silence_logs=40,
+        )
+        client = Client(cluster)
+    try:
+        futures = client.map(file_partial, files, pure=False)
+        partials = client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    result = finish(merge(partials), top=top)
+    _emit_warnings(result.meta.get("warnings", []))
+    return result

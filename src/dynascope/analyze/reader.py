@@ -1,0 +1,920 @@
+"""Read trace files into one polars DataFrame: one row per complete event, args flattened to columns.
+
+Reads dynascope's `.pfw`/`.pfw.gz` (see docs/trace-format.md), pydftracer's files in each layout it has
+written (leading `[` or not, string or integer `ph`, the `type` column, hashes as 16-hex strings or
+integers resolved through `HH`/`FH`/`SH`), and Chrome-trace JSON such as torch.profiler's (`.json`,
+`.json.gz`, a `traceEvents` object or a bare array; `B`/`E` pairs become complete events).
+
+Columns of the frame (those a file has; `columns=` keeps a subset):
+
+- `trace_file` (the file the event came from), `name`, `cat`, `pid`, `tid`, `id`, `ts`, `dur`
+  (integer microseconds; Chrome-trace float times are rounded), `type` (pydftracer generation C);
+- every `args` key as a column (`hhash`, `p_idx`, `level`, `grad_enabled`, `op`, `epoch`, `step`,
+  `compile_id`, ...); an args key that clashes with a top-level one is named `arg_<key>`;
+  nested values become JSON text;
+- `host` (the `hhash` resolved through `HH`), `fname` (`fhash` through `FH`), and in `start` rows
+  `cmd`/`exec` (SH) and `cwd` (FH) resolved;
+- the attribution columns of the `OH` record an event's `op` refers to: `kind`, `compile_id`, `graph`,
+  `phase`, `node`, `op_type`, `target`, `layer`, `module_type`, `file`, `line`, `code`, `backend`,
+  `tracer`, `epoch`, `step`, `image_idx`, `image_size`, `n_ops`, `shapes`, `dtypes` (and any other
+  key an OH record has);
+- `rank`, `world_size`, `local_rank` from the process's `start` record, attached to all its rows.
+
+Speed: our lines have a fixed shape, so the bulk of each file is split at commas by polars' CSV reader
+(multi-threaded) against a template learned from the file's own lines and checked field by field;
+any line that does not fit the template exactly (metadata, user regions, escapes, commas inside
+strings, other layouts) is parsed with orjson. Memory: files are inflated and parsed in chunks of a
+few MB, so the peak is the kept columns plus a few chunks, not the raw file size (a Chrome-trace
+JSON *document* is the exception: it is parsed whole).
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import io
+import math
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from ..errors import TraceFormatError
+from . import _inflate
+
+__all__ = [
+    "ATTRIBUTION_COLUMNS",
+    "ReadInfo",
+    "TraceWarning",
+    "expand_paths",
+    "read_file",
+    "read_trace",
+    "read_trace_with_info",
+]
+
+# OH attribution fields (docs/trace-format.md), in display order.
+ATTRIBUTION_COLUMNS = (
+    "kind", "compile_id", "graph", "phase", "node", "op_type", "target", "layer", "module_type",
+    "file", "line", "code", "backend", "tracer", "epoch", "step", "image_idx", "image_size", "n_ops",
+    "shapes", "dtypes",
+)  # fmt: skip
+_INT_COLUMNS = {
+    "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
+    "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid",
+}  # fmt: skip
+_CAT_COLUMNS = {
+    "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
+    "op_type", "target", "layer", "module_type", "file", "code", "backend", "tracer", "shapes", "dtypes",
+}  # fmt: skip
+_RESOLVE_KEYS = {"pid", "name", "cat", "hhash", "fhash", "op", "cmd_hash", "exec_hash", "cwd"}
+_TOP_KEYS = ("id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph")
+_PH_INT = {1: "X", 2: "C", 3: "A", 4: "M"}
+_TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz")
+
+_CHUNK = 16 << 20  # bytes of text parsed at once
+_FAST_MIN_LINES = 512  # below this a chunk goes straight to orjson
+
+
+class TraceWarning(UserWarning):
+    """Something in a trace was skipped (a torn line, a truncated gzip member, a corrupt record)."""
+
+
+@dataclass
+class ReadInfo:
+    """What reading found besides the events. `dropped_lines` counts lines skipped as unreadable."""
+
+    files: list[str] = field(default_factory=list)
+    events: int = 0
+    dropped_lines: int = 0
+    dropped_events: int = 0  # the writers' own count of events they could not write (`end` args)
+    warnings: list[str] = field(default_factory=list)
+
+    def merge(self, other: ReadInfo) -> ReadInfo:
+        return ReadInfo(
+            self.files + other.files,
+            self.events + other.events,
+            self.dropped_lines + other.dropped_lines,
+            self.dropped_events + other.dropped_events,
+            self.warnings + other.warnings,
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# paths
+
+
+def expand_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """A path, a directory (its trace files, recursively), a glob, or a list of these; sorted, unique."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    for p in paths:
+        s = os.fspath(p)
+        if any(ch in s for ch in "*?[") and not os.path.exists(s):
+            hits = sorted(_glob.glob(s, recursive=True))
+            if not hits:
+                raise TraceFormatError(f"{s}: no file matches this pattern; check the path")
+            out.extend(Path(h) for h in hits if os.path.isfile(h))
+            continue
+        path = Path(s)
+        if path.is_dir():
+            found = sorted(
+                q for q in path.rglob("*") if q.is_file() and q.name.endswith(_TRACE_SUFFIXES)
+            )
+            if not found:
+                raise TraceFormatError(
+                    f"{path}: directory holds no trace files (*.pfw, *.pfw.gz, *.json, *.json.gz)"
+                )
+            out.extend(found)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise TraceFormatError(f"{path}: no such file or directory")
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p not in seen:
+            seen.add(p)
+            unique.append(p)
+    return unique
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry points
+
+
+def read_trace(paths, *, columns: Iterable[str] | None = None, threads: int | None = None) -> pl.DataFrame:
+    """Read one or many trace files into one DataFrame (see the module docstring for columns).
+
+    Unreadable lines are skipped with a `TraceWarning` giving their count; a file that is not a trace
+    raises `dynascope.errors.TraceFormatError`. The frame's `ReadInfo` is also available through
+    `read_trace_with_info`.
+    """
+    frame, _ = read_trace_with_info(paths, columns=columns, threads=threads)
+    return frame
+
+
+def read_trace_with_info(
+    paths, *, columns: Iterable[str] | None = None, threads: int | None = None
+) -> tuple[pl.DataFrame, ReadInfo]:
+    """Like `read_trace`, also returning a `ReadInfo` (files, counts, warnings)."""
+    files = expand_paths(paths)
+    cols = list(columns) if columns is not None else None
+    results = map_files(lambda p: read_file(p, columns=cols), files, threads=threads)
+    frames = [f for f, _ in results]
+    info = ReadInfo()
+    for _, i in results:
+        info = info.merge(i)
+    for msg in info.warnings:
+        warnings.warn(msg, TraceWarning, stacklevel=2)
+    frame = concat_frames(frames, cols)
+    try:  # lets summarize(frame) report dropped lines and warnings; lost by any frame operation
+        frame._dynascope_info = info  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover
+        pass
+    return frame, info
+
+
+def map_files(fn, files: list[Path], threads: int | None = None) -> list:
+    """Apply fn to each file, in threads (inflate and polars release the GIL); results in order."""
+    if threads is None:
+        threads = min(len(files), max(1, min(4, os.cpu_count() or 1)))
+    if threads <= 1 or len(files) <= 1:
+        return [fn(p) for p in files]
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, files))
+
+
+def concat_frames(frames: list[pl.DataFrame], columns: list[str] | None = None) -> pl.DataFrame:
+    frames = [f for f in frames if f.width]
+    if not frames:
+        return _empty_frame(columns)
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+    if columns is not None:
+        frame = frame.select(columns)
+    return frame
+
+
+def _empty_frame(columns: list[str] | None) -> pl.DataFrame:
+    base = ["trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur"]
+    cols = columns if columns is not None else base
+    return pl.DataFrame({c: pl.Series(c, [], dtype=_dtype_for(c)) for c in cols})
+
+
+def _dtype_for(col: str) -> pl.DataType:
+    if col in _INT_COLUMNS:
+        return pl.Int64()
+    if col in _CAT_COLUMNS:
+        return pl.Categorical()
+    return pl.String()
+
+
+# ----------------------------------------------------------------------------------------------
+# one file
+
+
+def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> tuple[pl.DataFrame, ReadInfo]:
+    """Read one trace file. Warnings are returned in the ReadInfo, not emitted."""
+    path = Path(path)
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{name}: cannot be read ({exc.strerror}); check the path") from None
+    state = _FileState(name, columns)
+    if not data.strip():
+        state.warn("empty file, no events")
+        return _empty_frame(columns), state.info()
+    chunks = _text_chunks(data, state)
+    first = next(chunks, None)
+    if first is None:
+        state.warn("no complete line could be read")
+        return _empty_frame(columns), state.info()
+    mode = _sniff(first, name)
+    if mode == "document":
+        text = first + b"".join(chunks)
+        state.add_events(_document_events(text, name))
+        state.flush_rows()
+    else:
+        template: _Template | None = None
+        template_tried = False
+        for chunk in _chain([first], chunks):
+            if not template_tried:
+                template = _Template.learn(chunk)
+                template_tried = True
+            state.parse_chunk(chunk, template)
+        state.check_is_trace()
+    frame = state.finish(columns)
+    return frame, state.info()
+
+
+def _chain(a, b):
+    yield from a
+    yield from b
+
+
+def _text_chunks(data: bytes, state: _FileState) -> Iterator[bytes]:
+    """Yield chunks of whole lines (each ending with a newline); the last line may lack one."""
+    if data.startswith(_inflate.GZIP_MAGIC):
+        pieces: Iterable[bytes] = _inflate_checked(data, state)
+    else:
+        pieces = (data[i : i + _CHUNK] for i in range(0, len(data), _CHUNK))
+    pending: list[bytes] = []
+    size = 0
+    for piece in pieces:
+        pending.append(piece)
+        size += len(piece)
+        if size >= _CHUNK:
+            buf = b"".join(pending)
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                pending, size = [buf], len(buf)
+                continue
+            yield buf[: cut + 1]
+            rest = buf[cut + 1 :]
+            pending, size = ([rest], len(rest)) if rest else ([], 0)
+    if size:
+        buf = b"".join(pending)
+        cut = buf.rfind(b"\n")
+        tail = buf[cut + 1 :]
+        if cut >= 0:
+            yield buf[: cut + 1]
+        if tail.strip():
+            stripped = tail.strip().rstrip(b",")
+            if stripped in (b"]", b"[") or _is_json_object(stripped):
+                yield tail + b"\n"
+            elif state.truncated_gzip or cut >= 0:
+                state.dropped_lines += 1
+                state.warn("last line is torn (the writer was cut short); skipped 1 line")
+            else:
+                yield tail  # a one-line file: let the sniffer judge it
+
+
+def _inflate_checked(data: bytes, state: _FileState) -> Iterator[bytes]:
+    try:
+        yield from _inflate.inflate(data)
+    except _inflate.Truncated as exc:
+        state.truncated_gzip = True
+        state.warn(f"gzip stream truncated ({exc}); kept every whole line before the cut")
+
+
+def _is_json_object(b: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(b), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _sniff(first: bytes, name: str) -> str:
+    """'lines' (JSON lines, optionally after a `[` line) or 'document' (one JSON value)."""
+    text = first.lstrip()
+    if not text:
+        raise TraceFormatError(f"{name}: not a trace: the file is blank")
+    head = text[:1]
+    line = text.split(b"\n", 1)[0].strip()
+    if head == b"[":
+        if line == b"[":
+            return "lines"
+        if line.rstrip(b",").startswith(b"[{") or line.startswith(b"[ "):
+            return "document"
+        return "document"
+    if head == b"{":
+        obj = _try_obj(line.rstrip(b","))
+        if obj is not None:
+            if "traceEvents" in obj:
+                return "document"
+            return "lines"
+        return "document"
+    raise TraceFormatError(
+        f"{name}: not a trace: expected DFTracer JSON lines (.pfw/.pfw.gz) or Chrome-trace JSON "
+        f"(a traceEvents object or an array of events), but it starts with {_snippet(text)}"
+    )
+
+
+def _try_obj(b: bytes):
+    try:
+        v = orjson.loads(b)
+    except orjson.JSONDecodeError:
+        return None
+    return v if isinstance(v, dict) else None
+
+
+def _snippet(b: bytes) -> str:
+    s = b[:40].decode("utf-8", "replace").split("\n", 1)[0]
+    return repr(s)
+
+
+def _document_events(text: bytes, name: str) -> list:
+    try:
+        doc = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # Chrome-trace arrays may omit the closing bracket or end with a comma.
+        fixed = text.rstrip().rstrip(b",")
+        try:
+            doc = orjson.loads(fixed + b"]") if fixed.lstrip().startswith(b"[") else None
+        except orjson.JSONDecodeError:
+            doc = None
+        if doc is None:
+            raise TraceFormatError(
+                f"{name}: not a trace: expected Chrome-trace JSON (a traceEvents object or an array "
+                f"of events) but the JSON is invalid or cut short"
+            ) from None
+    if isinstance(doc, dict):
+        events = doc.get("traceEvents")
+        if not isinstance(events, list):
+            raise TraceFormatError(
+                f"{name}: not a trace: a JSON object without a traceEvents list (keys: "
+                f"{', '.join(list(doc)[:5])})"
+            )
+    elif isinstance(doc, list):
+        events = doc
+    else:
+        raise TraceFormatError(f"{name}: not a trace: expected a JSON object or array of events")
+    if events and not any(isinstance(e, dict) and "ph" in e for e in events[:100]):
+        raise TraceFormatError(f"{name}: not a trace: its JSON array holds no events with a 'ph' field")
+    return events
+
+
+# ----------------------------------------------------------------------------------------------
+# the fast path: a learned line template, split at commas by polars' CSV reader
+
+
+@dataclass
+class _Field:
+    column: str  # output column
+    pre: str  # text before the value in its comma-separated piece
+    suf: str  # text after it
+    kind: str  # "int", "str", "float"
+
+
+class _Template:
+    """The exact text shape of the commonest complete-event line of a file."""
+
+    def __init__(self, fields: list[_Field]):
+        self.fields = fields
+        self.n = len(fields)
+
+    @classmethod
+    def learn(cls, chunk: bytes) -> _Template | None:
+        lines = chunk[: 1 << 20].split(b"\n")[:400]
+        shapes: dict[tuple, list] = {}
+        for raw in lines:
+            raw = raw.strip()
+            if not raw.startswith(b"{"):
+                continue
+            obj = _try_obj(raw)
+            if obj is None or _PH_INT.get(obj.get("ph"), obj.get("ph")) != "X":
+                continue
+            if obj.get("name") in ("start", "end"):
+                continue
+            fields = cls._fields(obj, raw)
+            if fields is None:
+                continue
+            key = tuple((f.column, f.pre, f.suf, f.kind) for f in fields)
+            shapes.setdefault(key, [0, fields])[0] += 1
+        if not shapes:
+            return None
+        count, fields = max(shapes.values(), key=lambda v: v[0])
+        if count < 2:
+            return None
+        return cls(fields)
+
+    @staticmethod
+    def _fields(obj: dict, raw: bytes) -> list[_Field] | None:
+        fields: list[_Field] = []
+        pieces: list[str] = []
+        keys = list(obj)
+        for i, k in enumerate(keys):
+            v = obj[k]
+            if k == "args":
+                if not isinstance(v, dict) or not v:
+                    return None
+                akeys = list(v)
+                for j, ak in enumerate(akeys):
+                    kind = _kind(v[ak])
+                    if kind is None:
+                        return None
+                    col = ak if ak not in _TOP_KEYS else f"arg_{ak}"
+                    pre = ('"args":{' if j == 0 else "") + orjson.dumps(ak).decode() + ":"
+                    suf = "}" if j == len(akeys) - 1 else ""
+                    fields.append(_Field(col, pre, suf, kind))
+            else:
+                kind = _kind(v)
+                if kind is None:
+                    return None
+                fields.append(_Field(k, orjson.dumps(k).decode() + ":", "", kind))
+        if not fields:
+            return None
+        fields[0].pre = "{" + fields[0].pre
+        fields[-1].suf += "}"
+        # a string's quotes belong to pre/suf, so the value between is the bare text
+        for f in fields:
+            if f.kind == "str":
+                f.pre += '"'
+                f.suf = '"' + f.suf
+        # the line must be exactly the pieces joined by commas
+        values = []
+        for k in keys:
+            if k == "args":
+                values.extend(obj["args"].values())
+            else:
+                values.append(obj[k])
+        for f, v in zip(fields, values):
+            text = v if f.kind == "str" else orjson.dumps(v).decode()
+            if f.kind == "str" and any(c in v for c in ',"\\'):
+                return None
+            if any(c in f.pre + f.suf for c in ",") or "," in text:
+                return None
+            pieces.append(f.pre + text + f.suf)
+        if ",".join(pieces).encode() != raw:
+            return None
+        return fields
+
+    def parse(self, chunk: bytes) -> tuple[pl.DataFrame, pl.Series] | None:
+        """Typed columns of the lines that fit, and the mask of lines that do not (None: no rows)."""
+        n = self.n
+        schema = {f"c{i}": (pl.Categorical if f.kind == "str" else pl.String) for i, f in enumerate(self.fields)}
+        schema[f"c{n}"] = pl.String
+        try:
+            raw = pl.read_csv(
+                chunk,
+                has_header=False,
+                separator=",",
+                quote_char=None,
+                schema=schema,
+                truncate_ragged_lines=True,
+                missing_columns="insert",
+                encoding="utf8-lossy",
+            )
+        except Exception:  # noqa: BLE001 - any CSV-level surprise: let orjson read this chunk
+            return None
+        exprs = []
+        oks = [pl.col(f"c{n}").is_null()]
+        for i, f in enumerate(self.fields):
+            c = pl.col(f"c{i}")
+            if f.kind == "str":
+                cats = raw.get_column(f"c{i}").unique().drop_nulls().cast(pl.String).to_list()
+                if len(cats) > 50_000:
+                    return None
+                old, new = [], []
+                for s in cats:
+                    if s.startswith(f.pre) and s.endswith(f.suf) and len(s) >= len(f.pre) + len(f.suf):
+                        body = s[len(f.pre) : len(s) - len(f.suf)]
+                        if '"' not in body and "\\" not in body:
+                            old.append(s)
+                            new.append(body)
+                expr = c.replace_strict(old, new, default=None, return_dtype=pl.Categorical)
+                oks.append(expr.is_not_null())
+            else:
+                lp, ls = len(f.pre), len(f.suf)
+                oks.append(c.str.starts_with(f.pre))
+                body = c.str.slice(lp) if not ls else c.str.slice(lp, c.str.len_bytes() - lp - ls)
+                if ls:
+                    oks.append(c.str.ends_with(f.suf))
+                expr = body.cast(pl.Int64 if f.kind == "int" else pl.Float64, strict=False)
+                oks.append(expr.is_not_null())
+            if f.column == "ph":  # only complete events take the fast path
+                oks.append(expr.cast(pl.String).is_in(["X", "1"]))
+            exprs.append(expr.alias(f.column))
+        out = raw.select(*exprs, pl.all_horizontal(oks).alias("__ok"))
+        ok = out.get_column("__ok")
+        out = out.filter(ok).drop("__ok")
+        if "ph" in out.columns:
+            out = out.drop("ph")
+        return out, ~ok
+
+
+def _kind(v) -> str | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return None if (math.isnan(v) or math.isinf(v)) else "float"
+    if isinstance(v, str):
+        return "str"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# per-file state: metadata tables, slow-path rows, resolution
+
+
+class _FileState:
+    def __init__(self, name: str, columns: list[str] | None = None):
+        self.name = name
+        # columns the fast path keeps (None: all); hashes stay for resolution
+        self.keep = None if columns is None else set(columns) | _RESOLVE_KEYS
+        self.frames: list[pl.DataFrame] = []
+        self.rows: list[dict] = []
+        self.hosts: dict[str, str] = {}
+        self.files: dict[str, str] = {}
+        self.strings: dict[str, str] = {}
+        self.oh: dict[str, dict] = {}
+        self.proc: dict[int, dict] = {}
+        self.open_b: dict[tuple, list] = {}
+        self.dropped_lines = 0
+        self.dropped_events = 0
+        self.truncated_gzip = False
+        self.events = 0
+        self.seen_objects = 0
+        self.seen_bad = 0
+        self.first_bad: bytes | None = None
+        self._warnings: list[str] = []
+
+    def warn(self, msg: str) -> None:
+        self._warnings.append(f"{self.name}: {msg}")
+
+    def info(self) -> ReadInfo:
+        return ReadInfo([self.name], self.events, self.dropped_lines, self.dropped_events, list(self._warnings))
+
+    # -- parsing
+    def parse_chunk(self, chunk: bytes, template: _Template | None) -> None:
+        if template is not None and chunk.count(b"\n", 0, 1 << 16) * (len(chunk) >> 16 or 1) >= _FAST_MIN_LINES:
+            res = template.parse(chunk)
+            if res is not None:
+                good, bad_mask = res
+                if self.keep is not None:
+                    good = good.select([c for c in good.columns if c in self.keep])
+                if good.height:
+                    self.frames.append(good)
+                    self.seen_objects += good.height
+                if bad_mask.any():
+                    lines = pl.read_csv(
+                        chunk,
+                        has_header=False,
+                        separator="\x00",
+                        quote_char=None,
+                        schema={"l": pl.String},
+                        truncate_ragged_lines=True,
+                        encoding="utf8-lossy",
+                    ).get_column("l")
+                    if lines.len() == bad_mask.len():
+                        self.parse_lines(lines.filter(bad_mask).drop_nulls().to_list())
+                        return
+                    # row counts disagree (should not happen): fall back for the whole chunk
+                    self.frames.pop() if good.height else None
+                    self.seen_objects -= good.height
+                else:
+                    return
+        self.parse_lines(chunk.split(b"\n"))
+
+    def parse_lines(self, lines: Iterable) -> None:
+        loads = orjson.loads
+        bad = 0
+        for line in lines:
+            line = line.strip()
+            if not line or line in (b"[", b"]", "[", "]", b",", ","):
+                continue
+            if line[-1:] in (b",", ","):
+                line = line[:-1]
+            try:
+                obj = loads(line)
+            except orjson.JSONDecodeError:
+                obj = None
+            if not isinstance(obj, dict):
+                bad += 1
+                if self.first_bad is None:
+                    self.first_bad = line if isinstance(line, bytes) else line.encode()
+                continue
+            self.add_event(obj)
+        if bad:
+            self.dropped_lines += bad
+            self.seen_bad += bad
+            self.warn(f"skipped {bad} line(s) that are not JSON objects")
+        self.flush_rows()
+
+    def add_events(self, events: Iterable) -> None:
+        for e in events:
+            if isinstance(e, dict):
+                self.add_event(e)
+
+    def add_event(self, e: dict) -> None:
+        ph = e.get("ph")
+        if isinstance(ph, int):
+            ph = _PH_INT.get(ph, str(ph))
+        if ph is None and "name" not in e:
+            self.seen_bad += 1
+            return
+        self.seen_objects += 1
+        args = e.get("args")
+        if not isinstance(args, dict):
+            args = {}
+        if ph == "M":
+            self._metadata(e, args)
+            return
+        if ph == "B" or ph == "E":
+            self._begin_end(e, ph, args)
+            return
+        if ph != "X":
+            return  # counters, instants, flows, aggregated records: not complete events
+        self._complete(e, args)
+
+    def _metadata(self, e: dict, args: dict) -> None:
+        name = e.get("name")
+        if name in ("HH", "FH", "SH"):
+            value, text = args.get("value"), args.get("name")
+            if value is None or text is None:
+                return
+            table = self.hosts if name == "HH" else self.files if name == "FH" else self.strings
+            for k in _hash_keys(value):
+                table[k] = str(text)
+        elif name == "OH":
+            value = args.get("value")
+            if value is None:
+                return
+            attrs = {k: v for k, v in args.items() if k not in ("value", "hhash")}
+            for k in _hash_keys(value):
+                self.oh[k] = attrs
+        elif name == "process_name":
+            pid = e.get("pid")
+            if pid is not None and "name" in args:
+                self.proc.setdefault(_int(pid), {})["process_name"] = str(args["name"])
+
+    def _begin_end(self, e: dict, ph: str, args: dict) -> None:
+        key = (e.get("pid"), e.get("tid"))
+        stack = self.open_b.setdefault(key, [])
+        if ph == "B":
+            stack.append(e)
+            return
+        if not stack:
+            return
+        b = stack.pop()
+        merged = dict(b)
+        bargs = b.get("args") if isinstance(b.get("args"), dict) else {}
+        merged["args"] = {**bargs, **args}
+        try:
+            merged["dur"] = float(e["ts"]) - float(b["ts"])
+        except (KeyError, TypeError, ValueError):
+            return
+        self._complete(merged, merged["args"])
+
+    def _complete(self, e: dict, args: dict) -> None:
+        row = {}
+        for k, v in e.items():
+            if k in ("args", "ph"):
+                continue
+            row[k] = v
+        for k, v in args.items():
+            if k in _TOP_KEYS or k == "trace_file":
+                k = f"arg_{k}"
+            row[k] = v
+        if e.get("name") == "start" and e.get("cat") == "dftracer":
+            pid = _int(e.get("pid"))
+            info = self.proc.setdefault(pid, {})
+            for k in ("rank", "world_size", "local_rank"):
+                if k in args:
+                    info[k] = args[k]
+        elif e.get("name") == "end" and e.get("cat") == "dftracer":
+            d = args.get("dropped")
+            if isinstance(d, int):
+                self.dropped_events += d
+        self.rows.append(row)
+        if len(self.rows) >= 200_000:
+            self.flush_rows()
+
+    def flush_rows(self) -> None:
+        if self.rows:
+            self.frames.append(_rows_to_frame(self.rows))
+            self.rows = []
+
+    def check_is_trace(self) -> None:
+        if self.seen_objects == 0 and not self.frames:
+            what = repr(self.first_bad[:40].decode("utf-8", "replace")) if self.first_bad else "nothing"
+            raise TraceFormatError(
+                f"{self.name}: not a trace: expected DFTracer JSON lines (.pfw/.pfw.gz) or Chrome-trace "
+                f"JSON, but no line is a JSON event (first line: {what})"
+            )
+
+    # -- resolution
+    def finish(self, columns: list[str] | None) -> pl.DataFrame:
+        self.flush_rows()
+        for key, stack in self.open_b.items():
+            if stack:
+                self.warn(f"{len(stack)} 'B' event(s) without a matching 'E' on pid/tid {key}; skipped")
+        frames = [f for f in self.frames if f.height]
+        self.frames = []
+        if not frames:
+            self.events = 0
+            return _empty_frame(columns)
+        frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        frame = frame.with_columns(pl.lit(self.name, dtype=pl.Categorical).alias("trace_file"))
+        frame = self._normalize_times(frame)
+        frame = self._resolve(frame, columns)
+        frame = _standard_types(frame)
+        self.events = frame.height
+        if columns is not None:
+            frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None, dtype=_dtype_for(c)).alias(c) for c in columns])
+        return frame
+
+    def _normalize_times(self, frame: pl.DataFrame) -> pl.DataFrame:
+        exprs = []
+        for c in ("ts", "dur"):
+            if c in frame.columns and frame.schema[c] != pl.Int64:
+                exprs.append(pl.col(c).cast(pl.Float64, strict=False).round(0).cast(pl.Int64, strict=False))
+        if "dur" not in frame.columns:
+            exprs.append(pl.lit(0, dtype=pl.Int64).alias("dur"))
+        return frame.with_columns(exprs) if exprs else frame
+
+    def _resolve(self, frame: pl.DataFrame, columns: list[str] | None) -> pl.DataFrame:
+        want = set(columns) if columns is not None else None
+        cols = set(frame.columns)
+        if "hhash" in cols and (want is None or "host" in want):
+            frame = frame.with_columns(_map_hash("hhash", self.hosts, frame).alias("host"))
+        if "fhash" in cols and (want is None or "fname" in want):
+            frame = frame.with_columns(_map_hash("fhash", self.files, frame).alias("fname"))
+        for src, table, dst in (("cmd_hash", self.strings, "cmd"), ("exec_hash", self.strings, "exec"), ("cwd", self.files, "cwd")):
+            if src in cols and table and (want is None or dst in want):
+                frame = frame.with_columns(
+                    pl.coalesce(_map_hash(src, table, frame), pl.col(src).cast(pl.String)).alias(dst)
+                )
+        if "op" in cols and self.oh:
+            frame = self._join_oh(frame, want)
+        if self.proc:
+            keys = sorted({k for v in self.proc.values() for k in v})
+            if want is not None:
+                keys = [k for k in keys if k in want]
+            if keys:
+                table = pl.DataFrame(
+                    {"pid": list(self.proc), **{k: [v.get(k) for v in self.proc.values()] for k in keys}},
+                    strict=False,
+                ).with_columns(pl.col("pid").cast(pl.Int64))
+                for k in keys:
+                    if k in frame.columns:
+                        frame = frame.drop(k)
+                frame = frame.with_columns(pl.col("pid").cast(pl.Int64, strict=False)).join(
+                    table, on="pid", how="left", coalesce=True
+                )
+        return frame
+
+    def _join_oh(self, frame: pl.DataFrame, want: set | None) -> pl.DataFrame:
+        keys = list(self.oh)
+        attr_names: list[str] = []
+        for attrs in self.oh.values():
+            for k in attrs:
+                if k not in attr_names:
+                    attr_names.append(k)
+        if want is not None:
+            attr_names = [k for k in attr_names if k in want]
+        if not attr_names:
+            return frame
+        data = {"__op": keys}
+        for k in attr_names:
+            data[k] = [self.oh[h].get(k) for h in keys]
+        table = _dict_columns_frame(data)
+        table = table.with_columns(pl.col("__op").cast(pl.Categorical))
+        for k in attr_names:
+            if table.schema[k] == pl.String:
+                table = table.with_columns(pl.col(k).cast(pl.Categorical))
+        opcol = frame.get_column("op")
+        if opcol.dtype == pl.Categorical:
+            key = pl.col("op")
+        else:
+            key = _norm_hash_expr("op", frame)
+        frame = frame.with_columns(key.cast(pl.String).cast(pl.Categorical).alias("__op"))
+        overlap = [k for k in attr_names if k in frame.columns]
+        frame = frame.join(table, on="__op", how="left", suffix="__oh")
+        if overlap:
+            frame = frame.with_columns(
+                [pl.coalesce(pl.col(k), pl.col(f"{k}__oh")).alias(k) for k in overlap]
+            ).drop([f"{k}__oh" for k in overlap])
+        return frame.drop("__op")
+
+
+def _hash_keys(value) -> list[str]:
+    """Every spelling an event may use for the hash `value` (hex string or integer)."""
+    if isinstance(value, bool):
+        return [str(value)]
+    if isinstance(value, int):
+        return [str(value), format(value & 0xFFFFFFFFFFFFFFFF, "016x")]
+    s = str(value).strip().lower()
+    keys = [s]
+    try:
+        keys.append(str(int(s, 16)))
+    except ValueError:
+        pass
+    return keys
+
+
+def _norm_hash_expr(col: str, frame: pl.DataFrame) -> pl.Expr:
+    dt = frame.schema[col]
+    if dt.is_integer():
+        return pl.col(col).cast(pl.String)
+    return pl.col(col).cast(pl.String).str.to_lowercase()
+
+
+def _map_hash(col: str, table: dict[str, str], frame: pl.DataFrame) -> pl.Expr:
+    if not table:
+        return pl.lit(None, dtype=pl.Categorical)
+    dt = frame.schema[col]
+    if dt == pl.Categorical:
+        uniq = frame.get_column(col).unique().drop_nulls().cast(pl.String).to_list()
+        old = [u for u in uniq if u.lower() in table]
+        new = [table[u.lower()] for u in old]
+        return pl.col(col).replace_strict(old, new, default=None, return_dtype=pl.Categorical)
+    return _norm_hash_expr(col, frame).replace_strict(table, default=None, return_dtype=pl.String).cast(pl.Categorical)
+
+
+def _int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return v
+
+
+def _rows_to_frame(rows: list[dict]) -> pl.DataFrame:
+    keys: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            keys.setdefault(k, None)
+    data = {k: [r.get(k) for r in rows] for k in keys}
+    return _dict_columns_frame(data)
+
+
+def _dict_columns_frame(data: dict[str, list]) -> pl.DataFrame:
+    cols = {}
+    for k, values in data.items():
+        kinds = {type(v) for v in values if v is not None}
+        if not kinds:
+            cols[k] = pl.Series(k, values, dtype=pl.String)
+        elif kinds <= {int}:
+            try:
+                cols[k] = pl.Series(k, values, dtype=pl.Int64)
+            except (OverflowError, pl.exceptions.PolarsError):
+                cols[k] = pl.Series(k, [None if v is None else str(v) for v in values], dtype=pl.String)
+        elif kinds <= {int, float}:
+            cols[k] = pl.Series(k, values, dtype=pl.Float64)
+        elif kinds <= {bool}:
+            cols[k] = pl.Series(k, values, dtype=pl.Boolean)
+        elif kinds <= {str}:
+            cols[k] = pl.Series(k, values, dtype=pl.String)
+        else:
+            cols[k] = pl.Series(
+                k,
+                [None if v is None else v if isinstance(v, str) else orjson.dumps(v).decode() for v in values],
+                dtype=pl.String,
+            )
+    return pl.DataFrame(cols)
+
+
+def _standard_types(frame: pl.DataFrame) -> pl.DataFrame:
+    exprs = []
+    for c, dt in frame.schema.items():
+        if c in _INT_COLUMNS and dt != pl.Int64:
+            if dt.is_numeric() or dt == pl.Boolean:
+                exprs.append(pl.col(c).cast(pl.Int64, strict=False))
+            elif dt in (pl.String, pl.Categorical):
+                as_int = frame.get_column(c).cast(pl.String).cast(pl.Int64, strict=False)
+                if as_int.null_count() == frame.get_column(c).null_count():
+                    exprs.append(pl.col(c).cast(pl.String).cast(pl.Int64, strict=False))
+        elif c in _CAT_COLUMNS and dt != pl.Categorical:
+            exprs.append(pl.col(c).cast(pl.String).cast(pl.Categorical))
+    return frame.with_columns(exprs) if exprs else frame
+
+
+def _csv_bytes(chunk: bytes) -> io.BytesIO:  # kept for debugging with older polars
+    return io.BytesIO(chunk)

@@ -1,0 +1,485 @@
+"""Summaries of a trace frame, computed as mergeable partial aggregates.
+
+`summarize(frame)` = `finish(partial(frame))`. Many files (or Dask partitions) give
+`finish(merge([partial(f) for f in files]))`, which is identical: every partial table is a group-by of
+integer sums keyed by values, every per-thread computation (step attribution, compile-time unions,
+compile-vs-run per process) runs inside one (trace_file, pid) group, and percentiles come from exact
+per-op duration histograms (durations are integer microseconds).
+
+Conventions:
+
+- op events: `cat == "dynamo"`; graph calls: `"dynamo.graph"`; compile phases: `"dynamo.compile"`;
+  user regions: any other cat except `dftracer`/`dynascope`.
+- percentiles are nearest-rank: p50 is the smallest duration d such that at least 50% of the op's
+  events last <= d.
+- an op belongs to the innermost user region that has an `epoch` or `step` arg on the same
+  (trace_file, pid, tid) and whose [ts, ts+dur] interval contains the op's start.
+- compile time per compile id is the union of its compile-phase intervals in each process (nested
+  phases are not counted twice). Run time per process is the sum of its graph calls, or of its op
+  events when it has no graph events.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from .reader import ReadInfo, concat_frames, expand_paths, map_files, read_file
+from .summary import Summary
+
+__all__ = [
+    "Partial",
+    "SUMMARY_COLUMNS",
+    "file_partial",
+    "finish",
+    "merge",
+    "partial",
+    "summarize",
+    "summarize_files",
+]
+
+OP_CAT = "dynamo"
+GRAPH_CAT = "dynamo.graph"
+COMPILE_CAT = "dynamo.compile"
+NON_REGION_CATS = [OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope"]
+
+# what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
+SUMMARY_COLUMNS = [
+    "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
+    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size",
+]  # fmt: skip
+
+_STR_KEYS = ["name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file"]
+
+
+@dataclass
+class Partial:
+    """Mergeable aggregates of part of a trace. Every table is keyed; values are integer sums."""
+
+    op_hist: pl.DataFrame  # name, cat, dur, n
+    layer: pl.DataFrame  # layer, module_type, phase, count, total_us
+    graph: pl.DataFrame  # compile_id, graph, phase, calls, total_us, ops
+    step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count
+    process: pl.DataFrame  # host, pid, rank, world_size, events, op_us, compile_us, run_us
+    compile: pl.DataFrame  # compile_id, total_us
+    meta: dict = field(default_factory=dict)
+
+
+_KEYS = {
+    "op_hist": ["name", "cat", "dur"],
+    "layer": ["layer", "module_type", "phase"],
+    "graph": ["compile_id", "graph", "phase"],
+    "step": ["epoch", "step"],
+    "process": ["host", "pid", "rank", "world_size"],
+    "compile": ["compile_id"],
+}
+_SCHEMAS = {
+    "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
+    "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String, "count": pl.Int64, "total_us": pl.Int64},
+    "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
+    "step": {"epoch": pl.Int64, "step": pl.Int64, "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64},
+    "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64, "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
+    "compile": {"compile_id": pl.String, "total_us": pl.Int64},
+}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# entry points
+
+
+def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None) -> Summary:
+    """Summarise a frame from `read_trace` (see the module docstring for the conventions)."""
+    if info is None:
+        info = getattr(frame, "_dynascope_info", None)
+    return finish(partial(frame, info), top=top)
+
+
+def summarize_files(
+    paths,
+    top: int = 20,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    threads: int | None = None,
+) -> Summary:
+    """Summarise trace files without holding them all in memory: one partial per file, merged.
+
+    With `scheduler` (a Dask scheduler address) or `workers` (a local Dask cluster of N workers) the
+    files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
+    """
+    if scheduler is not None or workers is not None:
+        from .dask import summarize_files_dask
+
+        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers)
+    files = expand_paths(paths)
+    partials = map_files(file_partial, files, threads=threads)
+    result = finish(merge(partials), top=top)
+    _emit_warnings(result.meta.get("warnings", []))
+    return result
+
+
+def file_partial(path: str | os.PathLike) -> Partial:
+    """Read one file (only the columns summaries need) and pre-aggregate it."""
+    frame, info = read_file(path, columns=SUMMARY_COLUMNS)
+    return partial(frame, info)
+
+
+def _emit_warnings(msgs: Iterable[str]) -> None:
+    import warnings
+
+    from .reader import TraceWarning
+
+    for m in msgs:
+        warnings.warn(m, TraceWarning, stacklevel=3)
+
+
+# ----------------------------------------------------------------------------------------------
+# partial
+
+
+def _ensure(frame: pl.DataFrame) -> pl.DataFrame:
+    exprs = []
+    for c in SUMMARY_COLUMNS:
+        if c not in frame.columns:
+            dt = pl.Int64 if c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size") else pl.String
+            exprs.append(pl.lit(None, dtype=dt).alias(c))
+    if exprs:
+        frame = frame.with_columns(exprs)
+    casts = []
+    for c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size"):
+        if frame.schema[c] != pl.Int64:
+            casts.append(pl.col(c).cast(pl.Int64, strict=False))
+    for c in ("cat",):
+        if frame.schema[c] not in (pl.String, pl.Categorical):
+            casts.append(pl.col(c).cast(pl.String))
+    if casts:
+        frame = frame.with_columns(casts)
+    return frame.select(SUMMARY_COLUMNS)
+
+
+def _str_keys(df: pl.DataFrame) -> pl.DataFrame:
+    exprs = [pl.col(c).cast(pl.String) for c in df.columns if c in _STR_KEYS and df.schema[c] != pl.String]
+    return df.with_columns(exprs) if exprs else df
+
+
+def _conform(name: str, df: pl.DataFrame) -> pl.DataFrame:
+    schema = _SCHEMAS[name]
+    return _str_keys(df).select([pl.col(c).cast(t, strict=False) for c, t in schema.items()])
+
+
+def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
+    """Pre-aggregate a frame (any subset of events, as long as each process's events are all in it)."""
+    f = _ensure(frame)
+    is_op = pl.col("cat") == OP_CAT
+    ops = f.filter(is_op)
+    graphs = f.filter(pl.col("cat") == GRAPH_CAT)
+
+    op_hist = ops.group_by(["name", "cat", "dur"]).agg(pl.len().cast(pl.Int64).alias("n"))
+    layer = ops.group_by(["layer", "module_type", "phase"]).agg(
+        pl.len().cast(pl.Int64).alias("count"), pl.col("dur").sum().alias("total_us")
+    )
+    g_calls = graphs.group_by(["compile_id", "graph", "phase"]).agg(
+        pl.len().cast(pl.Int64).alias("calls"), pl.col("dur").sum().alias("total_us"), pl.lit(0, dtype=pl.Int64).alias("ops")
+    )
+    g_ops = ops.group_by(["compile_id", "graph", "phase"]).agg(
+        pl.lit(0, dtype=pl.Int64).alias("calls"), pl.lit(0, dtype=pl.Int64).alias("total_us"), pl.len().cast(pl.Int64).alias("ops")
+    )
+    graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
+
+    step = _step_partial(f, ops)
+    compile_unions = _compile_unions(f)
+    process = _process_partial(f, ops, graphs, compile_unions)
+    compile_tbl = _sum_by(
+        _conform("compile", compile_unions.group_by("compile_id").agg(pl.col("union_us").sum().alias("total_us"))),
+        ["compile_id"],
+    )
+
+    ends = f.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
+    meta = {
+        "file_names": sorted({str(x) for x in f.get_column("trace_file").unique().drop_nulls().to_list()}),
+        "events": f.height,
+        "ops": ops.height,
+        "ts_min": ends[0],
+        "end_max": ends[1],
+        "dropped_lines": 0,
+        "dropped_events": 0,
+        "warnings": [],
+    }
+    if info is not None:
+        meta["file_names"] = sorted(set(meta["file_names"]) | set(info.files))
+        meta["dropped_lines"] = info.dropped_lines
+        meta["dropped_events"] = info.dropped_events
+        meta["warnings"] = list(info.warnings)
+    return Partial(
+        op_hist=_conform("op_hist", op_hist),
+        layer=_conform("layer", layer),
+        graph=graph,
+        step=step,
+        process=process,
+        compile=compile_tbl,
+        meta=meta,
+    )
+
+
+def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    vals = [c for c in df.columns if c not in keys]
+    return df.group_by(keys).agg([pl.col(c).sum() for c in vals])
+
+
+def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    regions = f.filter(
+        ~pl.col("cat").cast(pl.String).is_in(NON_REGION_CATS)
+        & (pl.col("epoch").is_not_null() | pl.col("step").is_not_null())
+    )
+    if regions.height == 0:
+        return pl.DataFrame(schema=_SCHEMAS["step"])
+    gkeys = ["trace_file", "pid", "tid"]
+    regions = regions.with_columns(pl.col("trace_file").cast(pl.String)).with_row_index("rid")
+    totals = regions.group_by(["epoch", "step"]).agg(
+        pl.len().cast(pl.Int64).alias("regions"), pl.col("dur").sum().alias("total_us")
+    )
+    # elementary segments per thread: the innermost region covering [seg_start, next seg_start)
+    seg_rows: dict[str, list] = {"trace_file": [], "pid": [], "tid": [], "seg": [], "rid": []}
+    for key, grp in regions.group_by(gkeys, maintain_order=True):
+        rids = grp.get_column("rid").to_list()
+        starts = grp.get_column("ts").to_list()
+        ends = (grp.get_column("ts") + grp.get_column("dur")).to_list()
+        bounds = sorted({s for s in starts} | {e + 1 for e in ends})
+        for i, b in enumerate(bounds):
+            best = None
+            for r, s, e in zip(rids, starts, ends):
+                if s <= b <= e:
+                    cand = (s, -e, r)
+                    if best is None or cand > best:
+                        best = cand
+            seg_rows["trace_file"].append(key[0])
+            seg_rows["pid"].append(key[1])
+            seg_rows["tid"].append(key[2])
+            seg_rows["seg"].append(b)
+            seg_rows["rid"].append(None if best is None else best[2])
+    segs = pl.DataFrame(
+        seg_rows,
+        schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "seg": pl.Int64, "rid": pl.UInt32},
+    ).sort(gkeys + ["seg"])
+    o = (
+        ops.select(pl.col("trace_file").cast(pl.String), "pid", "tid", "ts", "dur")
+        .filter(pl.col("ts").is_not_null())
+        .sort(gkeys + ["ts"])
+    )
+    if o.height:
+        joined = o.join_asof(segs, left_on="ts", right_on="seg", by=gkeys, strategy="backward", check_sortedness=False)
+        per_region = joined.filter(pl.col("rid").is_not_null()).group_by("rid").agg(
+            pl.col("dur").sum().alias("op_us"), pl.len().cast(pl.Int64).alias("op_count")
+        )
+        assigned = regions.select("rid", "epoch", "step").join(per_region, on="rid", how="inner")
+        op_tbl = assigned.group_by(["epoch", "step"]).agg(pl.col("op_us").sum(), pl.col("op_count").sum())
+    else:
+        op_tbl = pl.DataFrame(schema={"epoch": pl.Int64, "step": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64})
+    out = totals.join(op_tbl, on=["epoch", "step"], how="left", nulls_equal=True).with_columns(
+        pl.col("op_us").fill_null(0), pl.col("op_count").fill_null(0)
+    )
+    return _conform("step", out)
+
+
+def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
+    """Per (trace_file, pid, compile_id): the length of the union of compile-phase intervals."""
+    keys = ["trace_file", "pid", "compile_id"]
+    c = (
+        f.filter(pl.col("cat") == COMPILE_CAT)
+        .select(pl.col("trace_file").cast(pl.String), "pid", pl.col("compile_id").cast(pl.String), "ts", "dur")
+        .filter(pl.col("ts").is_not_null())
+        .sort(keys + ["ts"], nulls_last=True)
+    )
+    if c.height == 0:
+        return pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
+    c = c.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+    c = c.with_columns(pl.col("end").cum_max().shift(1).over(keys).alias("prev"))
+    c = c.with_columns((pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg"))
+    segs = c.group_by(keys + ["seg"]).agg(pl.col("ts").min().alias("a"), pl.col("end").max().alias("b"))
+    return segs.group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("union_us"))
+
+
+def _process_partial(f, ops, graphs, unions) -> pl.DataFrame:
+    keys = ["trace_file", "pid"]
+
+    def k(df):
+        return df.with_columns(pl.col("trace_file").cast(pl.String))
+
+    base = k(f).group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("events"),
+        pl.col("host").cast(pl.String).drop_nulls().first().alias("host"),
+        pl.col("rank").drop_nulls().first().alias("rank"),
+        pl.col("world_size").drop_nulls().first().alias("world_size"),
+    )
+    o = k(ops).group_by(keys).agg(pl.col("dur").sum().alias("op_us"))
+    g = k(graphs).group_by(keys).agg(pl.col("dur").sum().alias("graph_us"), pl.len().alias("graph_n"))
+    cu = unions.group_by(keys).agg(pl.col("union_us").sum().alias("compile_us"))
+    t = base.join(o, on=keys, how="left").join(g, on=keys, how="left").join(cu, on=keys, how="left")
+    t = t.with_columns(
+        pl.col("op_us").fill_null(0),
+        pl.col("compile_us").fill_null(0),
+        pl.when(pl.col("graph_n").fill_null(0) > 0).then(pl.col("graph_us")).otherwise(pl.col("op_us").fill_null(0)).alias("run_us"),
+    )
+    return _sum_by(_conform("process", t), _KEYS["process"])
+
+
+# ----------------------------------------------------------------------------------------------
+# merge
+
+
+def merge(partials: Iterable[Partial]) -> Partial:
+    """Combine partials of disjoint sets of processes (files)."""
+    partials = list(partials)
+    tables = {}
+    for name, keys in _KEYS.items():
+        parts = [getattr(p, name) for p in partials]
+        parts = [p for p in parts if p.height] or [pl.DataFrame(schema=_SCHEMAS[name])]
+        tables[name] = _sum_by(pl.concat(parts, how="vertical_relaxed"), keys)
+    meta = {"file_names": [], "events": 0, "ops": 0, "ts_min": None, "end_max": None, "dropped_lines": 0, "dropped_events": 0, "warnings": []}
+    for p in partials:
+        m = p.meta
+        meta["file_names"] = sorted(set(meta["file_names"]) | set(m.get("file_names", [])))
+        for c in ("events", "ops", "dropped_lines", "dropped_events"):
+            meta[c] += m.get(c, 0)
+        meta["warnings"] += m.get("warnings", [])
+        if m.get("ts_min") is not None:
+            meta["ts_min"] = m["ts_min"] if meta["ts_min"] is None else min(meta["ts_min"], m["ts_min"])
+        if m.get("end_max") is not None:
+            meta["end_max"] = m["end_max"] if meta["end_max"] is None else max(meta["end_max"], m["end_max"])
+    return Partial(meta=meta, **tables)
+
+
+# ----------------------------------------------------------------------------------------------
+# finish
+
+
+def _share(col: str = "total_us") -> pl.Expr:
+    total = pl.col(col).sum()
+    return pl.when(total > 0).then(pl.col(col) / total).otherwise(0.0).alias("share")
+
+
+def finish(p: Partial, top: int = 20) -> Summary:
+    """Turn merged partials into the Summary tables (deterministic row order)."""
+    by_op = _by_op(p.op_hist)
+    lay = p.layer
+    by_layer = (
+        lay.group_by(["layer", "module_type"])
+        .agg(
+            pl.col("count").sum(),
+            pl.col("total_us").sum(),
+            pl.col("total_us").filter(pl.col("phase") == "forward").sum().alias("forward_us"),
+            pl.col("total_us").filter(pl.col("phase") == "backward").sum().alias("backward_us"),
+            pl.col("total_us").filter(pl.col("phase") == "inference").sum().alias("inference_us"),
+        )
+        .with_columns(_share())
+        .sort(["total_us", "layer", "module_type"], descending=[True, False, False], nulls_last=True)
+        .select("layer", "module_type", "count", "total_us", "forward_us", "backward_us", "share", "inference_us")
+    )
+    by_phase = (
+        lay.group_by("phase")
+        .agg(pl.col("count").sum(), pl.col("total_us").sum())
+        .with_columns(_share())
+        .sort(["total_us", "phase"], descending=[True, False], nulls_last=True)
+    )
+    by_graph = (
+        p.graph.filter((pl.col("calls") > 0) | pl.col("graph").is_not_null())
+        .with_columns(
+            pl.when(pl.col("calls") > 0).then(pl.col("ops") / pl.col("calls")).otherwise(None).alias("ops_per_call"),
+            pl.when(pl.col("calls") > 0).then(pl.col("total_us") / pl.col("calls")).otherwise(None).alias("mean_call_us"),
+        )
+        .sort(["total_us", "compile_id", "graph", "phase"], descending=[True, False, False, False], nulls_last=True)
+        .select("compile_id", "graph", "phase", "calls", "ops_per_call", "total_us", "mean_call_us", "ops")
+    )
+    by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(
+        "epoch", "step", "total_us", "op_us", "op_count", "regions"
+    )
+    by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
+        "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"
+    )
+    compile_rows = sorted(p.compile.iter_rows(), key=lambda r: _natural(r[0]))
+    run_us = int(p.process.get_column("run_us").sum() or 0)
+    compile_us = sum(int(r[1] or 0) for r in compile_rows)
+    grand = compile_us + run_us
+    cvr = pl.DataFrame(
+        {
+            "kind": ["compile"] * len(compile_rows) + ["run"],
+            "compile_id": [r[0] for r in compile_rows] + [None],
+            "total_us": [int(r[1] or 0) for r in compile_rows] + [run_us],
+        },
+        schema={"kind": pl.String, "compile_id": pl.String, "total_us": pl.Int64},
+    ).with_columns((pl.col("total_us") / grand if grand else pl.lit(0.0)).alias("share"))
+    m = p.meta
+    span = (m["end_max"] - m["ts_min"]) if m.get("ts_min") is not None and m.get("end_max") is not None else 0
+    meta = {
+        "files": list(m.get("file_names", [])),
+        "events": m.get("events", 0),
+        "ops": m.get("ops", 0),
+        "span_us": int(span),
+        "compile_us": compile_us,
+        "run_us": run_us,
+        "dropped_lines": m.get("dropped_lines", 0),
+        "dropped_events": m.get("dropped_events", 0),
+        "warnings": list(m.get("warnings", [])),
+    }
+    return Summary(
+        by_op=by_op,
+        by_layer=by_layer,
+        by_phase=by_phase,
+        by_graph=by_graph,
+        by_step=by_step,
+        by_process=by_process,
+        compile_vs_run=cvr,
+        top=top,
+        meta=meta,
+        top_ops=by_op.head(top),
+    )
+
+
+def _by_op(h: pl.DataFrame) -> pl.DataFrame:
+    keys = ["name", "cat"]
+    if h.height == 0:
+        return pl.DataFrame(
+            schema={"name": pl.String, "cat": pl.String, "count": pl.Int64, "total_us": pl.Int64, "mean_us": pl.Float64,
+                    "p50_us": pl.Int64, "p95_us": pl.Int64, "share": pl.Float64, "min_us": pl.Int64, "max_us": pl.Int64}
+        )  # fmt: skip
+    h = h.sort(keys + ["dur"], nulls_last=True).with_columns(
+        pl.col("n").sum().over(keys).alias("cnt"), pl.col("n").cum_sum().over(keys).alias("cum")
+    )
+    out = h.group_by(keys).agg(
+        pl.col("n").sum().alias("count"),
+        (pl.col("n") * pl.col("dur")).sum().alias("total_us"),
+        pl.col("dur").filter(pl.col("cum") * 100 >= pl.col("cnt") * 50).min().alias("p50_us"),
+        pl.col("dur").filter(pl.col("cum") * 100 >= pl.col("cnt") * 95).min().alias("p95_us"),
+        pl.col("dur").min().alias("min_us"),
+        pl.col("dur").max().alias("max_us"),
+    )
+    return (
+        out.with_columns((pl.col("total_us") / pl.col("count")).alias("mean_us"), _share())
+        .sort(["total_us", "name", "cat"], descending=[True, False, False], nulls_last=True)
+        .select("name", "cat", "count", "total_us", "mean_us", "p50_us", "p95_us", "share", "min_us", "max_us")
+    )
+
+
+def _natural(s):
+    if s is None:
+        return (1, ())
+    parts = []
+    for tok in str(s).replace("/", " / ").split():
+        parts.append((0, int(tok), "") if tok.isdigit() else (1, 0, tok))
+    return (0, tuple(parts))
+
+
+def frame_with_info(frame: pl.DataFrame, info: ReadInfo) -> pl.DataFrame:
+    """Attach a ReadInfo to a frame so that `summarize(frame)` reports its dropped lines and warnings."""
+    try:
+        frame._dynascope_info = info  # type: ignore[attr-defined]
+    except AttributeError:  # pragma: no cover
+        pass
+    return frame
+
+
+def concat(frames, columns=None):  # re-export for the Dask module
+    return concat_frames(frames, columns)
+
