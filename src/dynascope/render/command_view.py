@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=9001, help="port of the local viewer (default 9001)")
     parser.add_argument("--no-browser", action="store_true", help="serve only; do not open a browser window")
     parser.add_argument("--once", action="store_true", help="stop the viewer after it has served the trace once")
-    parser.add_argument("--timeout", type=float, metavar="S", help="stop the viewer if the trace is not requested within S seconds")
+    parser.add_argument("--timeout", type=int, metavar="S", help="stop the viewer if the trace is not requested within S seconds")
     parser.add_argument("--print", dest="print_only", action="store_true", help="only convert and print how to open the file")
     return parser
 

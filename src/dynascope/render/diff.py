@@ -81,12 +81,50 @@ def _totals(a: Any, b: Any) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"what": pl.String, "a_us": pl.Float64, "b_us": pl.Float64, "delta_us": pl.Float64, "ratio": pl.Float64})
 
 
+def _normalize(frame: pl.DataFrame, key: str) -> pl.DataFrame:
+    """analysis' diff columns (total_us_a, ratio null when A is 0) → ours (total_a_us, ratio inf / 1)."""
+    f = frame.rename({"total_us_a": "total_a_us", "total_us_b": "total_b_us"}).with_columns(
+        pl.col("count_a").fill_null(0).cast(pl.Int64),
+        pl.col("count_b").fill_null(0).cast(pl.Int64),
+        pl.col("total_a_us").fill_null(0).cast(pl.Float64),
+        pl.col("total_b_us").fill_null(0).cast(pl.Float64),
+    )
+    return f.with_columns(
+        (pl.col("total_b_us") - pl.col("total_a_us")).alias("delta_us"),
+        pl.when(pl.col("total_a_us") > 0)
+        .then(pl.col("total_b_us") / pl.col("total_a_us"))
+        .when(pl.col("total_b_us") > 0)
+        .then(float("inf"))
+        .otherwise(1.0)
+        .alias("ratio"),
+    ).sort([pl.col("delta_us").abs(), pl.col(key).cast(pl.String)], descending=[True, False], nulls_last=True)
+
+
+def _from_analysis(a: Any, b: Any) -> dict[str, pl.DataFrame] | None:
+    """Per-op and per-layer frames from dynascope.analyze.diff when it is there and has the expected shape."""
+    from ._analysis import _find
+
+    fn = _find("diff_summaries", ("dynascope.analyze.diff",))
+    if fn is None:
+        return None
+    try:
+        result = fn(a, b)
+    except Exception:  # an analysis bug must not take the comparison down: fall back to ours
+        return None
+    out = {}
+    for attr, (key,) in KEYS.items():
+        frame = result.get(attr) if isinstance(result, dict) else None
+        if not isinstance(frame, pl.DataFrame) or not {key, "count_a", "count_b", "total_us_a", "total_us_b"} <= set(frame.columns):
+            return None
+        out[attr] = _normalize(frame, key)
+    return out
+
+
 def diff_tables(a: Any, b: Any) -> dict[str, pl.DataFrame]:
-    return {
-        "totals": _totals(a, b),
-        "by_op": _keyed_diff(frame_of(a, "by_op"), frame_of(b, "by_op"), KEYS["by_op"]),
-        "by_layer": _keyed_diff(frame_of(a, "by_layer"), frame_of(b, "by_layer"), KEYS["by_layer"]),
+    keyed = _from_analysis(a, b) or {
+        attr: _keyed_diff(frame_of(a, attr), frame_of(b, attr), keys) for attr, keys in KEYS.items()
     }
+    return {"totals": _totals(a, b), **keyed}
 
 
 def diff_to_dict(tables: dict[str, pl.DataFrame], a_label: str, b_label: str) -> dict:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import orjson
+import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
 from ._fmt import (
@@ -178,6 +179,8 @@ def _step_chart(summary: Any, limit: int = 400) -> dict | None:
     frame = frame_of(summary, "by_step")
     if frame.height == 0 or "total_us" not in frame.columns:
         return None
+    if "step" in frame.columns and frame["step"].null_count() < frame.height:
+        frame = frame.filter(pl.col("step").is_not_null())  # epoch-only regions are not steps
     rows = frame.head(limit).to_dicts()
     peak = max((_num(r.get("total_us")) for r in rows), default=0.0)
     if peak <= 0:

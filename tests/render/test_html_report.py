@@ -1,0 +1,102 @@
+from __future__ import annotations
+
+import re
+
+import orjson
+import polars as pl
+
+from dynascope.analyze.summary import Summary
+from dynascope.render.html import find_explanation, load_explanation, render_html, write_html
+from render_fixtures import EVIL, make_explanation, make_summary
+
+
+def test_escapes_every_user_string():
+    html = render_html(make_summary(), make_explanation())
+    # the only <script> element is ours, carrying the CSP nonce
+    scripts = re.findall(r"<script\b[^>]*>", html)
+    assert len(scripts) == 1 and 'nonce="' in scripts[0]
+    assert "alert('x')</script>" not in html and "alert(&#39;x&#39;)&lt;/script&gt;" in html
+    assert "Evil</td>" not in html and "Evil&lt;/td&gt;" in html  # module type in a table cell
+    assert "<b>hint</b>" not in html and "&lt;b&gt;hint&lt;/b&gt;" in html  # graph break detail
+    nonce = re.search(r"script-src 'nonce-([^']+)'", html).group(1)
+    assert f'<script nonce="{nonce}">' in html
+
+
+def test_self_contained_no_external_references():
+    html = render_html(make_summary(), make_explanation())
+    assert "default-src 'none'" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "@import" not in html and "url(" not in html
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs and all(h.startswith("#") for h in hrefs)
+
+
+def test_tables_hold_the_summary_numbers():
+    html = render_html(make_summary(), None)
+    assert '<table class="sortable" data-table="by-op">' in html
+    body = html.split('data-table="by-op"', 1)[1].split("</table>", 1)[0]
+    row = next(r for r in body.split("<tr>") if "function.addmm.default" in r)
+    cells = re.findall(r"<span>(.*?)</span>", row)
+    assert cells == ["function.addmm.default", "dynamo", "4", "4 ms", "1 ms", "900 µs", "1.5 ms", "66.7%"]
+    assert 'data-v="4000.0"' in row  # sortable on the raw value
+    # run facts in the header cards
+    cards = dict(re.findall(r'<div class="label">(.*?)</div><div class="value">(.*?)</div>', html))
+    assert cards["events"] == "20" and cards["span"] == "70 ms" and cards["compile"] == "50 ms" and cards["run"] == "10 ms"
+    assert cards["backward / forward"] == "0.07×"
+    # charts: step bars, layer bars, splits
+    assert html.count('class="wall"') == 2 and html.count('class="ops"') == 2
+    assert 'id="chart-layers"' in html and 'id="chart-phase"' in html and 'id="chart-compile"' in html
+    # forward 93.3% of op time in the split bar
+    assert re.search(r'class="ph-forward" style="width: 93\.333%"', html)
+    # no explanation: no explanation sections
+    assert 'id="explanation"' not in html
+
+
+def test_explanation_sections():
+    html = render_html(make_summary(), make_explanation())
+    for section in ("explanation", "graph-breaks", "recompiles", "compile-times", "functions"):
+        assert f'id="{section}"' in html, section
+    assert "Data-dependent branching" in html
+    assert "tensor &#39;x&#39; size mismatch at index 0. expected 8, actual 4" in html
+    assert "Decompiled code" in html and "__resume_at_30_2(graph_out_0[0])" in html
+    assert "Resume function" in html and "torch_dynamo_resume_in_forward_at_17" in html
+    assert "def forward(self, L_x_ : torch.Tensor):" in html  # subgraph FX code
+    assert "TENSOR_MATCH" in html and "global state (grad_mode=True) is unchanged" in html
+    assert "torch 2.13 gives no fail counts for shape guards" in html
+    assert ">50 ms<" in html and ">70 ms<" in html  # compile time per id and total
+
+
+def test_malformed_explanation_is_rendered_defensively(tmp_path):
+    weird = {"explanations": [{"function": "not a dict", "cache_entries": [{"guards": "nope", "code": None}]}, 7],
+             "graph_breaks": [{"reason": None, "count": "x"}, "junk"], "recompiles": None, "compile_times": [{"total_s": "slow"}]}
+    html = render_html(make_summary(), weird)
+    assert 'id="graph-breaks"' in html and "(unknown function)" in html
+    bad = tmp_path / "explanation.json"
+    bad.write_text("{ not json")
+    data = load_explanation(bad)
+    html = render_html(make_summary(), data)
+    assert "could not read" in html
+    bad.write_text("[1, 2]")
+    assert "does not hold a JSON object" in render_html(make_summary(), load_explanation(bad))
+
+
+def test_find_explanation_beside_trace(tmp_path):
+    trace = tmp_path / "run" / "trace-1.pfw.gz"
+    trace.parent.mkdir()
+    trace.write_bytes(b"")
+    assert find_explanation([trace]) is None
+    (trace.parent / "explanation.json").write_bytes(orjson.dumps(make_explanation()))
+    assert find_explanation([trace]) == trace.parent / "explanation.json"
+    assert find_explanation([trace.parent]) == trace.parent / "explanation.json"
+
+
+def test_empty_summary_and_many_rows(tmp_path):
+    empty = Summary(*(pl.DataFrame() for _ in range(7)))
+    html = render_html(empty)
+    assert "No op events in these traces." in html and "data-table" not in html
+    s = make_summary(top=5)
+    n = 450
+    s.by_op = pl.DataFrame({"name": [f"op{i}" for i in range(n)], "count": [1] * n, "total_us": [float(n - i) for i in range(n)]})
+    html = write_html(s, tmp_path / "sub" / "r.html").read_text()
+    assert "top 200 of 450" in html and "250 more rows" in html
+    assert html.count("<tr><td") >= 200
