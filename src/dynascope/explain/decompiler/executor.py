@@ -37,6 +37,13 @@ COMPARES = {
 UNARY = {"UNARY_NEGATIVE": ast.USub, "UNARY_NOT": ast.Not, "UNARY_INVERT": ast.Invert, "UNARY_POSITIVE": ast.UAdd}
 
 
+SIMPLE_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_GLOBAL", "STORE_NAME")
+
+
+class AssertionErrorName(ast.Name):
+    """AssertionError loaded by LOAD_ASSERTION_ERROR: the raise came from an `assert`."""
+
+
 def name(identifier: str, ctx=None) -> ast.Name:
     return ast.Name(id=identifier, ctx=ctx or ast.Load())
 
@@ -184,7 +191,7 @@ class BlockExecutor:
             elif isinstance(v, SymList):
                 v.items = [new if item is old else item for item in v.items]
 
-    def store(self, target: ast.expr, value: Any) -> None:
+    def store(self, target: ast.expr, value: Any, local: bool = False) -> None:
         """Assign `value` to `target`, turning the special cases back into their syntax."""
         target_names = {target.id} if isinstance(target, ast.Name) else set()
         if isinstance(value, SavedLocal):
@@ -218,7 +225,10 @@ class BlockExecutor:
         if isinstance(value, ast.NamedExpr) and isinstance(target, ast.Name):
             self.emit(ast.Assign(targets=[value.target, target], value=value.value, lineno=0), writes=target_names | {value.target.id})
             return
-        self.emit(ast.Assign(targets=[target], value=self.expr(value), lineno=0), writes=target_names)
+        value = self.expr(value)
+        # binding a plain local to an already-computed value cannot disturb pending calls
+        self.emit(ast.Assign(targets=[target], value=value, lineno=0), writes=target_names,
+                  side_effects=not (local and is_pure(value)))
 
     def store_unpacked(self, target: ast.expr, item: Unpacked) -> None:
         group = item.group
@@ -235,13 +245,16 @@ class BlockExecutor:
 
     # ---- dispatch --------------------------------------------------------------------------
     def run(self, instrs: list[Instr]) -> None:
-        for ins in instrs:
+        self.instrs, self.pc = instrs, 0
+        while self.pc < len(instrs):
+            ins = instrs[self.pc]
             handler = getattr(self, "op_" + ins.name, None)
             if handler is None:
                 raise DecompileError(f"unsupported opcode {ins.original or ins.name} at offset {ins.offset}")
             handler(ins)
             if self.returned:
                 return
+            self.pc += 1
 
     # loads
     def op_LOAD_CONST(self, ins):
@@ -280,27 +293,32 @@ class BlockExecutor:
         self.push(attribute)
 
     def op_LOAD_ASSERTION_ERROR(self, ins):
-        self.push(name("AssertionError"))
+        self.push(AssertionErrorName(id="AssertionError", ctx=ast.Load()))
 
     def op_LOAD_BUILD_CLASS(self, ins):
         raise DecompileError("class definitions are not supported")
 
     # stores
     def op_STORE_FAST(self, ins):
-        if self.try_tuple_assignment(ins):
+        if self.try_tuple_assignment():
             return
-        self.store(name(ins.argval, ast.Store()), self.pop())
+        self.store(name(ins.argval, ast.Store()), self.pop(), local=ins.name == "STORE_FAST")
 
     op_STORE_NAME = op_STORE_FAST
 
     def op_STORE_DEREF(self, ins):
-        if ins.argval in self.frame.code.co_freevars:
-            self.frame.nonlocals_declared.add(ins.argval)
+        self.declare(ins)
         self.op_STORE_FAST(ins)
 
     def op_STORE_GLOBAL(self, ins):
-        self.frame.globals_declared.add(ins.argval)
+        self.declare(ins)
         self.op_STORE_FAST(ins)
+
+    def declare(self, ins) -> None:
+        if ins.name == "STORE_GLOBAL":
+            self.frame.globals_declared.add(ins.argval)
+        elif ins.name == "STORE_DEREF" and ins.argval in self.frame.code.co_freevars:
+            self.frame.nonlocals_declared.add(ins.argval)
 
     def op_STORE_ATTR(self, ins):
         obj = self.pop()
@@ -318,14 +336,43 @@ class BlockExecutor:
         key = ast.Slice(lower=_none_to_absent(start), upper=_none_to_absent(stop))
         self.store(ast.Subscript(value=self.expr(container), slice=key, ctx=ast.Store()), value)
 
-    def try_tuple_assignment(self, ins) -> bool:
-        """`a, b = b, a` arrives as consecutive stores of already-loaded names; keep it a tuple."""
-        return False
+    def try_tuple_assignment(self) -> bool:
+        """`a, b = b, a` arrives as consecutive stores of values already on the stack; when a later
+        value reads a name an earlier store rebinds, assign them all at once as a tuple."""
+        group = []
+        for ins in self.instrs[self.pc:]:
+            if ins.name not in SIMPLE_STORES or len(group) >= len(self.stack):
+                break
+            group.append(ins)
+        if len(group) < 2:
+            return False
+        values = [self.stack[-1 - i] for i in range(len(group))]
+        if not all(isinstance(v, ast.expr) and is_pure(v) for v in values):
+            return False
+        written: set[str] = set()
+        conflict = False
+        for ins, value in zip(group, values):
+            conflict = conflict or bool(names_read(value) & written)
+            written.add(ins.argval)
+        if not conflict:
+            return False
+        for ins in group:
+            self.declare(ins)
+        self.popn(len(group))
+        targets = ast.Tuple(elts=[name(i.argval, ast.Store()) for i in group], ctx=ast.Store())
+        self.emit(ast.Assign(targets=[targets], value=ast.Tuple(elts=values, ctx=ast.Load()), lineno=0),
+                  writes=written)
+        self.pc += len(group) - 1
+        return True
 
     def op_DELETE_FAST(self, ins):
+        # only expressions reading this local can notice when it goes away
+        self.emit(ast.Delete(targets=[name(ins.argval, ast.Del())]), writes={ins.argval}, side_effects=False)
+
+    def op_DELETE_DEREF(self, ins):
         self.emit(ast.Delete(targets=[name(ins.argval, ast.Del())]), writes={ins.argval})
 
-    op_DELETE_NAME = op_DELETE_DEREF = op_DELETE_FAST
+    op_DELETE_NAME = op_DELETE_DEREF
 
     def op_DELETE_GLOBAL(self, ins):
         self.frame.globals_declared.add(ins.argval)

@@ -5,13 +5,129 @@ from __future__ import annotations
 import ast
 from types import CodeType
 
+from .executor import AssertionErrorName
+
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+TEMP_PREFIX = "__t"
 
 
 def tidy(stmts: list, code: CodeType) -> list:
-    stmts = _flatten_else(stmts)
+    stmts = _rewrite_lists(stmts, _asserts)
+    stmts = _rewrite_lists(stmts, _flatten_else)
+    stmts = _rewrite_lists(stmts, _decorators)
+    stmts = _rewrite_lists(stmts, _return_inside_try)
     _strip_loop_continues(stmts)
+    _drop_unread_walrus_names(stmts)
     return stmts
+
+
+def _rewrite_lists(stmts: list, rewrite) -> list:
+    """Apply `rewrite(list) -> list` to every statement list, innermost first."""
+    for stmt in stmts:
+        for field in ("body", "orelse", "finalbody"):
+            value = getattr(stmt, field, None)
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                setattr(stmt, field, _rewrite_lists(value, rewrite))
+        for handler in getattr(stmt, "handlers", ()):
+            handler.body = _rewrite_lists(handler.body, rewrite)
+        for case in getattr(stmt, "cases", ()):
+            case.body = _rewrite_lists(case.body, rewrite)
+    return rewrite(stmts)
+
+
+def _terminates(stmts: list) -> bool:
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, TERMINAL):
+        return True
+    if isinstance(last, ast.If):
+        return _terminates(last.body) and _terminates(last.orelse)
+    return False
+
+
+def _flatten_else(stmts: list) -> list:
+    """`if c: return x else: rest` -> `if c: return x` then `rest`."""
+    result = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.If) and stmt.orelse and _terminates(stmt.body) and not _is_elif(stmt):
+            orelse, stmt.orelse = stmt.orelse, []
+            result.append(stmt)
+            result.extend(orelse)
+        else:
+            result.append(stmt)
+    return result
+
+
+def _is_elif(stmt: ast.If) -> bool:
+    return len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If)
+
+
+def _assert_raise(stmt) -> tuple[bool, ast.expr | None]:
+    """Is `stmt` the raise an `assert` compiles to?  (and its message)"""
+    if not isinstance(stmt, ast.Raise) or stmt.cause is not None:
+        return False, None
+    if isinstance(stmt.exc, AssertionErrorName):
+        return True, None
+    if isinstance(stmt.exc, ast.Call) and isinstance(stmt.exc.func, AssertionErrorName) and len(stmt.exc.args) == 1:
+        return True, stmt.exc.args[0]
+    return False, None
+
+
+def _asserts(stmts: list) -> list:
+    """`if c: rest else: raise AssertionError(msg)` (from LOAD_ASSERTION_ERROR) -> `assert c, msg`."""
+    result = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.If) and len(stmt.orelse) == 1:
+            is_assert, msg = _assert_raise(stmt.orelse[0])
+            if is_assert:
+                result.append(ast.Assert(test=stmt.test, msg=msg))
+                result.extend(s for s in stmt.body if not isinstance(s, ast.Pass))
+                continue
+        result.append(stmt)
+    return result
+
+
+def _decorators(stmts: list) -> list:
+    """`def f(): ...` then `f = deco(f)` -> `@deco def f(): ...`."""
+    result = []
+    for stmt in stmts:
+        previous = result[-1] if result else None
+        if isinstance(previous, ast.FunctionDef) and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            decorators = _decorator_chain(stmt.value, previous.name)
+            if isinstance(target, ast.Name) and target.id == previous.name and decorators:
+                previous.decorator_list = decorators + previous.decorator_list
+                continue
+        result.append(stmt)
+    return result
+
+
+def _decorator_chain(value, function_name: str) -> list | None:
+    chain = []
+    while isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
+        chain.append(value.func)
+        value = value.args[0]
+    if chain and isinstance(value, ast.Name) and value.id == function_name:
+        return chain
+    return None
+
+
+def _return_inside_try(stmts: list) -> list:
+    """`try: ...; __t = e` + `return __t`, with every handler leaving -> `try: ...; return e`."""
+    result = []
+    for stmt in stmts:
+        previous = result[-1] if result else None
+        if (isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) and stmt.value.id.startswith(TEMP_PREFIX)
+                and isinstance(previous, ast.Try) and not previous.orelse and not previous.finalbody
+                and all(_terminates(h.body) for h in previous.handlers) and previous.body):
+            last = previous.body[-1]
+            if (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)
+                    and last.targets[0].id == stmt.value.id):
+                previous.body[-1] = ast.Return(value=last.value)
+                continue
+        result.append(stmt)
+    return result
 
 
 def _strip_loop_continues(stmts: list) -> None:
@@ -33,36 +149,44 @@ def _without_tail_continue(stmts: list) -> list:
     return stmts
 
 
-def _terminates(stmts: list) -> bool:
-    if not stmts:
-        return False
-    last = stmts[-1]
-    if isinstance(last, TERMINAL):
-        return True
-    if isinstance(last, ast.If):
-        return _terminates(last.body) and _terminates(last.orelse)
-    return False
+def _drop_unread_walrus_names(stmts: list) -> None:
+    """Dynamo keeps some callables in locals it only ever deletes (`(tmp_1 := f)()` ... `del tmp_1`)."""
+    module = ast.Module(body=stmts, type_ignores=[])
+    loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    walrus_only = {n.target.id for n in ast.walk(module) if isinstance(n, ast.NamedExpr)}
+    other_stores = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                    and not _is_walrus_target(module, n)}
+    unread = walrus_only - loaded - other_stores
+    if not unread:
+        return
+    _UnwrapWalrus(unread).visit(module)
+    _drop_deletes(stmts, unread)
 
 
-def _flatten_else(stmts: list) -> list:
-    """`if c: return x else: rest` -> `if c: return x` then `rest`; applied at every level."""
-    result = []
-    for stmt in stmts:
-        for field in ("body", "orelse", "finalbody"):
-            if hasattr(stmt, field) and isinstance(getattr(stmt, field), list):
-                setattr(stmt, field, _flatten_else(getattr(stmt, field)))
-        if isinstance(stmt, ast.Try):
-            for h in stmt.handlers:
-                h.body = _flatten_else(h.body)
-        if isinstance(stmt, ast.If) and stmt.orelse and _terminates(stmt.body) and not _is_elif(stmt):
-            orelse = stmt.orelse
-            stmt.orelse = []
-            result.append(stmt)
-            result.extend(orelse)
+def _is_walrus_target(module, node) -> bool:
+    return any(isinstance(n, ast.NamedExpr) and n.target is node for n in ast.walk(module))
+
+
+class _UnwrapWalrus(ast.NodeTransformer):
+    def __init__(self, names: set[str]):
+        self.names = names
+
+    def visit_NamedExpr(self, node):
+        self.generic_visit(node)
+        return node.value if node.target.id in self.names else node
+
+
+def _drop_deletes(stmts: list, names: set[str]) -> None:
+    had_statements = bool(stmts)
+    for stmt in list(stmts):
+        if isinstance(stmt, ast.Delete) and all(isinstance(t, ast.Name) and t.id in names for t in stmt.targets):
+            stmts.remove(stmt)
             continue
-        result.append(stmt)
-    return result
-
-
-def _is_elif(stmt: ast.If) -> bool:
-    return len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If)
+        for field in ("body", "orelse", "finalbody"):
+            value = getattr(stmt, field, None)
+            if isinstance(value, list):
+                _drop_deletes(value, names)
+        for handler in getattr(stmt, "handlers", ()):
+            _drop_deletes(handler.body, names)
+    if had_statements and not stmts:
+        stmts.append(ast.Pass())
