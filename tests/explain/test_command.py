@@ -89,12 +89,13 @@ def test_missing_script_is_one_line_error(tmp_path):
     assert len(lines) == 1 and "script not found" in lines[0] and lines[0].startswith("dynascope explain: error:")
 
 
-def test_script_exit_code_is_passed_through(tmp_path):
+def test_script_exit_code_is_passed_through(tmp_path, capsys):
+    from dynascope.explain.command import main
+
     script = tmp_path / "exit3.py"
     script.write_text("import sys\nsys.exit(3)\n")
-    proc = run_cli(str(script))
-    assert proc.returncode == 3
-    assert "No function was compiled" in proc.stdout
+    assert main([str(script)]) == 3
+    assert "No function was compiled" in capsys.readouterr().out
 
 
 def test_run_script_sets_argv_path_and_restores(tmp_path):

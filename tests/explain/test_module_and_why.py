@@ -145,3 +145,22 @@ def test_decompiler_failure_falls_back_to_dis(monkeypatch):
     assert "decompiler failed (RuntimeError: cannot)" in view.source
     assert "LOAD_GLOBAL" in view.source
     assert code_mod.decompile_code(toy_example.__code__)[1] is False
+
+
+def test_method_decorated_with_torch_compile():
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        @torch.compile(backend="eager")
+        def forward(self, x):
+            return self.lin(x).relu()
+
+    net = Net()
+    net(torch.randn(2, 3))
+    for spelling in (net, net.forward, Net.forward):
+        (entry,) = explain(spelling).cache_entries
+        assert entry.subgraphs[0].op_count == 2
+    assert not why_recompile(net, torch.randn(2, 3)).would_recompile
+    assert why_recompile(net.forward, torch.randn(4, 3)).would_recompile

@@ -53,14 +53,22 @@ def resolve(obj: Any) -> Target:
     import torch
 
     original = obj
-    obj = _torch.unwrap_compiled(obj)
     self_obj = None
-    if isinstance(obj, torch.nn.Module):
-        self_obj = obj
-        obj = type(obj).forward
-    if isinstance(obj, types.MethodType):
-        self_obj = obj.__self__
-        obj = obj.__func__
+    for _ in range(8):
+        if isinstance(obj, types.MethodType):
+            self_obj, obj = obj.__self__, obj.__func__
+            continue
+        if _torch.is_optimized_module(obj):
+            obj = _torch.unwrap_compiled(obj)
+            continue
+        if isinstance(obj, torch.nn.Module):
+            self_obj, obj = obj, type(obj).forward
+            continue
+        inner = _torch.unwrap_compiled(obj)
+        if inner is not obj:
+            obj = inner
+            continue
+        break
     if isinstance(obj, types.CodeType):
         g = _globals_for_code(obj)
         return Target(obj, g, obj.co_name, obj.co_qualname if hasattr(obj, "co_qualname") else obj.co_name)
