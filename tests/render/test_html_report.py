@@ -100,3 +100,19 @@ def test_empty_summary_and_many_rows(tmp_path):
     html = write_html(s, tmp_path / "sub" / "r.html").read_text()
     assert "top 200 of 450" in html and "250 more rows" in html
     assert html.count("<tr><td") >= 200
+
+
+def test_step_chart_cuts_outliers_and_labels_them():
+    s = make_summary()
+    n = 12
+    totals = [1_000_000.0] + [1000.0] * (n - 2) + [250_000.0]
+    s.by_step = pl.DataFrame({"epoch": [i // 6 for i in range(n)], "step": [i % 6 for i in range(n)],
+                              "total_us": totals, "op_us": [500.0] * n, "op_count": [5] * n})
+    html = render_html(s)
+    chart = html.split('id="chart-steps"', 1)[1].split("</svg>", 1)[0]
+    assert chart.count('class="wall"') == n
+    # scale stops at 5× the typical (75th percentile) step: 5 ms; two bars are cut and labelled
+    assert ">5 ms</text>" in chart
+    assert re.findall(r'class="cutlabel"[^>]*>([^<]*)<', chart) == ["1 s", "250 ms"]
+    assert ">0:0</text>" in chart and ">1:5</text>" in chart  # epoch:step labels with several epochs
+    assert "2 steps cut at 5× a typical step" in html

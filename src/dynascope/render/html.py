@@ -176,24 +176,33 @@ def _layer_chart(summary: Any, limit: int = 15) -> dict | None:
 
 
 def _step_chart(summary: Any, limit: int = 400) -> dict | None:
+    """Columns per step: wall time, with the op time inside it. Outliers (a first step that compiles)
+    would flatten the rest, so the scale stops at 5× the typical step and taller bars are cut and
+    labelled with their value."""
     frame = frame_of(summary, "by_step")
     if frame.height == 0 or "total_us" not in frame.columns:
         return None
     if "step" in frame.columns and frame["step"].null_count() < frame.height:
         frame = frame.filter(pl.col("step").is_not_null())  # epoch-only regions are not steps
     rows = frame.head(limit).to_dicts()
-    peak = max((_num(r.get("total_us")) for r in rows), default=0.0)
+    totals = sorted(_num(r.get("total_us")) for r in rows)
+    peak = totals[-1] if totals else 0.0
     if peak <= 0:
         return None
-    width, height, pad_left, pad_bottom, pad_top = 760.0, 200.0, 56.0, 22.0, 8.0
+    typical = totals[(len(totals) * 3) // 4] if len(totals) >= 4 else peak
+    scale = min(peak, 5 * typical) if typical > 0 else peak
+    width, height, pad_left, pad_bottom, pad_top = 760.0, 210.0, 56.0, 22.0, 18.0
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     slot = plot_w / len(rows)
     bar_w = min(max(1.0, slot * 0.8), 36.0)
-    bars = []
+    epochs = {r.get("epoch") for r in rows if not is_missing(r.get("epoch"))}
+    bars, cut = [], 0
     for i, r in enumerate(rows):
         total, ops = _num(r.get("total_us")), _num(r.get("op_us"))
-        h_total = total / peak * plot_h
-        h_ops = min(ops, total) / peak * plot_h if total else 0.0
+        clipped = total > scale
+        cut += clipped
+        h_total = min(total, scale) / scale * plot_h
+        h_ops = min(ops, total, scale) / scale * plot_h if total else 0.0
         x = pad_left + i * slot + (slot - bar_w) / 2
         epoch, step = r.get("epoch"), r.get("step")
         name = " ".join(p for p in (f"epoch {epoch}" if not is_missing(epoch) else "", f"step {step}" if not is_missing(step) else "") if p)
@@ -201,29 +210,36 @@ def _step_chart(summary: Any, limit: int = 400) -> dict | None:
             {
                 "x": round(x, 2),
                 "w": round(bar_w, 2),
+                "cx": round(x + bar_w / 2, 2),
                 "y_total": round(pad_top + plot_h - h_total, 2),
                 "h_total": round(h_total, 2),
                 "y_ops": round(pad_top + plot_h - h_ops, 2),
                 "h_ops": round(h_ops, 2),
+                "clipped": clipped,
+                "value": fmt_us(total),
                 "title": f"{name or f'#{i}'}: wall {fmt_us(total)}, op time {fmt_us(ops)}",
             }
         )
-    ticks = []
-    for frac in (0.0, 0.5, 1.0):
-        ticks.append({"y": round(pad_top + plot_h - frac * plot_h, 2), "label": fmt_us(peak * frac)})
-    step_every = max(1, math.ceil(len(rows) / 12))
+    ticks = [{"y": round(pad_top + plot_h - f * plot_h, 2), "label": fmt_us(scale * f)} for f in (0.0, 0.5, 1.0)]
+    step_every = max(1, math.ceil(len(rows) / 14))
     xlabels = []
     for i in range(0, len(rows), step_every):
-        step = rows[i].get("step")
-        xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": str(i if is_missing(step) else step)})
+        epoch, step = rows[i].get("epoch"), rows[i].get("step")
+        label = str(i if is_missing(step) else step)
+        if len(epochs) > 1 and not is_missing(epoch):
+            label = f"{epoch}:{label}"
+        xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": label})
     return {
         "width": width,
         "height": height,
         "pad_left": pad_left,
         "base_y": pad_top + plot_h,
+        "top_y": pad_top,
         "bars": bars,
         "ticks": ticks,
         "xlabels": xlabels,
+        "cut": cut,
+        "epoch_labels": len(epochs) > 1,
         "more": max(0, frame.height - len(rows)),
     }
 

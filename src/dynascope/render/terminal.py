@@ -70,7 +70,7 @@ def summary_table(summary: Any, spec: TableSpec, limit: int | None = None) -> Ta
         return None
     title = spec.title
     if limit is not None and n > limit:
-        title += f" (top {limit} of {n:,})"
+        title += f" ({'first' if spec.attr == 'by_step' else 'top'} {limit} of {n:,})"
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in cols:
         numeric = col.kind != "text"
