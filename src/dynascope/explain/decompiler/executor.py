@@ -448,7 +448,6 @@ class BlockExecutor:
     op_UNARY_NEGATIVE = op_UNARY_NOT = op_UNARY_INVERT = op_UNARY_POSITIVE = _unary
 
     def op_CALL_INTRINSIC_1(self, ins):
-        kind = ins.argrepr if hasattr(ins, "argrepr") else ins.argval
         kind = str(ins.argval)
         value = self.pop()
         if "UNARY_POSITIVE" in kind:

@@ -150,6 +150,8 @@ def _canonicalize(raw) -> list[Instr]:
         return [Instr("LOAD_CONST", arg, argval, off), Instr("RETURN_VALUE", None, None, off)]
     if name == "END_FOR":
         return [Instr("POP_TOP", None, None, off)] * FEATURES["end_for_pops"] if FEATURES["end_for_pops"] else []
+    if name == "CALL_INTRINSIC_1":  # argval is a number; the name is what tells them apart
+        return [Instr(name, arg, raw.argrepr, off)]
     if name == "CALL_FUNCTION":
         return [Instr("CALL_LEGACY", arg, argval, off)]
     if name == "CALL_METHOD":

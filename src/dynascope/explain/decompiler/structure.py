@@ -36,6 +36,9 @@ class Region:
     leaves: Callable[[Block], bool] | None = None
     expression_only: bool = False
     handler_exit: bool = False  # an except clause: stop after POP_EXCEPT where it rejoins
+    # a `with` body: a path that leaves it early (its __exit__ call inlined) and then ends, as in
+    # `return` inside the block, can be written inside the block
+    early_exit_allowed: bool = False
 
 
 @dataclass
@@ -305,16 +308,35 @@ class Structurer:
             return merge, combined
         executor.flush(set(), True)
         self._resync(executor.stack, t_stack, f_stack)
-        then = self.walk(t_block, t_stack, Region(stop=merge, leaves=region.leaves))
-        other = self.walk(f_block, f_stack, Region(stop=merge, leaves=region.leaves))
+        inner = Region(stop=merge, leaves=region.leaves, early_exit_allowed=region.early_exit_allowed)
+        then = self.walk(t_block, t_stack, inner)
+        other = self.walk(f_block, f_stack, inner)
         for arm in (then, other):
-            if arm.stack is not None and arm.exit is not merge:
-                raise DecompileError("a branch leaves its try/with block another way than its end")
+            if arm.stack is not None and arm.exit is not merge and self.is_early_return(arm.exit, region):
+                self.finish_early_exit(arm, merge)
+        leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
+        if len(leaving) == 1 and all(arm.stack is None or arm.exit in leaving for arm in (then, other)):
+            merge = leaving.pop()  # the branch ends where its try/with block ends
+        elif leaving:
+            raise DecompileError("a branch leaves its try/with block another way than its end")
         stack = self.merge_stacks(then, other)
         out.append(ast.If(test=test, body=then.stmts or [ast.Pass()], orelse=other.stmts))
         if then.stack is None and other.stack is None:
             return None, None
         return merge, stack
+
+    def is_early_return(self, block: Block, region: Region) -> bool:
+        """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
+        names = [i.name for i in block.instrs]
+        return (region.early_exit_allowed and names[-1:] == ["RETURN_VALUE"]
+                and names.count("LOAD_CONST") >= 3 and len(names) <= 8)
+
+    def finish_early_exit(self, arm: Walked, merge) -> None:
+        rest = self.walk(arm.exit, arm.stack, Region(stop=merge))
+        if rest.stack is not None:
+            raise DecompileError("a branch leaves its with block and carries on")
+        arm.stmts.extend(rest.stmts)
+        arm.stack, arm.exit = None, None
 
     def _resync(self, flushed: list, *arms: list) -> None:
         """After flushing the pre-branch stack to temporaries, make each arm's copy use them too."""
@@ -436,10 +458,11 @@ class Structurer:
             return self.emit_with(block, handler, stack, out, region)
         return self.emit_try(block, handler, stack, out, region)
 
-    def protected_body(self, block, handler, stack) -> Walked:
+    def protected_body(self, block, handler, stack, is_with: bool = False) -> Walked:
         self.active_handlers.append(handler)
+        region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit_allowed=is_with)
         try:
-            walked = self.walk(block, stack, Region(leaves=lambda b: handler not in self.handler_chain(b)))
+            walked = self.walk(block, stack, region)
         finally:
             self.active_handlers.pop()
         if walked.stack is not None:  # values computed inside must be computed inside
@@ -451,7 +474,7 @@ class Structurer:
         if len(stack) < 2 or not isinstance(stack[-2], WithExit) or not isinstance(stack[-1], WithEnter):
             raise DecompileError("with-block without BEFORE_WITH")
         exit_marker, entered = stack[-2], stack[-1]
-        walked = self.protected_body(block, handler, stack)
+        walked = self.protected_body(block, handler, stack, is_with=True)
         item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
         out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
         if walked.stack is None:

@@ -1,0 +1,99 @@
+"""The decompiler on ordinary Python: every probe function must round-trip on this interpreter."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dynascope.errors import DynascopeError
+from dynascope.explain.decompiler import DecompileError, decompile, decompile_or_dis, probe
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
+
+
+@pytest.mark.parametrize("sample", probe.SAMPLES, ids=lambda s: s.func.__name__)
+def test_probe_function_round_trips(sample):
+    result = probe.check(sample)
+    assert result.passed, f"{result.detail}\n{result.source}"
+
+
+def test_probe_has_at_least_forty_functions():
+    assert len(probe.SAMPLES) >= 40
+
+
+def test_output_keeps_what_depyf_loses():
+    fstrings = decompile(probe.fstrings)
+    assert "{x!r}" in fstrings and "{s!a}" in fstrings and ":.2f" in fstrings
+    handlers = decompile(probe.try_except)
+    assert "except ZeroDivisionError:" in handlers and "except TypeError as e:" in handlers
+    swap = decompile(probe.tuple_swap)
+    namespace: dict = {}
+    exec(swap, namespace)
+    assert namespace["tuple_swap"](1, 2)[:2] == (2, 1)
+
+
+def test_accepts_code_objects_and_methods():
+    code_source = decompile(probe.if_else.__code__)
+    assert code_source.startswith("def if_else(a, b):")
+
+    class Holder:
+        def method(self, v):
+            return v + 1
+
+    assert "def method(self, v):" in decompile(Holder().method)
+
+
+def test_output_compiles():
+    for sample in probe.SAMPLES:
+        source, ok = decompile_or_dis(sample.func)
+        if ok:
+            ast.parse(source)
+
+
+def _class_inside(x):
+    class Local:
+        value = x
+
+    return Local.value
+
+
+def test_unsupported_code_falls_back_to_annotated_dis():
+    with pytest.raises(DecompileError):
+        decompile(_class_inside)
+    text, ok = decompile_or_dis(_class_inside)
+    assert not ok
+    assert text.startswith("# dynascope could not decompile _class_inside")
+    assert "# reason: DecompileError" in text
+    assert "LOAD_BUILD_CLASS" in text  # the listing itself follows the header
+
+
+def test_decompile_error_is_a_dynascope_error():
+    assert issubclass(DecompileError, DynascopeError)
+    with pytest.raises(DecompileError):
+        decompile(42)
+    text, ok = decompile_or_dis(42)
+    assert not ok and "could not decompile" in text
+
+
+@pytest.mark.parametrize("version", ["3.10", "3.12", "3.13"])
+def test_probe_on_other_interpreters(version):
+    candidates = sorted(PYENV.glob(f"{version}.*/bin/python"))
+    if not candidates:
+        pytest.skip(f"no CPython {version} under {PYENV}")
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    proc = subprocess.run([str(candidates[-1]), "-m", "dynascope.explain.decompiler.probe", "--quiet"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(r"decompiler probe: (\d+)/(\d+) passed \(python (\d+\.\d+)\)", proc.stdout)
+    assert match, proc.stdout[-2000:]
+    passed, total, reported = int(match[1]), int(match[2]), match[3]
+    assert reported == version
+    assert total >= 40
+    assert passed >= total - 3, proc.stdout
