@@ -45,7 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dynascope: unknown command {name!r}; choose one of: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     try:
-        handler = importlib.import_module(COMMANDS[name][0]).main
+        try:
+            handler = importlib.import_module(COMMANDS[name][0]).main
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("dynascope"):
+                raise
+            print(f"dynascope {name}: this install lacks {exc.name}; reinstall dynascope", file=sys.stderr)
+            return 2
         return int(handler(rest) or 0)
     except DynascopeError as exc:
         print(f"dynascope {name}: error: {exc}", file=sys.stderr)

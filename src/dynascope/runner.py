@@ -1,0 +1,182 @@
+"""`dynascope run script.py [args]`: trace and explain every torch.compile in an unmodified script.
+
+While the script runs, `torch.compile` hands out tracing backends, Dynamo's compiles are observed,
+and one trace session records everything. At exit DIR holds the trace, explanation.json with one
+.py file per compiled function, and report.html; the terminal gets a short summary and the paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import glob
+import os
+import sys
+import traceback
+from typing import Any, Iterator
+
+from .errors import ConfigError
+
+BACKEND_CHOICES = ("auto", "aot_eager", "eager", "inductor")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dynascope run",
+        description="Run a script with every torch.compile traced at op level and explained.",
+    )
+    parser.add_argument("--out", default="dynascope-out", help="output directory (default: ./dynascope-out)")
+    parser.add_argument(
+        "--backend", choices=BACKEND_CHOICES, default="auto",
+        help="inner backend: auto keeps what the script asked for when ops can be traced under it "
+             "(eager, aot_eager) and uses aot_eager for inductor; inductor times whole graphs only",
+    )  # fmt: skip
+    parser.add_argument("--shapes", action="store_true", help="record input shapes and dtypes of every op")
+    parser.add_argument("--no-explain", action="store_true", help="do not observe compilation or write explanation.json")
+    parser.add_argument("--no-html", action="store_true", help="do not write report.html")
+    parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return parser
+
+
+def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[str]) -> Any:
+    """The backend to give torch.compile instead of `requested`."""
+    from .capture.backend import TracingBackend
+
+    if isinstance(requested, TracingBackend):
+        return requested
+    name = requested if isinstance(requested, str) else getattr(requested, "compiler_name", None)
+    if choice == "inductor":
+        return TracingBackend(inner="inductor", record_shapes=record_shapes)
+    if choice == "eager" or (choice == "auto" and name == "eager"):
+        return TracingBackend(autograd=False, record_shapes=record_shapes)
+    if choice == "aot_eager" or (choice == "auto" and name == "aot_eager"):
+        return TracingBackend(autograd=True, record_shapes=record_shapes)
+    if name in (None, "inductor"):
+        _note_once(notes, "the script compiles with inductor, which fuses ops into kernels; ops are traced under "
+                          "aot_eager instead (same graphs, forward and backward). --backend inductor keeps inductor "
+                          "and times whole graph calls.")  # fmt: skip
+        return TracingBackend(autograd=True, record_shapes=record_shapes)
+    _note_once(notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked")
+    return requested
+
+
+def _note_once(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
+        print(f"dynascope run: note: {text}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def tracing_compiles(choice: str, record_shapes: bool, notes: list[str]) -> Iterator[None]:
+    """Make every torch.compile call in the block use a tracing backend."""
+    import torch
+
+    original = torch.compile
+
+    @functools.wraps(original)
+    def traced_compile(model: Any = None, *args: Any, backend: Any = "inductor", mode: Any = None,
+                       options: Any = None, **kwargs: Any) -> Any:  # fmt: skip
+        chosen = _substitute(backend, choice, record_shapes, notes)
+        if chosen is not backend and (mode is not None or options is not None):
+            _note_once(notes, f"torch.compile's mode/options ({mode or options}) are not applied while tracing")
+            mode = options = None
+        return original(model, *args, backend=chosen, mode=mode, options=options, **kwargs)
+
+    torch.compile = traced_compile
+    try:
+        yield
+    finally:
+        torch.compile = original
+
+
+def _stale_traces(out_dir: str, stem: str) -> None:
+    for path in glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")):
+        os.remove(path)
+
+
+def main(argv: list[str]) -> int:
+    ns = _parser().parse_args(argv)
+    from . import _torch
+    from .scriptrun import check_script, run_script, strip_our_frames
+    from .trace.config import TraceConfig
+    from .trace.session import TraceSession
+
+    _torch.require_torch()
+    script = check_script(ns.script)
+    out_dir = os.path.abspath(ns.out)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output directory {ns.out}: {exc.strerror or exc}") from None
+    stem = os.path.splitext(os.path.basename(script))[0] or "trace"
+    _stale_traces(out_dir, stem)
+    session = TraceSession(os.path.join(out_dir, stem + ".pfw.gz"), config=TraceConfig.from_env(record_shapes=ns.shapes or None))
+    session.open()
+    observer = None
+    if not ns.no_explain:
+        from .explain.observer import Observer
+
+        observer = Observer().start()
+    notes: list[str] = []
+    try:
+        with tracing_compiles(ns.backend, ns.shapes, notes):
+            error = run_script(script, ns.args)
+    finally:
+        if observer is not None:
+            observer.stop()
+        session.finalize()
+    sys.stdout.flush()
+    written = _write_outputs(out_dir, stem, script, observer, error, ns)
+    return _exit_code(script, error, written, strip_our_frames)
+
+
+def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace) -> dict:
+    from .render._analysis import summarize_paths
+    from .render.terminal import render_short
+
+    written: dict[str, Any] = {"traces": sorted(glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")))}
+    explanation = None
+    if observer is not None:
+        from .explain.command import write_outputs
+
+        report = observer.report(script=script, error=error)
+        write_outputs(report, out_dir)
+        explanation = os.path.join(out_dir, "explanation.json")
+        written["explanation"] = explanation
+        written["functions"] = len(report.explanations) if hasattr(report, "explanations") else None
+    summary = summarize_paths(written["traces"], top=max(ns.top, 1))
+    if not ns.no_html:
+        from .render.html import write_html
+
+        written["html"] = str(write_html(summary, os.path.join(out_dir, "report.html"), explanation,
+                                         title=f"dynascope run {os.path.basename(script)}"))  # fmt: skip
+    print()
+    render_short(summary, top=ns.top)
+    print()
+    for trace in written["traces"]:
+        print(f"trace        {trace}")
+    if explanation:
+        print(f"explanation  {explanation}  (one .py per compiled function beside it)")
+    if "html" in written:
+        print(f"report       {written['html']}")
+    print(f"next         dynascope report {written['traces'][0] if written['traces'] else out_dir}   ·   "
+          f"dynascope convert ... -o trace.json (for Perfetto)")  # fmt: skip
+    return written
+
+
+def _exit_code(script: str, error: Any, written: dict, strip_our_frames: Any) -> int:
+    if error is None:
+        return 0
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else 1
+    if isinstance(error, KeyboardInterrupt):
+        print("dynascope run: interrupted; the outputs above cover the run until then", file=sys.stderr)
+        return 130
+    strip_our_frames(error)
+    print(f"\ndynascope run: {os.path.basename(script)} raised {type(error).__name__}; "
+          "the trace and report cover the run until then.", file=sys.stderr)  # fmt: skip
+    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    return 1

@@ -1,0 +1,208 @@
+"""The tracing backend in-process: what is traced, attribution, options, and bad input."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import dynascope
+from dynascope.errors import ConfigError, DynascopeError, SessionError, TorchVersionError
+from tracecheck import attrs, check, load, op_events
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 8)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def trace(tmp_path, run, **session_options):
+    with dynascope.session(str(tmp_path / "t.pfw.gz"), **session_options) as session:
+        run()
+    return check(load(session.path)), session
+
+
+def test_autograd_false_traces_the_dynamo_graph_ops(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend(autograd=False))
+    index, _ = trace(tmp_path, lambda: model(torch.randn(4, 8)))
+    ops = op_events(index)
+    assert [e["name"] for e in ops] == ["function.linear", "function.relu", "function.linear"]
+    fields = [attrs(index, e) for e in ops]
+    assert [f["layer"] for f in fields] == ["fc1", "act", "fc2"]
+    assert {f["phase"] for f in fields} == {"inference"} and fields[0]["backend"] == "eager"
+    assert fields[0]["file"] == "test_backend.py" and "self.fc2(self.act(self.fc1(x)))" in fields[0]["code"]
+    graph = op_events(index, "dynamo.graph")[0]
+    assert graph["name"] == "__compiled_fn_1.inference"
+    assert all(op["args"]["p_idx"] == graph["id"] and op["args"]["level"] == graph["args"]["level"] + 1 for op in ops)
+
+
+def test_autograd_phases_and_grad_mode(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend())
+
+    def run():
+        model(torch.randn(4, 8)).sum().backward()
+        with torch.no_grad():
+            model(torch.randn(4, 8))
+
+    index, _ = trace(tmp_path, run)
+    by_phase = {}
+    for event in op_events(index):
+        by_phase.setdefault(attrs(index, event)["phase"], []).append(event)
+    assert set(by_phase) == {"forward", "backward", "inference"}
+    assert {e["args"]["grad_enabled"] for e in by_phase["forward"]} == {1}
+    assert {e["args"]["grad_enabled"] for e in by_phase["inference"] + by_phase["backward"]} == {0}
+    assert "function.threshold_backward.default" in {e["name"] for e in by_phase["backward"]}
+    assert {attrs(index, e)["layer"] for e in by_phase["backward"]} >= {"fc1", "fc2"}
+    assert {attrs(index, e)["compile_id"] for e in by_phase["forward"]} == {"0/0"}
+    assert {attrs(index, e)["compile_id"] for e in by_phase["inference"]} == {"0/1"}  # grad mode change recompiles
+
+
+def test_compile_phases_are_events_in_the_same_file(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend())
+    index, _ = trace(tmp_path, lambda: model(torch.randn(4, 8)))
+    compile_events = {e["name"]: e for e in op_events(index, "dynamo.compile")}
+    assert {"entire_frame_compile", "backend_compile"} <= set(compile_events)
+    assert compile_events["entire_frame_compile"]["args"]["compile_id"] == "0/0"
+    first_call = op_events(index, "dynamo.graph")[0]
+    whole = compile_events["entire_frame_compile"]
+    assert whole["ts"] + whole["dur"] <= first_call["ts"]
+
+
+def test_regions_nest_op_events(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend())
+
+    def run():
+        for epoch in range(2):
+            with dynascope.region("epoch", epoch=epoch):
+                for step in range(2):
+                    with dynascope.region("step", step=step):
+                        model(torch.randn(4, 8)).sum().backward()
+
+    index, _ = trace(tmp_path, run)
+    by_id = {e["id"]: e for e in index["events"]}
+    steps = [e for e in index["events"] if e["name"] == "step"]
+    assert len(steps) == 4 and all(by_id[s["args"]["p_idx"]]["name"] == "epoch" for s in steps)
+    for graph in op_events(index, "dynamo.graph"):
+        assert by_id[graph["args"]["p_idx"]]["name"] == "step"
+
+
+def test_decorator_form(tmp_path):
+    @dynascope.compile(name="fn", step=3, autograd=False)
+    def double_relu(x):
+        return torch.relu(x) * 2
+
+    index, _ = trace(tmp_path, lambda: double_relu(torch.randn(5)))
+    fields = attrs(index, op_events(index)[0])
+    assert fields["tracer"] == "fn" and fields["step"] == 3
+
+
+def test_shapes_only_on_request(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend(autograd=False))
+    index, _ = trace(tmp_path, lambda: model(torch.randn(4, 8)), record_shapes=True)
+    fields = attrs(index, op_events(index)[0])
+    assert fields["shapes"].startswith("[[4,8]") and "float32" in fields["dtypes"]
+    torch._dynamo.reset()
+    index, _ = trace(tmp_path, lambda: model(torch.randn(4, 8)))
+    assert "shapes" not in attrs(index, op_events(index)[0])
+
+
+def test_inline_args_put_attribution_in_every_event(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend(autograd=False))
+    index, _ = trace(tmp_path, lambda: model(torch.randn(4, 8)), inline_args=True)
+    assert index["ops"] == {}
+    assert op_events(index)[0]["args"]["layer"] == "fc1"
+
+
+def test_uncompressed_when_asked(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend(autograd=False))
+    with dynascope.session(str(tmp_path / "plain.pfw")) as session:
+        model(torch.randn(4, 8))
+    assert session.path.endswith(f"plain-{os.getpid()}.pfw")
+    assert open(session.path).readline() == "[\n"
+
+
+def test_disabled_backend_leaves_the_graph_untouched(tmp_path):
+    seen = {}
+
+    def spy(gm, example_inputs):
+        compiled = dynascope.backend(enable=False, autograd=False)(gm, example_inputs)
+        seen["code"] = gm.code
+        return compiled
+
+    torch.compile(Block(), backend=spy)(torch.randn(4, 8))
+    assert "_dsc_" not in seen["code"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"epoch": "1"}, "epoch='1' must be a whole number"),
+        ({"name": 3}, "name=3 must be a string"),
+        ({"image_size": "big"}, "image_size='big'"),
+        ({"enable": "yes"}, "enable='yes' must be True or False"),
+        ({"inner": "tvm"}, "inner backend 'tvm'"),
+        ({"inner": "eager", "autograd": True}, "autograd=False"),
+    ],
+)
+def test_bad_backend_parameters_say_what_is_wrong(kwargs, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        dynascope.backend(**kwargs)
+
+
+def test_unwritable_directory(tmp_path):
+    blocked = tmp_path / "ro"
+    blocked.mkdir()
+    blocked.chmod(0o500)
+    if os.access(blocked, os.W_OK):  # root ignores permissions: use a path under a file instead
+        target = str(tmp_path / "afile")
+        open(target, "w").close()
+        path = os.path.join(target, "t.pfw.gz")
+    else:
+        path = str(blocked / "t.pfw.gz")
+    with pytest.raises(SessionError, match="cannot write the trace file"):
+        dynascope.session(path)
+    assert dynascope.current_session() is None
+
+
+def test_bad_environment_value(monkeypatch):
+    monkeypatch.setenv("DFTRACER_TRACE_COMPRESSION", "maybe")
+    with pytest.raises(ConfigError, match="DFTRACER_TRACE_COMPRESSION"):
+        dynascope.session("x.pfw.gz")
+
+
+def test_old_torch_is_refused_in_one_line(monkeypatch):
+    from dynascope import _torch
+
+    monkeypatch.setattr(torch, "__version__", "2.4.0")
+    with pytest.raises(TorchVersionError, match="needs PyTorch >= 2.5.1, found 2.4.0"):
+        _torch.require_torch()
+
+
+def test_missing_torch_is_one_line_from_the_cli(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "torch.py").write_text("raise ImportError('No module named torch')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    result = subprocess.run([sys.executable, "-m", "dynascope.cli", "demo"], capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "torch is not installed" in result.stderr
+
+
+def test_errors_share_one_base():
+    assert issubclass(ConfigError, DynascopeError) and issubclass(SessionError, DynascopeError)
