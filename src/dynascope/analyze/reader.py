@@ -234,7 +234,7 @@ def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> t
     if first is None:
         state.warn("no complete line could be read")
         return _empty_frame(columns), state.info()
-    mode = _sniff(first, name)
+    mode = state.mode = _sniff(first, name)
     if mode == "document":
         text = first + b"".join(chunks)
         state.add_events(_document_events(text, name))
@@ -285,7 +285,7 @@ def _text_chunks(data: bytes, state: _FileState) -> Iterator[bytes]:
             yield buf[: cut + 1]
         if tail.strip():
             stripped = tail.strip().rstrip(b",")
-            if stripped in (b"]", b"[") or _is_json_object(stripped):
+            if state.mode == "document" or stripped in (b"]", b"[") or _is_json_object(stripped):
                 yield tail + b"\n"
             elif state.truncated_gzip or cut >= 0:
                 state.dropped_lines += 1
@@ -325,7 +325,8 @@ def _sniff(first: bytes, name: str) -> str:
     if head == b"{":
         obj = _try_obj(line.rstrip(b","))
         if obj is not None:
-            if "traceEvents" in obj:
+            single = not text.strip().split(b"\n", 1)[1:]
+            if "traceEvents" in obj or (single and "ph" not in obj and "name" not in obj):
                 return "document"
             return "lines"
         return "document"
@@ -560,6 +561,7 @@ class _FileState:
         self.dropped_lines = 0
         self.dropped_events = 0
         self.truncated_gzip = False
+        self.mode = ""
         self.events = 0
         self.seen_objects = 0
         self.seen_bad = 0
@@ -639,6 +641,8 @@ class _FileState:
             ph = _PH_INT.get(ph, str(ph))
         if ph is None and "name" not in e:
             self.seen_bad += 1
+            if self.first_bad is None:
+                self.first_bad = orjson.dumps(e)
             return
         self.seen_objects += 1
         args = e.get("args")

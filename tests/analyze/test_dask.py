@@ -1,0 +1,28 @@
+"""The Dask path gives exactly the single-machine summary (a real local cluster, threads)."""
+
+from __future__ import annotations
+
+import pytest
+import synth
+
+pytest.importorskip("distributed")
+
+from dynascope.analyze.dask import summarize_files
+from dynascope.analyze.reader import read_trace
+from dynascope.analyze.summarize import summarize
+
+from test_summarize import assert_same
+
+
+def test_dask_local_cluster_equals_single_machine(tmp_path):
+    files = synth.write_two_process_trace(tmp_path / "t")
+    # a third rank with a step region and many durations, so percentiles are not trivial
+    ev = [synth.x(1, "start", "dftracer", 300, 0, 0, {"hhash": synth.HA, "rank": 2, "world_size": 3})]
+    ev += [synth.op(i + 2, "function.relu.default", 300, 10_000 + 10 * i, (7 * i) % 23, synth.OP_RELU, synth.HA) for i in range(200)]
+    ev.append(synth.x(500, "step", "train", 300, 10_000, 1000, {"hhash": synth.HA, "epoch": 1, "step": 5}))
+    files.append(synth.write_pfw(tmp_path / "t" / "trace-300.pfw", ev))
+    local = summarize(read_trace(files), top=5)
+    on_dask = summarize_files(files, top=5, workers=2)
+    assert_same(on_dask, local)
+    assert on_dask.by_process.height == 3
+    assert on_dask.by_step.filter(on_dask.by_step["step"] == 5).select("op_count").item() == 101  # ts 10000..11000, both ends in
