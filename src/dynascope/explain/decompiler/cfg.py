@@ -172,33 +172,37 @@ class ControlFlowGraph:
             todo.extend(b.preds)
         return body
 
-    def post_dominator(self, block: Block, region: set[Block] | None, cut: Block | None = None) -> Block | None:
+    def post_dominator(self, block: Block, region: set[Block] | None, cut: Block | None = None,
+                       ignore_terminators: bool = True) -> Block | None:
         """Immediate post-dominator of `block` inside `region`; leaving the region or reaching `cut`
         (a loop header: `continue`) counts as the exit.  None means only the exit post-dominates."""
-        key = (block, frozenset(region) if region is not None else None, cut)
+        key = (block, frozenset(region) if region is not None else None, cut, ignore_terminators)
         if key not in self._pdom_cache:
-            self._pdom_cache[key] = self._post_dominator(block, region, cut)
+            self._pdom_cache[key] = self._post_dominator(block, region, cut, ignore_terminators)
         return self._pdom_cache[key]
 
-    def _post_dominator(self, block, region, cut):
+    def _post_dominator(self, block, region, cut, ignore_terminators):
+        # Paths that end in return/raise are ignored (their blocks post-dominate "everything"), so
+        # an `if` whose one arm returns still closes where the other arm continues.
         nodes = [b for b in self.reachable() if (region is None or b in region) and b is not cut]
         exit_ = None
         node_set = set(nodes)
-        pdom: dict[Block, set] = {b: set(nodes) | {exit_} for b in nodes}
+        universe = frozenset(nodes) | {exit_}
+        pdom: dict[Block, set] = {b: set(universe) for b in nodes}
         changed = True
         while changed:
             changed = False
             for b in reversed(nodes):
-                outs = [s if s in node_set else exit_ for s in b.succs] or [exit_]
-                sets = [pdom[s] if s is not exit_ else {exit_} for s in outs]
+                if not b.succs and ignore_terminators:
+                    continue  # a terminator: stays "everything"
+                sets = [pdom[s] if s in node_set else {exit_} for s in b.succs] or [{exit_}]
                 new = set.intersection(*sets) | {b}
                 if new != pdom[b]:
                     pdom[b] = new
                     changed = True
-        if block not in pdom:
+        if block not in pdom or pdom[block] >= universe:
             return None
         strict = pdom[block] - {block}
-        # the immediate one is the strict post-dominator that all others post-dominate
         for candidate in strict:
             if candidate is exit_:
                 continue

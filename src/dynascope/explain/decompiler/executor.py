@@ -102,6 +102,7 @@ class BlockExecutor:
         self.loop_target: Any = None  # set when the loop value gets stored
         self.returned = False
         self.left_handler = False
+        self.saved_as: dict[int, tuple] = {}
 
     # ---- stack helpers -------------------------------------------------------------------
     def push(self, value: Any) -> None:
@@ -182,7 +183,20 @@ class BlockExecutor:
         temp = self.frame.new_temp()
         self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(value), lineno=0))
         self.replace_everywhere(value, name(temp))
+        self.saved_as[id(value)] = (value, temp)
         return name(temp)
+
+    def use_saved(self, node: ast.expr) -> ast.expr:
+        """`node` with any sub-expression that was saved to a temporary replaced by it."""
+        saved = self.saved_as
+
+        class Substitute(ast.NodeTransformer):
+            def visit(self, n):
+                if id(n) in saved and saved[id(n)][0] is n:
+                    return name(saved[id(n)][1])
+                return super().visit(n)
+
+        return Substitute().visit(node) if saved else node
 
     def replace_everywhere(self, old: Any, new: Any) -> None:
         for i, v in enumerate(self.stack):
@@ -725,6 +739,44 @@ class BlockExecutor:
     def op_RETURN_GENERATOR(self, ins):
         self.push(NULL)  # what the first resumption receives; popped right away
 
+    # match statements, written as the plain tests the MATCH_* opcodes perform
+    def op_MATCH_SEQUENCE(self, ins):
+        subject = self.expr(self.stack[-1])
+        abc = _abc_attribute("Sequence")
+        text_types = ast.Tuple(elts=[name("str"), name("bytes"), name("bytearray")], ctx=ast.Load())
+        self.push(ast.BoolOp(op=ast.And(), values=[
+            _call("isinstance", subject, abc),
+            ast.UnaryOp(op=ast.Not(), operand=_call("isinstance", subject, text_types))]))
+
+    def op_MATCH_MAPPING(self, ins):
+        self.push(_call("isinstance", self.expr(self.stack[-1]), _abc_attribute("Mapping")))
+
+    def op_GET_LEN(self, ins):
+        self.push(_call("len", self.expr(self.stack[-1])))
+
+    def op_MATCH_KEYS(self, ins):
+        keys, subject = self.expr(self.stack[-1]), self.expr(self.stack[-2])
+        if not isinstance(keys, ast.Constant) or not isinstance(keys.value, tuple):
+            raise DecompileError("match mapping pattern with computed keys")
+        present = [ast.Compare(left=const(k), ops=[ast.In()], comparators=[subject]) for k in keys.value]
+        values = ast.Tuple(elts=[ast.Subscript(value=subject, slice=const(k), ctx=ast.Load()) for k in keys.value],
+                           ctx=ast.Load())
+        test = present[0] if len(present) == 1 else ast.BoolOp(op=ast.And(), values=present)
+        self.push(ast.IfExp(test=test, body=values, orelse=const(None)) if present else values)
+
+    def op_MATCH_CLASS(self, ins):
+        names, cls, subject = self.expr(self.pop()), self.expr(self.pop()), self.expr(self.pop())
+        if ins.arg:
+            raise DecompileError("positional class patterns in match statements are not supported")
+        attributes = list(names.value) if isinstance(names, ast.Constant) else None
+        if attributes is None:
+            raise DecompileError("match class pattern with computed attribute names")
+        tests = [_call("isinstance", subject, cls)] + [_call("hasattr", subject, const(a)) for a in attributes]
+        values = ast.Tuple(elts=[ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in attributes],
+                           ctx=ast.Load())
+        test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
+        self.push(ast.IfExp(test=test, body=values, orelse=const(None)))
+
     def op_YIELD_VALUE(self, ins):
         self.push(ast.Yield(value=self.expr(self.pop())))
 
@@ -792,6 +844,15 @@ class BlockExecutor:
             del lst.items[key.value]
             return True
         return False
+
+
+def _call(function: str, *args) -> ast.Call:
+    return ast.Call(func=name(function), args=list(args), keywords=[])
+
+
+def _abc_attribute(attr: str) -> ast.expr:
+    module = _call("__import__", const("collections.abc"))
+    return ast.Attribute(value=ast.Attribute(value=module, attr="abc", ctx=ast.Load()), attr=attr, ctx=ast.Load())
 
 
 def _const_slice(key: ast.Slice, length: int):

@@ -204,7 +204,7 @@ class Structurer:
     def emit_loop(self, header: Block, stack: list, out: list, region: Region):
         body = self.cfg.loop_body(header)
         enclosing, cut = self.enclosing_region()
-        follow = self.cfg.post_dominator(header, enclosing, cut)
+        follow = self.cfg.post_dominator(header, enclosing, cut, ignore_terminators=False)
         if follow is not None and follow in body:
             follow = None
         first = header.instrs[0]
@@ -265,8 +265,13 @@ class Structurer:
         if follow is exhausted:
             out.append(statement)
             return exhausted, after_stack
+        if follow is None:  # nothing after the loop but code that ends the function
+            out.append(statement)
+            tail = self.walk(exhausted, after_stack, Region())
+            out.extend(tail.stmts)
+            return (None, None) if tail.stack is None else (None, tail.stack)
         tail = self.walk(exhausted, after_stack, Region(stop=follow))
-        if follow is None or tail.stack is None:
+        if tail.stack is None:
             out.append(statement)
             out.extend(tail.stmts)
             return (follow, tail.stack) if tail.stack is not None else (None, None)
@@ -307,6 +312,7 @@ class Structurer:
         if combined is not None:
             return merge, combined
         executor.flush(set(), True)
+        test = executor.use_saved(test)
         self._resync(executor.stack, t_stack, f_stack)
         inner = Region(stop=merge, leaves=region.leaves, early_exit_allowed=region.early_exit_allowed)
         then = self.walk(t_block, t_stack, inner)
