@@ -472,6 +472,154 @@ def resume_call_shape(a, b):
 
 
 # ---------------------------------------------------------------------------------------------
+# order of evaluation and other traps
+@sample((1,), (2,))
+def exit_changes_value(x):
+    rec = Recorder()
+    with rec:
+        n = len(rec.events) + x
+    return n, len(rec.events)
+
+
+@sample((0,), (1,), (2,))
+def finally_with_return(x):
+    log = []
+    try:
+        if x == 0:
+            return log
+        log.append(1 / (x - 1))
+    except ZeroDivisionError:
+        log.append("zero")
+    finally:
+        log.append("done")
+    return log
+
+
+@sample(([1, 0, 2, "a", 3],), ([],))
+def try_in_loop(xs):
+    out = []
+    for x in xs:
+        try:
+            if x == 2:
+                continue
+            out.append(10 // x)
+        except ZeroDivisionError:
+            out.append("z")
+        except TypeError:
+            break
+    return out
+
+
+@sample((3,), (0,))
+def nested_try(x):
+    try:
+        try:
+            v = 6 // x
+        except ZeroDivisionError:
+            v = int("bad")
+    except ValueError as e:
+        v = str(e)[:7]
+    return v
+
+
+@sample(([5, 3, 0, 9],))
+def walrus_in_while(xs):
+    it = iter(xs)
+    seen = []
+    while (v := next(it, None)) is not None and v:
+        seen.append(v)
+    return seen, v
+
+
+def _side(log, tag, value):
+    log.append(tag)
+    return value
+
+
+@sample((1,), (0,))
+def evaluation_order(x):
+    log = []
+    r = _side(log, "a", x) + _side(log, "b", 2) * _side(log, "c", 3)
+    d = {_side(log, "k", "k"): _side(log, "v", x)}
+    _side(log, "t", [0])[_side(log, "i", 0)] = _side(log, "val", 1)
+    return r, d, log
+
+
+@sample((1, 2, 3), (4, 5, 6))
+def positional_only(a, b, /, c):
+    return a - b + c
+
+
+@sample(([[1, 2], [3]],), ([],))
+def nested_comprehension(rows):
+    flat = [v for row in rows for v in row]
+    table = {i: [v * i for v in row if v > 1] for i, row in enumerate(rows)}
+    return flat, table, sum(v for row in rows for v in row if v % 2)
+
+
+@sample((2,), (3,))
+def closure_in_comprehension(n):
+    fns = [lambda v, k=k: v * k for k in range(n)]
+    return [f(10) for f in fns]
+
+
+@sample(("abc", 3), ("", 0))
+def nested_fstring(s, width):
+    return f"[{s:>{width}}] {s!r:^{width + 4}} {width:#x} {len(s)!s}"
+
+
+@sample(((1, 2, 3, 4),), ((1,),))
+def star_unpacking(t):
+    try:
+        a, *mid, z = t
+    except ValueError:
+        return "short"
+    *init, last = t
+    return a, mid, z, init, last
+
+
+@sample((5,), (12,))
+def multiple_targets(x):
+    a = b = x * 2
+    c = [0, 0]
+    c[0] = c[1] = a + 1
+    return a, b, c
+
+
+@sample((3,), (-3,))
+def conditional_expression_in_call(x):
+    return abs(x) if x < 0 else max(x, 1), [x] if x else []
+
+
+@sample((0,), (1,), (2,))
+def elif_chain(x):
+    if x == 0:
+        return "zero"
+    elif x == 1:
+        r = "one"
+    else:
+        r = "many"
+    return r.upper()
+
+
+@sample((4,), (0,))
+def loop_else_return(n):
+    for i in range(n):
+        if i == 10:
+            break
+    else:
+        return "no break"
+    return "break"
+
+
+@sample(("a", None), (None, "b"), (None, None))
+def none_checks(a, b):
+    if a is None and b is None:
+        return "both"
+    return a if a is not None else b
+
+
+# ---------------------------------------------------------------------------------------------
 def _outcome(func: Callable, args: tuple, kwargs: dict):
     try:
         return ("ok", func(*args, **kwargs))

@@ -443,12 +443,14 @@ class Structurer:
 
     # ---- try / with --------------------------------------------------------------------------
     def new_handler(self, block: Block) -> Block | None:
-        handler = block.handler
-        if handler is None or handler in self.active_handlers:
-            return None
-        if not handler.instrs or handler.instrs[0].name != "PUSH_EXC_INFO":
-            return None  # cleanup handlers the syntax implies
-        return handler
+        """The outermost try/with handler protecting `block` that no enclosing statement covers."""
+        chain = self.handler_chain(block)
+        for i, handler in enumerate(chain):
+            if handler in self.active_handlers:
+                chain = chain[:i]
+                break
+        real = [h for h in chain if h.instrs and h.instrs[0].name == "PUSH_EXC_INFO"]
+        return real[-1] if real else None
 
     def handler_chain(self, block: Block) -> list[Block]:
         chain = []
