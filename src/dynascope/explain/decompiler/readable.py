@@ -146,6 +146,10 @@ def _without_tail_continue(stmts: list) -> list:
     if isinstance(last, ast.If):
         last.body = _without_tail_continue(last.body) or [ast.Pass()]
         last.orelse = _without_tail_continue(last.orelse)
+    if isinstance(last, ast.Try) and not last.orelse and not last.finalbody:
+        last.body = _without_tail_continue(last.body) or [ast.Pass()]
+        for handler in last.handlers:
+            handler.body = _without_tail_continue(handler.body) or [ast.Pass()]
     return stmts
 
 

@@ -36,9 +36,10 @@ class Region:
     leaves: Callable[[Block], bool] | None = None
     expression_only: bool = False
     handler_exit: bool = False  # an except clause: stop after POP_EXCEPT where it rejoins
-    # a `with` body: a path that leaves it early (its __exit__ call inlined) and then ends, as in
-    # `return` inside the block, can be written inside the block
-    early_exit_allowed: bool = False
+    # inside `with`/`try...finally`: a `return` inlines the __exit__ call / finally body before
+    # RETURN_VALUE.  Given such a block, where the return resumes after the inlined copy (None
+    # when the block is not one).
+    early_exit: Callable[[Block], tuple | None] | None = None
 
 
 @dataclass
@@ -93,6 +94,9 @@ class Structurer:
             if jump is not None:
                 return self.finish_loop_jump(out, stack, block, jump, region)
             if region.leaves is not None and region.leaves(block):
+                if self.is_continue_trampoline(block):
+                    out.append(ast.Continue())
+                    return Walked(out, None)
                 return Walked(out, stack, block)
             if not entering_loop and self.starts_loop(block):
                 block, stack = self.emit_loop(block, stack, out, region)
@@ -185,6 +189,11 @@ class Structurer:
         if walked.stack is not None:
             out.append(ast.Break())
         return Walked(out, None)
+
+    def is_continue_trampoline(self, block: Block) -> bool:
+        """A lone jump back to the innermost loop's header (a `continue` leaving a try block)."""
+        return (bool(self.loops) and self.loops[-1].body is not None and not block.body
+                and block.last.name == "JUMP" and block.succs[0] is self.loops[-1].header)
 
     def note_loop_target(self, executor: BlockExecutor) -> None:
         if executor.loop_target is not None:
@@ -314,12 +323,14 @@ class Structurer:
         executor.flush(set(), True)
         test = executor.use_saved(test)
         self._resync(executor.stack, t_stack, f_stack)
-        inner = Region(stop=merge, leaves=region.leaves, early_exit_allowed=region.early_exit_allowed)
+        inner = Region(stop=merge, leaves=region.leaves, early_exit=region.early_exit)
         then = self.walk(t_block, t_stack, inner)
         other = self.walk(f_block, f_stack, inner)
         for arm in (then, other):
-            if arm.stack is not None and arm.exit is not merge and self.is_early_return(arm.exit, region):
-                self.finish_early_exit(arm, merge)
+            if arm.stack is not None and arm.exit is not merge and region.early_exit is not None:
+                resume = region.early_exit(arm.exit)
+                if resume is not None:
+                    self.finish_early_exit(arm, merge, *resume)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
         if len(leaving) == 1 and all(arm.stack is None or arm.exit in leaving for arm in (then, other)):
             merge = leaving.pop()  # the branch ends where its try/with block ends
@@ -331,16 +342,32 @@ class Structurer:
             return None, None
         return merge, stack
 
-    def is_early_return(self, block: Block, region: Region) -> bool:
+    def with_early_return(self, block: Block):
         """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
         names = [i.name for i in block.instrs]
-        return (region.early_exit_allowed and names[-1:] == ["RETURN_VALUE"]
-                and names.count("LOAD_CONST") >= 3 and len(names) <= 8)
+        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") >= 3 and len(names) <= 8:
+            return block, None  # the inlined __exit__ call is a no-op for the executor
+        return None
 
-    def finish_early_exit(self, arm: Walked, merge) -> None:
-        rest = self.walk(arm.exit, arm.stack, Region(stop=merge))
+    def finally_early_return(self, block: Block, length: int):
+        """A `return` inside try...finally: the finally body inlined (`length` instructions) first."""
+        resume = self.instr_after(block.start, length)
+        if resume is None:
+            return None
+        rest = [i.name for i in self.cfg.by_offset[resume.offset].instrs if i.offset >= resume.offset]
+        if rest[-1:] == ["RETURN_VALUE"] and len(rest) <= 2:
+            resume_block = self.cfg.by_offset[resume.offset]
+            return resume_block, (resume.offset if resume.offset != resume_block.start else None)
+        return None
+
+    def instr_after(self, offset: int, count: int):
+        index = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == offset)
+        return self.cfg.instrs[index + count] if index + count < len(self.cfg.instrs) else None
+
+    def finish_early_exit(self, arm: Walked, merge, resume_block, skip) -> None:
+        rest = self.walk(resume_block, arm.stack, Region(stop=merge), skip_until=skip)
         if rest.stack is not None:
-            raise DecompileError("a branch leaves its with block and carries on")
+            raise DecompileError("a branch leaves its with/finally block and carries on")
         arm.stmts.extend(rest.stmts)
         arm.stack, arm.exit = None, None
 
@@ -466,9 +493,9 @@ class Structurer:
             return self.emit_with(block, handler, stack, out, region)
         return self.emit_try(block, handler, stack, out, region)
 
-    def protected_body(self, block, handler, stack, is_with: bool = False) -> Walked:
+    def protected_body(self, block, handler, stack, early_exit=None) -> Walked:
         self.active_handlers.append(handler)
-        region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit_allowed=is_with)
+        region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit=early_exit)
         try:
             walked = self.walk(block, stack, region)
         finally:
@@ -482,7 +509,7 @@ class Structurer:
         if len(stack) < 2 or not isinstance(stack[-2], WithExit) or not isinstance(stack[-1], WithEnter):
             raise DecompileError("with-block without BEFORE_WITH")
         exit_marker, entered = stack[-2], stack[-1]
-        walked = self.protected_body(block, handler, stack, is_with=True)
+        walked = self.protected_body(block, handler, stack, early_exit=self.with_early_return)
         item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
         out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
         if walked.stack is None:
@@ -490,13 +517,16 @@ class Structurer:
         return walked.exit, walked.stack, None
 
     def emit_try(self, block, handler, stack, out, region):
-        body = self.protected_body(block, handler, stack)
         depth, lasti = next((d, l) for _s, _e, t, d, l in self.cfg.entries if t == handler.start)
         base = stack[:depth]
         h_stack = copy_stack(base) + ([LastI()] if lasti else []) + [ExcInfo(), CaughtException()]
         finally_stmts = self.finally_clause(handler, h_stack)
         if finally_stmts is not None:
-            return self.finish_finally(body, finally_stmts, handler, out)
+            length = self._finally_length
+            body = self.protected_body(block, handler, stack,
+                                       early_exit=lambda b: self.finally_early_return(b, length))
+            return self.finish_finally(body, finally_stmts, length, out)
+        body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
         clauses, after = self.except_clauses(handler, h_stack)
         statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
         out.append(statement)
@@ -594,12 +624,11 @@ class Structurer:
             count += 1
         return count
 
-    def finish_finally(self, body: Walked, final_stmts: list, handler: Block, out: list):
+    def finish_finally(self, body: Walked, final_stmts: list, length: int, out: list):
         out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[], finalbody=final_stmts or [ast.Pass()]))
         if body.stack is None:
             return None, None, None
-        i = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == body.exit.start)
-        resume = self.cfg.instrs[i + self._finally_length]
+        resume = self.instr_after(body.exit.start, length)
         block = self.cfg.by_offset[resume.offset]
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
 
