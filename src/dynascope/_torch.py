@@ -234,7 +234,8 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
     "fail_count"}]}; "parts" are the leaf's verbose code parts, each "check  # user line  # file:line in fn".
 
     Private: GuardManagerWrapper.root (RootGuardManager), GuardManager.get_leaf_guards /
-    get_child_managers / get_source / fail_count, LeafGuard.verbose_code_parts,
+    get_child_managers / get_source / fail_count, DictGuardManager.get_key_value_managers,
+    LeafGuard.verbose_code_parts,
     RootGuardManager.get_epilogue_lambda_guards (2.4 .. 2.13).
     """
     try:
@@ -270,6 +271,12 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
             for row in rows:
                 row["fail_count"] = fails
             out.append({"source": source, "depth": depth, "guards": rows})
+        # DictGuardManager keeps its entries apart from the general children (2.4 .. 2.13)
+        if hasattr(mgr, "get_key_value_managers"):
+            for _idx, (key_mgr, val_mgr) in sorted(mgr.get_key_value_managers().items()):
+                for sub in (key_mgr, val_mgr):
+                    if sub is not None:
+                        walk(sub, depth + 1)
         for child in mgr.get_child_managers():
             walk(child, depth + 1)
 

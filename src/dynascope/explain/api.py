@@ -22,6 +22,7 @@ from .guards import group_flat, group_guards
 from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
 
 MAX_DEPTH = 12
+_UUID_SUFFIX = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}\b")
 
 
 class NotCompiledError(DynascopeError, ValueError):
@@ -166,6 +167,8 @@ def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.
             groups, count = [], 0
     new_code = entry.code
     text, ok = decompile_code(new_code)
+    if ok:  # Dynamo's graph names carry a uuid; the report names subgraphs without it
+        text = _UUID_SUFFIX.sub(r"\1", text)
     result = CacheEntry(index=index, compile_id=cid, backend=_torch.entry_backend_name(entry), guard_count=count,
                         guards=groups, code=CodeView(name=new_code.co_name, source=text, decompiled=ok))
     graphs = [n for n in new_code.co_names if n.startswith("__compiled_fn_")]

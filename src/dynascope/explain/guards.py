@@ -55,6 +55,7 @@ _TYPE_ID = re.compile(r"___check_type_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=
 _AGAINST = re.compile(r"^(?P<what>.+?) against (?P<json>\{.*\})$", re.S)
 _ALIAS = re.compile(r"^check_no_aliasing\((?P<args>.*)\)$")
 _HASATTR = re.compile(r"^hasattr\((?P<src>.+), '(?P<attr>\w+)'\) == (?P<val>True|False)$")
+_DICT_KEY = re.compile(r"^list\(dict\.keys\((?P<d>.+)\)\)\[(?P<i>\d+)\] == (?P<k>.+)$")
 _LEN = re.compile(r"^len\((?P<src>.+)\) == (?P<n>\d+)$")
 _DEFAULT_DTYPES = {5: "float16", 6: "float32", 7: "float64", 15: "bfloat16"}
 
@@ -81,9 +82,11 @@ def _user_line(code: str | None, where: str | None, user_file: str | None) -> Us
     if not m:
         return None
     file = m.group("file")
-    if "_dynamo/" in file or "torch/" in file.replace(os.sep, "/"):
+    if "_dynamo/" in file.replace(os.sep, "/"):
         return None  # a guard torch adds itself (ambient state), not from a user line
-    if user_file and (user_file.endswith(file) or os.path.basename(user_file) == os.path.basename(file)):
+    # torch shortens the path; it is the user's file when the real path ends with it. Otherwise the
+    # guard came from code the function called (a library), and keeps torch's short path.
+    if user_file and user_file.endswith(file):
         file = user_file
     return UserLine(file=file, line=int(m.group("line")), code=code)
 
@@ -158,6 +161,9 @@ def readable_check(kind: str, check: str) -> str:
     if m:
         neg = "" if m.group("val") == "True" else "not "
         return f"{readable_source(m.group('src'))} has {neg}attribute {m.group('attr')}"
+    m = _DICT_KEY.match(check)
+    if m:
+        return f"key #{m.group('i')} of {readable_source(m.group('d'))} is {m.group('k')}"
     m = _DICT_CONTAINS.match(check)
     if m:
         rel = "not in" if m.group("neg") else "in"
@@ -173,6 +179,7 @@ def readable_check(kind: str, check: str) -> str:
 # --- the tree -------------------------------------------------------------------------------------
 
 _MARKER_KIND = "DIMENSION_DYNAMIC_MARKING_GUARD"
+_ROOT = re.compile(r"[LG]\['[^']+'\](?:\['[^']+'\])?")
 _GLOBAL_KINDS = {"GLOBAL_STATE", "TORCH_FUNCTION_MODE_STACK", "DEFAULT_DEVICE", "GRAD_MODE",
                  "DETERMINISTIC_ALGORITHMS", "DUAL_LEVEL", "FUNCTORCH_STACK_MATCH", "AUTOGRAD_SAVED_TENSORS_HOOKS"}
 
@@ -184,6 +191,10 @@ def group_guards(tree: list[dict[str, Any]], user_file: str | None = None) -> tu
     raw_count = 0
 
     def group_for(subject: str, source: str | None) -> GuardGroup:
+        root = _ROOT.search(source or "")
+        if root is not None:  # one group per variable: self.lin.weight's checks go under self
+            source = root.group(0)
+            subject = readable_source(source)
         if subject not in groups:
             groups[subject] = GuardGroup(subject=subject, source=source)
             order.append(subject)
@@ -223,7 +234,12 @@ def group_guards(tree: list[dict[str, Any]], user_file: str | None = None) -> tu
                 g = Guard(kind=kind, text=text, raw=check, user_line=_user_line(code, where, user_file),
                           fail_count=leaf.get("fail_count"))
                 group_for(subject, src).guards.append(g)
-    result = [groups[s] for s in order if groups[s].guards]
+    def rank(subject: str) -> int:  # global state, then locals (arguments), then globals
+        if subject == GLOBAL_STATE:
+            return 0
+        return 1 if (groups[subject].source or "").startswith("L[") else 2
+
+    result = sorted((groups[s] for s in order if groups[s].guards), key=lambda g: rank(g.subject))
     return result, raw_count
 
 

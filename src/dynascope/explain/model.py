@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -102,10 +103,13 @@ class GuardGroup(_Data):
     _nested: ClassVar[dict[str, type]] = {"guards": Guard}
 
     def user_line(self) -> UserLine | None:
-        for g in self.guards:
-            if g.user_line is not None:
-                return g.user_line
-        return None
+        """The user line that introduced this group's guards: the first one in the function's own
+        file (torch gives those as absolute paths), else the first known."""
+        lines = [g.user_line for g in self.guards if g.user_line is not None]
+        for ul in lines:
+            if ul.file and os.path.isabs(ul.file):
+                return ul
+        return lines[0] if lines else None
 
 
 @dataclass
@@ -303,13 +307,14 @@ def _indent(text: str, prefix: str) -> str:
     return textwrap.indent(text.rstrip("\n"), prefix, lambda line: True)
 
 
-def render_guards(entry: CacheEntry) -> str:
+def render_guards(entry: CacheEntry, user_file: str | None = None) -> str:
     lines = []
     for group in entry.guards:
         ul = group.user_line()
         head = f"# {group.subject}"
         if ul is not None and ul.line:
-            head += f"  (guarded since line {ul.line}: {ul.code})" if ul.code else f"  (line {ul.line})"
+            where = f"line {ul.line}" if not ul.file or ul.file == user_file else f"{ul.file}:{ul.line}"
+            head += f"  (guarded since {where}: {ul.code})" if ul.code else f"  ({where})"
         lines.append(head)
         for g in group.guards:
             lines.append(g.text)
@@ -333,7 +338,7 @@ def render_text(expl: Explanation, depth: int = 0) -> str:
         out.append(f"Cache entry {entry.index} (compile id {entry.compile_id}{backend}):")
         out.append("")
         out.append(f"  Guards ({_plural(entry.guard_count, 'check')}; this entry runs only if all pass):")
-        out.append(_indent(render_guards(entry) or "(no guards)", "    "))
+        out.append(_indent(render_guards(entry, fn.file) or "(no guards)", "    "))
         if entry.code is not None:
             out.append("")
             how = "decompiled" if entry.code.decompiled else "bytecode; the decompiler could not handle it"
@@ -388,7 +393,8 @@ def render_observations(obj: Explanation | Report) -> str:
             out.append("")
         out.append(f"Recompiles ({len(obj.recompiles)}):")
         for rc in obj.recompiles:
-            out.append(f"  - {rc.function or '?'} recompiled as {rc.compile_id}: {rc.reason}")
+            where = f" ({os.path.basename(rc.file)}:{rc.line})" if rc.file and rc.line else ""
+            out.append(f"  - {rc.function or '?'}{where} recompiled as {rc.compile_id}: {rc.reason}")
             for f in rc.failures[1:]:
                 out.append(f"      also {f.compile_id}: {f.reason}")
     if obj.compile_times:

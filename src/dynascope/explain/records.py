@@ -201,7 +201,7 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
         s = ln.strip()
         if not s or s.startswith("Encountered graph break when attempting to trace"):
             continue
-        reason = s
+        reason = s.split(" Graph break encountered")[0].rstrip(":").strip()
         break
     detail_lines = [ln for ln in lines if not ln.strip().startswith("Developer debug context")]
     detail = "\n".join(detail_lines).strip() or None
