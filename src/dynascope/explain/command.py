@@ -185,23 +185,23 @@ def function_file(expl: Explanation, torch_version: str | None) -> str:
     ]
     if expl.source:
         out += ["# ---- original source ----", _comment(expl.source), ""]
-    _entries_py(expl, out, prefix="")
+    _entries_py(expl, out, prefix="", user_file=fn.file)
     if expl.graph_breaks or expl.recompiles or expl.compile_times:
         out += ["", "# ---- what happened ----", _comment(render_observations(expl))]
     return "\n".join(out).rstrip() + "\n"
 
 
-def _entries_py(expl: Explanation, out: list[str], prefix: str) -> None:
+def _entries_py(expl: Explanation, out: list[str], prefix: str, user_file: str | None) -> None:
     for entry in expl.cache_entries:
-        _entry_py(entry, out, prefix)
+        _entry_py(entry, out, prefix, user_file)
 
 
-def _entry_py(entry: CacheEntry, out: list[str], prefix: str) -> None:
+def _entry_py(entry: CacheEntry, out: list[str], prefix: str, user_file: str | None) -> None:
     tag = f"{prefix}cache entry {entry.index}"
     out += [
         f"# ==== {tag}: compile id {entry.compile_id}, backend {entry.backend or '?'} ====",
         f"# guards ({entry.guard_count} checks; this entry runs only if all pass):",
-        _comment(render_guards(entry), "#   "),
+        _comment(render_guards(entry, user_file), "#   "),
         "# torch's own guard text:",
     ]
     for group in entry.guards:
@@ -226,7 +226,7 @@ def _entry_py(entry: CacheEntry, out: list[str], prefix: str) -> None:
         if rf.source:
             out.append(_comment(rf.source))
         if rf.explanation is not None:
-            _entries_py(rf.explanation, out, prefix=f"{prefix}{rf.name} ")
+            _entries_py(rf.explanation, out, prefix=f"{prefix}{rf.name} ", user_file=user_file)
         else:
             out.append("#   (no cache entries: this path has not run)")
         out.append("")
