@@ -46,12 +46,16 @@ LEGACY_BINARY.update({f"INPLACE_{k}": v + "=" for k, v in _OPERATOR_OPCODES.item
 
 # Per-version behaviour switches.  Add a row to support a new version.
 _FEATURES = {
-    #                load_global   load_attr     for_iter exit      end_for   call
-    #                pushes NULL   method bit    pops the iterator  pops      protocol
-    (3, 10): dict(global_null=False, attr_method=False, for_iter_pops=True, end_for_pops=0, call="legacy"),
-    (3, 11): dict(global_null=True, attr_method=False, for_iter_pops=True, end_for_pops=0, call="null"),
-    (3, 12): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=2, call="null"),
-    (3, 13): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=1, call="null"),
+    #                load_global   load_attr     for_iter exit      end_for   call      values an
+    #                pushes NULL   method bit    pops the iterator  pops      protocol  exception is
+    (3, 10): dict(global_null=False, attr_method=False, for_iter_pops=True, end_for_pops=0, call="legacy",
+                  exception_values=3),
+    (3, 11): dict(global_null=True, attr_method=False, for_iter_pops=True, end_for_pops=0, call="null",
+                  exception_values=1),
+    (3, 12): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=2, call="null",
+                  exception_values=1),
+    (3, 13): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=1, call="null",
+                  exception_values=1),
 }
 FEATURES = _FEATURES.get(VERSION, _FEATURES[max(_FEATURES)])
 
@@ -85,12 +89,15 @@ class Instr:
 def canonical_instructions(code) -> list[Instr]:
     """The code object's instructions in canonical form (fused opcodes split, renames applied)."""
     result: list[Instr] = []
+    handler_starts = {target for _s, _e, target, _d, _l in exception_entries(code)} if VERSION < (3, 11) else set()
     line = None
     for raw in dis.get_instructions(code):
         if raw.starts_line is not None and raw.starts_line is not False:
             line = raw.starts_line if isinstance(raw.starts_line, int) and raw.starts_line is not True else line
         if getattr(raw, "line_number", None) is not None:
             line = raw.line_number
+        if raw.offset - 1 in handler_starts:  # 3.10: make the handler look like 3.11's
+            result.append(Instr("PUSH_EXC_INFO", None, None, raw.offset - 1, line=line, original="(handler)"))
         for ins in _canonicalize(raw):
             ins.line = line
             ins.original = raw.opname
@@ -152,6 +159,12 @@ def _canonicalize(raw) -> list[Instr]:
         return [Instr("POP_TOP", None, None, off)] * FEATURES["end_for_pops"] if FEATURES["end_for_pops"] else []
     if name == "CALL_INTRINSIC_1":  # argval is a number; the name is what tells them apart
         return [Instr(name, arg, raw.argrepr, off)]
+    if name in ("SETUP_FINALLY", "POP_BLOCK"):  # 3.10: already turned into an exception table
+        return []
+    if name == "JUMP_IF_NOT_EXC_MATCH":  # 3.10; DUP_TOP before it stands in for 3.11's kept copy
+        return [Instr("CHECK_EXC_MATCH", None, None, off), Instr("POP_JUMP_IF_FALSE", None, argval, off, argval)]
+    if name == "SETUP_WITH":
+        return [Instr("BEFORE_WITH", None, None, off)]
     if name == "CALL_FUNCTION":
         return [Instr("CALL_LEGACY", arg, argval, off)]
     if name == "CALL_METHOD":
@@ -163,10 +176,54 @@ def _canonicalize(raw) -> list[Instr]:
 
 
 def exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
-    """(start, end, handler, stack depth, push lasti) for 3.11+; [] before (blocks are explicit)."""
+    """(start, end, handler, stack depth, push lasti), as 3.11+ exception tables have them."""
     if VERSION < (3, 11):
-        return []
+        return _legacy_exception_entries(code)
     return [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis.Bytecode(code).exception_entries]
+
+
+_HANDLER_CLEANUP = ["LOAD_CONST", "STORE_FAST", "DELETE_FAST", "RERAISE"]
+
+
+def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
+    """3.10 keeps a block stack (SETUP_FINALLY/SETUP_WITH ... POP_BLOCK); derive the table from it.
+    A handler the user wrote is given the offset just before its first instruction, where
+    `canonical_instructions` puts a synthetic PUSH_EXC_INFO."""
+    raw = list(dis.get_instructions(code))
+    index = {ins.offset: i for i, ins in enumerate(raw)}
+    depth = stack_effects(code)
+    blocks_at: dict[int, tuple] = {}
+    work: list[tuple[int, tuple]] = [(0, ())]
+    while work:
+        i, blocks = work.pop()
+        while i < len(raw) and raw[i].offset not in blocks_at:
+            ins = raw[i]
+            blocks_at[ins.offset] = blocks
+            target = _jump_target(ins)
+            if ins.opname in ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"):
+                work.append((index[target], blocks))
+                blocks = blocks + ((target, depth.get(ins.offset, 0)),)
+            elif ins.opname == "POP_BLOCK":
+                blocks = blocks[:-1]
+            elif target is not None:
+                work.append((index[target], blocks))
+            if ins.opname in TERMINATORS or RENAMES.get(ins.opname, ins.opname) == "JUMP":
+                break
+            i += 1
+    entries = []
+    for i, ins in enumerate(raw):
+        blocks = blocks_at.get(ins.offset)
+        if not blocks:
+            continue
+        target, level = blocks[-1]
+        names = [r.opname for r in raw[index[target]:index[target] + 4]]
+        handler = target if names == _HANDLER_CLEANUP else target - 1
+        end = raw[i + 1].offset if i + 1 < len(raw) else ins.offset + 2
+        if entries and entries[-1][2] == handler and entries[-1][1] == ins.offset:
+            entries[-1] = (entries[-1][0], end, handler, level, False)
+        else:
+            entries.append((ins.offset, end, handler, level, False))
+    return entries
 
 
 def stack_effects(code) -> dict[int, int]:
@@ -175,7 +232,8 @@ def stack_effects(code) -> dict[int, int]:
     index = {ins.offset: i for i, ins in enumerate(raw)}
     depth: dict[int, int] = {}
     work = [(0, 0)]
-    for start, _end, handler, handler_depth, lasti in exception_entries(code):
+    table = exception_entries(code) if VERSION >= (3, 11) else []  # 3.10: SETUP_* edges cover it
+    for start, _end, handler, handler_depth, lasti in table:
         work.append((index[handler], handler_depth + int(lasti) + 1))
     while work:
         i, d = work.pop()

@@ -573,9 +573,12 @@ class Structurer:
         return "finally"
 
     def clause_header(self, block, instrs, stack, kind):
-        """(type expression, `as` name, block and offset where the clause body starts)."""
+        """(type expression, `as` name, block and offset where the clause body starts).
+        The caught exception is one stack value from 3.11 on, three (type, value, traceback) in 3.10;
+        the `as` name stores the value."""
+        count = FEATURES["exception_values"]
         if kind == "bare":
-            return (None, None) + self.after_instr(block, instrs[0])
+            return (None, None) + self.after_instrs(block, instrs[0], count)
         out: list = []
         executor = BlockExecutor(self.frame, copy_stack(stack), out)
         check = next(i for i, ins in enumerate(instrs) if ins.name == "CHECK_EXC_MATCH")
@@ -584,12 +587,18 @@ class Structurer:
         if out:
             raise DecompileError("statements inside an except clause's type test")
         matched = block.succs[0]
-        first = matched.instrs[0]
-        if first.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
-            return (type_expr, first.argval) + self.after_instr(matched, first)
-        if first.name == "POP_TOP":
-            return (type_expr, None) + self.after_instr(matched, first)
+        value_ins = matched.instrs[count // 2] if len(matched.instrs) > count // 2 else None
+        if value_ins is None:
+            raise DecompileError("unrecognised except clause")
+        if value_ins.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+            return (type_expr, value_ins.argval) + self.after_instrs(matched, matched.instrs[0], count)
+        if value_ins.name == "POP_TOP":
+            return (type_expr, None) + self.after_instrs(matched, matched.instrs[0], count)
         raise DecompileError("unrecognised except clause")
+
+    def after_instrs(self, block: Block, instr: Instr, count: int):
+        index = block.instrs.index(instr) + count - 1
+        return self.after_instr(block, block.instrs[index])
 
     def after_instr(self, block: Block, instr: Instr):
         index = block.instrs.index(instr)
