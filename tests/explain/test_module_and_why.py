@@ -55,7 +55,8 @@ def test_why_recompile_names_the_failing_guard_without_running():
     shape = why_recompile(f, torch.randn(7), n=2)
     assert shape.entries[0].reasons == ["tensor 'x' size mismatch at index 0. expected 4, actual 7"]
     const = why_recompile(opt, torch.randn(4), 5)
-    assert const.entries[0].reasons == ["guard failed: n == 2"]
+    assert const.entries[0].reasons == ["guard failed: n == 2 (now 5)"]
+    assert const.to_dict()["entries"][0]["compile_id"] == "0/0"
     assert dict(counters["frames"]) == frames_before  # nothing was run or compiled
     assert [e.compile_id for e in explain(opt).cache_entries] == ["0/0"]
 

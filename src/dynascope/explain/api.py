@@ -313,6 +313,11 @@ class RecompileCheck:
     def __bool__(self) -> bool:
         return self.would_recompile
 
+    def to_dict(self) -> dict[str, Any]:
+        import dataclasses
+
+        return dataclasses.asdict(self)
+
 
 def _f_locals(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     fn = target.signature_of
@@ -335,6 +340,16 @@ def _f_locals(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             except ValueError:  # empty cell
                 pass
     return f_locals
+
+
+def _with_actual(failure: Any, f_locals: dict[str, Any]) -> str:
+    """A constant guard ("n == 2") does not say what n is now; we know, so say it."""
+    name = failure.subject
+    if failure.actual is None and failure.expected is not None and name in f_locals:
+        value = f_locals[name]
+        if isinstance(value, (int, float, bool, str, type(None))):
+            return f"{failure.reason} (now {value!r})"
+    return failure.reason
 
 
 def why_recompile(fn: Any, *args: Any, **kwargs: Any) -> RecompileCheck:
@@ -365,10 +380,10 @@ def why_recompile(fn: Any, *args: Any, **kwargs: Any) -> RecompileCheck:
             except TorchVersionError as exc:
                 _note(result.notes, str(exc))
                 text = None
-            if text:
-                reasons = [records.parse_failure(t).reason for t in records.split_reasons(text)]
-            if not reasons:
-                reasons = [records.parse_failure(p).reason for p in parts]
+            failures = [records.parse_failure(t) for t in records.split_reasons(text)] if text else []
+            if not failures:
+                failures = [records.parse_failure(p) for p in parts]
+            reasons = [_with_actual(f, f_locals) for f in failures]
         result.entries.append(EntryCheck(index=index, compile_id=cid, passes=passed, reasons=reasons))
         if passed:
             result.would_recompile, result.hit = False, cid
