@@ -332,6 +332,12 @@ class Structurer:
                 if resume is not None:
                     self.finish_early_exit(arm, merge, *resume)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
+        if len(leaving) == 2 and self.same_exit_code(*leaving):
+            kept = min(leaving, key=lambda b: b.start)
+            for arm in (then, other):
+                if arm.exit in leaving:
+                    arm.exit = kept
+            leaving = {kept}
         if len(leaving) == 1 and all(arm.stack is None or arm.exit in leaving for arm in (then, other)):
             merge = leaving.pop()  # the branch ends where its try/with block ends
         elif leaving:
@@ -341,6 +347,15 @@ class Structurer:
         if then.stack is None and other.stack is None:
             return None, None
         return merge, stack
+
+    def same_exit_code(self, a: Block | None, b: Block | None) -> bool:
+        """Two copies of one exit (CPython duplicates small `return` blocks onto each path)."""
+        if a is None or b is None or a is b:
+            return a is b
+        if a.succs or b.succs or a.last.name not in ("RETURN_VALUE", "RAISE_VARARGS"):
+            return False
+        key = lambda block: [(i.name, repr(i.argval)) for i in block.instrs]  # noqa: E731
+        return key(a) == key(b) and len(a.instrs) <= 12
 
     def with_early_return(self, block: Block):
         """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
@@ -355,7 +370,8 @@ class Structurer:
         if resume is None:
             return None
         rest = [i.name for i in self.cfg.by_offset[resume.offset].instrs if i.offset >= resume.offset]
-        if rest[-1:] == ["RETURN_VALUE"] and len(rest) <= 2:
+        # the value must already be on the stack: `return v` after the try statement loads it here
+        if rest in (["RETURN_VALUE"], ["LOAD_CONST", "RETURN_VALUE"]):
             resume_block = self.cfg.by_offset[resume.offset]
             return resume_block, (resume.offset if resume.offset != resume_block.start else None)
         return None
@@ -534,7 +550,11 @@ class Structurer:
             return (after, base, None) if after is not None else (None, None, None)
         if after is None or body.exit is after:
             return body.exit, body.stack, None
-        orelse = self.walk(body.exit, body.stack, Region(stop=after))
+        if self.same_exit_code(body.exit, after):
+            return after, body.stack, None
+        orelse = self.walk(body.exit, body.stack, Region(stop=after, leaves=region.leaves, early_exit=region.early_exit))
+        if orelse.stack is not None and orelse.exit is not after and not self.same_exit_code(orelse.exit, after):
+            raise DecompileError("the else path and the except clauses of a try leave it at different places")
         statement.orelse = orelse.stmts
         return after, (orelse.stack if orelse.stack is not None else base), None
 
