@@ -167,3 +167,21 @@ def test_method_decorated_with_torch_compile():
         assert entry.subgraphs[0].op_count == 2
     assert not why_recompile(net, torch.randn(2, 3)).would_recompile
     assert why_recompile(net.forward, torch.randn(4, 3)).would_recompile
+
+
+def test_cache_entry_list_moved_is_named_and_report_still_produced(monkeypatch):
+    from dynascope.errors import TorchVersionError
+
+    with observe() as obs:
+        opt = torch.compile(scale, backend="eager")
+        opt(torch.randn(4), 2)
+    monkeypatch.delattr(torch._dynamo.eval_frame, "_debug_get_cache_entry_list")
+    with pytest.raises(TorchVersionError) as info:
+        explain(opt)
+    msg = str(info.value)
+    assert "_debug_get_cache_entry_list" in msg and torch.__version__ in msg and "\n" not in msg
+    report = obs.report()
+    assert report.explanations == []
+    assert any("_debug_get_cache_entry_list" in n for n in report.notes)
+    assert [ct.compile_id for ct in report.compile_times] == ["0/0"]  # the rest is still there
+    assert "note: torch" in str(report)

@@ -118,10 +118,11 @@ def explain(fn: Any, *, observer: Any = None) -> Explanation:
     expl = explain_code(target.code, target.globals, name=target.name, qualname=target.qualname,
                         observer=observer)
     if not expl.cache_entries:
-        note = f" ({expl.notes[0]})" if expl.notes else ""
+        if expl.notes:  # torch's cache entry list itself moved: say that, not "never compiled"
+            raise TorchVersionError(expl.notes[0])
         raise NotCompiledError(
             f"{target.qualname} ({target.code.co_filename}:{target.code.co_firstlineno}) has no Dynamo cache "
-            f"entries{note}: call the torch.compile'd version at least once before explaining it "
+            "entries: call the torch.compile'd version at least once before explaining it "
             "(a torch._dynamo.reset() also clears them)"
         )
     return expl

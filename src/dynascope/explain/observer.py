@@ -61,6 +61,7 @@ class Observer:
         self._times_by_cid: dict[str, CompileTime] = {}
         self._lock = threading.Lock()
         self.active = False
+        self.uncached: list[str] = []  # compiled while observed, but no cache entries left at report time
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -263,10 +264,16 @@ class Observer:
                 if code not in codes:
                     codes.append(code)
         out = []
+        self.uncached = []
         for code in codes:
             expl = explain_code(code, _globals_for_code(code), observer=self)
             if expl.cache_entries:
                 out.append(expl)
+            else:
+                self.uncached.append(f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename}:"
+                                     f"{code.co_firstlineno})")
+                for note in expl.notes:
+                    self._note(note)
         return out
 
     def report(self, script: str | None = None, error: BaseException | None = None) -> Report:
@@ -277,10 +284,14 @@ class Observer:
             eager_fallbacks=list(self.eager_fallbacks), notes=list(self.notes),
             error=None if error is None else f"{type(error).__name__}: {error}",
         )
+        rep.notes = list(self.notes)
         for expl in rep.explanations:
             for n in expl.notes:
                 if n not in rep.notes:
                     rep.notes.append(n)
+        for name in self.uncached:
+            rep.notes.append(f"{name} was compiled but has no cache entries now (it fell back to eager, "
+                             "or torch._dynamo.reset() cleared them)")
         return rep
 
 
