@@ -762,7 +762,12 @@ class BlockExecutor:
         values = ast.Tuple(elts=[ast.Subscript(value=subject, slice=const(k), ctx=ast.Load()) for k in keys.value],
                            ctx=ast.Load())
         test = present[0] if len(present) == 1 else ast.BoolOp(op=ast.And(), values=present)
-        self.push(ast.IfExp(test=test, body=values, orelse=const(None)) if present else values)
+        self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)) if present else values)
+
+    def push_match_result(self, values: ast.expr) -> None:
+        self.push(values)
+        if FEATURES["match_pushes_bool"]:
+            self.push(ast.Compare(left=values, ops=[ast.IsNot()], comparators=[const(None)]))
 
     def op_MATCH_CLASS(self, ins):
         names, cls, subject = self.expr(self.pop()), self.expr(self.pop()), self.expr(self.pop())
@@ -775,7 +780,7 @@ class BlockExecutor:
         values = ast.Tuple(elts=[ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in attributes],
                            ctx=ast.Load())
         test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
-        self.push(ast.IfExp(test=test, body=values, orelse=const(None)))
+        self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)))
 
     def op_YIELD_VALUE(self, ins):
         self.push(ast.Yield(value=self.expr(self.pop())))

@@ -46,16 +46,17 @@ LEGACY_BINARY.update({f"INPLACE_{k}": v + "=" for k, v in _OPERATOR_OPCODES.item
 
 # Per-version behaviour switches.  Add a row to support a new version.
 _FEATURES = {
-    #                load_global   load_attr     for_iter exit      end_for   call      values an
-    #                pushes NULL   method bit    pops the iterator  pops      protocol  exception is
+    # load_global pushes NULL / load_attr method bit / FOR_ITER pops the iterator when done /
+    # values END_FOR pops / call protocol / values one caught exception takes on the stack /
+    # MATCH_CLASS and MATCH_KEYS also push a success flag
     (3, 10): dict(global_null=False, attr_method=False, for_iter_pops=True, end_for_pops=0, call="legacy",
-                  exception_values=3),
+                  exception_values=3, match_pushes_bool=True),
     (3, 11): dict(global_null=True, attr_method=False, for_iter_pops=True, end_for_pops=0, call="null",
-                  exception_values=1),
+                  exception_values=1, match_pushes_bool=False),
     (3, 12): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=2, call="null",
-                  exception_values=1),
+                  exception_values=1, match_pushes_bool=False),
     (3, 13): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=1, call="null",
-                  exception_values=1),
+                  exception_values=1, match_pushes_bool=False),
 }
 FEATURES = _FEATURES.get(VERSION, _FEATURES[max(_FEATURES)])
 
@@ -210,6 +211,12 @@ def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
             if ins.opname in TERMINATORS or RENAMES.get(ins.opname, ins.opname) == "JUMP":
                 break
             i += 1
+    synthetic = set()
+    for blocks in blocks_at.values():
+        for target, _level in blocks:
+            names = [r.opname for r in raw[index[target]:index[target] + 4]]
+            if names != _HANDLER_CLEANUP:
+                synthetic.add(target - 1)
     entries = []
     for i, ins in enumerate(raw):
         blocks = blocks_at.get(ins.offset)
@@ -219,10 +226,12 @@ def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
         names = [r.opname for r in raw[index[target]:index[target] + 4]]
         handler = target if names == _HANDLER_CLEANUP else target - 1
         end = raw[i + 1].offset if i + 1 < len(raw) else ins.offset + 2
+        end = end - 1 if end - 1 in synthetic else end
+        start = ins.offset - 1 if ins.offset - 1 in synthetic else ins.offset  # cover the PUSH_EXC_INFO too
         if entries and entries[-1][2] == handler and entries[-1][1] == ins.offset:
             entries[-1] = (entries[-1][0], end, handler, level, False)
         else:
-            entries.append((ins.offset, end, handler, level, False))
+            entries.append((start, end, handler, level, False))
     return entries
 
 

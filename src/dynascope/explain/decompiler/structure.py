@@ -92,7 +92,7 @@ class Structurer:
                 return Walked(out, stack, block)
             jump = self.loop_jump(block, entering_loop)
             if jump is not None:
-                return self.finish_loop_jump(out, stack, block, jump, region)
+                return self.finish_loop_jump(out, stack, block, jump, skip_until)
             if region.leaves is not None and region.leaves(block):
                 if self.is_continue_trampoline(block):
                     out.append(ast.Continue())
@@ -170,7 +170,7 @@ class Structurer:
                 raise DecompileError("continue of an outer loop from an inner one")
         return None
 
-    def finish_loop_jump(self, out, stack, block, jump, region) -> Walked:
+    def finish_loop_jump(self, out, stack, block, jump, skip_until) -> Walked:
         loop = self.loops[-1]
         if jump == "continue":
             out.append(ast.Continue())
@@ -182,7 +182,7 @@ class Structurer:
         exit_loop = Loop(header=loop.header, body=None, follow=loop.follow)
         self.loops.append(exit_loop)
         try:
-            walked = self.walk(block, stack, Region(stop=loop.follow))
+            walked = self.walk(block, stack, Region(stop=loop.follow), skip_until=skip_until)
         finally:
             self.loops.pop()
         out.extend(walked.stmts)
@@ -360,7 +360,7 @@ class Structurer:
     def with_early_return(self, block: Block):
         """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
         names = [i.name for i in block.instrs]
-        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") >= 3 and len(names) <= 8:
+        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 and len(names) <= 8:
             return block, None  # the inlined __exit__ call is a no-op for the executor
         return None
 
