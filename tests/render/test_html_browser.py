@@ -7,13 +7,17 @@ A screenshot lands in the test's tmp dir (set DYNASCOPE_SCREENSHOT=path to keep 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
+import orjson
 import pytest
+
+from dynascope.cli import main as cli_main
 
 from dynascope.render.html import write_html
 from render_cdp import HeadlessChromium, find_chromium
-from render_fixtures import EVIL, make_explanation, make_summary
+from render_fixtures import EVIL, build_trace, make_explanation, make_summary
 
 pytestmark = [
     pytest.mark.browser,
@@ -22,15 +26,20 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def loaded_page(tmp_path_factory):
+def browser():
+    with HeadlessChromium(timeout=120) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def loaded_page(browser, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     report = write_html(make_summary(), tmp / "report.html", explanation=make_explanation())
     url = report.resolve().as_uri()
-    with HeadlessChromium(timeout=90) as browser:
-        page = browser.open(url)
-        shot = os.environ.get("DYNASCOPE_SCREENSHOT") or str(tmp / "report.png")
-        page.screenshot(shot)
-        yield page, url, shot
+    page = browser.open(url)
+    shot = os.environ.get("DYNASCOPE_SCREENSHOT") or str(tmp / "report.png")
+    page.screenshot(shot)
+    return page, url, shot
 
 
 def test_renders_tables_and_charts(loaded_page):
@@ -81,3 +90,19 @@ def test_click_sorts_table(loaded_page):
     totals = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => r.cells[3].textContent)")
     assert totals == ["400 µs", "600 µs", "1 ms", "4 ms"]
     assert page.console_errors == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("dynascope.analyze.summarize") is None, reason="analysis has not landed")
+def test_report_from_a_real_trace_via_cli(browser, tmp_path):
+    """trace file → `dynascope report --html` (reader, summarize, explanation beside it) → Chromium."""
+    trace = build_trace(steps=3).write(tmp_path / "train-4242.pfw.gz")
+    (tmp_path / "explanation.json").write_bytes(orjson.dumps(make_explanation()))
+    out = tmp_path / "report.html"
+    assert cli_main(["report", str(trace), "--html", str(out), "-q"]) == 0
+    page = browser.open(out.resolve().as_uri())
+    assert page.console_errors == [] and page.requests == [out.resolve().as_uri()] and page.dialogs == []
+    rows = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => [r.cells[0].textContent, r.cells[2].textContent])")
+    assert rows[0] == ["function.addmm.default", "3"]
+    assert [f"{EVIL}.Linear_addmm", "3"] in rows
+    assert page.evaluate("document.querySelectorAll('#chart-steps svg rect.wall').length") == 3
+    assert page.evaluate("document.scripts.length") == 1

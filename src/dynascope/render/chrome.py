@@ -60,6 +60,12 @@ CNAMES = {
 }
 
 
+def _dumps(obj: Any, option: int = 0) -> bytes:
+    """orjson.dumps, copied to an exact-size bytes: orjson's own result keeps a 4 KiB buffer, which
+    adds up when hundreds of thousands of distinct args are interned."""
+    return bytes(memoryview(orjson.dumps(obj, option=option)))
+
+
 class ConvertError(DynascopeError):
     """The inputs cannot be converted (none found, unwritable output)."""
 
@@ -306,7 +312,7 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             dur = max(0, round(ts_f + dur_f) - ts)
             op_key = args.get("op")
             extra = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
-            extra_blob = orjson.dumps(extra, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) if extra else b""
+            extra_blob = _dumps(extra, orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) if extra else b""
             key = (cat, None if op_key is None else str(op_key), extra_blob)
             cached = args_cache.get(key)
             if cached is None:
@@ -320,9 +326,9 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
                     if isinstance(v, str) and v in strings_h:
                         merged[k] = strings_h[v]
                 try:
-                    blob = orjson.dumps(merged, option=orjson.OPT_NON_STR_KEYS)
+                    blob = _dumps(merged, orjson.OPT_NON_STR_KEYS)
                 except TypeError:
-                    blob = orjson.dumps({str(k): str(v) for k, v in merged.items()})
+                    blob = _dumps({str(k): str(v) for k, v in merged.items()})
                 cached = args_cache[key] = (argsets(blob), kinds(_kind_of(cat, name, fields or {})))
             aid, kid = cached
             col_thread.append(threads((pid, tid)))
@@ -345,7 +351,7 @@ def _process_label(pid: Any, names: dict, starts: dict) -> str:
     if pid in names:
         return names[pid]
     start = starts.get(pid) or {}
-    label = start.get("_cmd") or "process"
+    label = start.get("_cmd") or f"process {pid}"
     label = str(label).replace(";", " ")
     if len(label) > 80:
         label = label[:77] + "..."
@@ -355,7 +361,7 @@ def _process_label(pid: Any, names: dict, starts: dict) -> str:
     host = start.get("host")
     if host:
         label += f" @{host}"
-    return f"{label} (pid {pid})"
+    return label
 
 
 def _write(out, compress, stats, threads, strings, argsets, kinds, c_thread, c_name, c_cat, c_args, c_kind, c_ts, c_dur,
@@ -419,7 +425,10 @@ def _write(out, compress, stats, threads, strings, argsets, kinds, c_thread, c_n
                     "a": pl.Series(c_args, dtype=pl.Int32),
                     "k": pl.Series(c_kind, dtype=pl.Int32),
                 }
-            ).sort(["t", "ts", "dur"], descending=[False, False, True])
+            )
+            for col in (c_thread, c_ts, c_dur, c_name, c_cat, c_args, c_kind):
+                del col[:]  # the frame holds the events now: free the arrays before sorting
+            frame = frame.sort(["t", "ts", "dur"], descending=[False, False, True])
             name_json = [orjson.dumps(s) for s in strings.items]
             thread_head = [
                 b',"pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid) for pid, tid in threads.items
@@ -432,7 +441,7 @@ def _write(out, compress, stats, threads, strings, argsets, kinds, c_thread, c_n
             stack: list[int] = []
             cur_thread = -1
             written = clipped = 0
-            chunk = 200_000
+            chunk = 20_000
             for offset in range(0, n, chunk):
                 part = frame.slice(offset, chunk)
                 lines: list[bytes] = []
