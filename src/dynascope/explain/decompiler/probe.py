@@ -612,6 +612,20 @@ def loop_else_return(n):
     return "break"
 
 
+@sample(([1, "x", 0, 4],), ([],))
+def try_at_loop_start(items):
+    total, i = 0, 0
+    while True:
+        try:
+            total += 10 // items[i]
+        except IndexError:
+            break
+        except (TypeError, ZeroDivisionError):
+            total -= 1
+        i += 1
+    return total
+
+
 @sample(("a", None), (None, "b"), (None, None))
 def none_checks(a, b):
     if a is None and b is None:

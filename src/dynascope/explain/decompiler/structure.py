@@ -75,6 +75,7 @@ class Structurer:
         self.loops: list[Loop] = []
         self.active_handlers: list[Block] = []
         self.exception_names: set[str] = set()
+        self.entering_loop = False  # a try/with that starts at the loop header being emitted
 
     # ---- entry ---------------------------------------------------------------------------
     def function_body(self) -> list:
@@ -84,9 +85,11 @@ class Structurer:
         return walked.stmts
 
     # ---- the walk ------------------------------------------------------------------------
-    def walk(self, block: Block | None, stack: list, region: Region, skip_until: int | None = None) -> Walked:
+    def walk(self, block: Block | None, stack: list, region: Region, skip_until: int | None = None,
+             entering_loop: bool = False) -> Walked:
+        """Statements for the blocks from `block` until the region ends; `entering_loop` says
+        `block` is the header of the loop being emitted (so reaching it is not a `continue`)."""
         out: list = []
-        entering_loop = False
         while block is not None:
             if block is region.stop and not entering_loop:
                 return Walked(out, stack, block)
@@ -103,10 +106,10 @@ class Structurer:
                 if stack is None:
                     return Walked(out, None)
                 continue
-            entering_loop = False
+            entering, entering_loop = entering_loop, False
             handler = self.new_handler(block)
             if handler is not None:
-                block, stack, skip_until = self.emit_protected(block, handler, stack, out, region)
+                block, stack, skip_until = self.emit_protected(block, handler, stack, out, region, entering)
                 if stack is None:
                     return Walked(out, None)
                 continue
@@ -204,10 +207,9 @@ class Structurer:
             raise DecompileError("loop value stored outside its loop")
 
     def enclosing_region(self):
-        for loop in reversed(self.loops):
-            if loop.body is not None:
-                return loop.body, loop.header
-            return None, None
+        """(blocks, header) of the innermost loop, for post-dominators that stop at its edges."""
+        if self.loops and self.loops[-1].body is not None:
+            return self.loops[-1].body, self.loops[-1].header
         return None, None
 
     def emit_loop(self, header: Block, stack: list, out: list, region: Region):
@@ -222,38 +224,13 @@ class Structurer:
         loop = Loop(header=header, body=body, follow=follow)
         self.loops.append(loop)
         try:
-            walked = self.walk_loop_body(header, stack, loop)
+            walked = self.walk(header, copy_stack(stack), Region(), entering_loop=True)
         finally:
             self.loops.pop()
         out.append(ast.While(test=const(True), body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[]))
         if follow is None:
             return None, None
         return follow, stack
-
-    def walk_loop_body(self, start: Block, stack: list, loop: Loop) -> Walked:
-        out: list = []
-        # the header is the first block of the body; walk it without treating it as `continue`
-        walked = self._walk_entering(start, stack)
-        return walked
-
-    def _walk_entering(self, start: Block, stack: list) -> Walked:
-        out: list = []
-        executor = BlockExecutor(self.frame, copy_stack(stack), out)
-        handler = self.new_handler(start)
-        if handler is not None:
-            raise DecompileError("loop whose first block is a try")
-        executor.run(self.drop_exception_name_cleanup(start.body))
-        if executor.returned:
-            return Walked(out, None)
-        last = start.last
-        if last.name == "JUMP":
-            rest = self.walk(start.succs[0], executor.stack, Region())
-        elif len(start.succs) == 2:
-            nxt, stack_after = self.emit_branch(start, executor, out, Region())
-            rest = Walked([], None) if stack_after is None else self.walk(nxt, stack_after, Region())
-        else:
-            rest = self.walk(start.succs[0], executor.stack, Region())
-        return Walked(out + rest.stmts, rest.stack)
 
     def emit_for(self, header, body, follow, stack, out, region):
         iterator = stack[-1] if stack else None
@@ -316,7 +293,7 @@ class Structurer:
         test, t_block, t_stack, f_block, f_stack = self.branch_of(block, executor)
         test, t_block, f_block = self.collapse_conditions(block, test, t_block, f_block, t_stack)
         enclosing, cut = self.enclosing_region()
-        merge = self._merge_point(block, t_block, f_block, enclosing, cut)
+        merge = self.cfg.post_dominator(block, enclosing, cut)
         combined = self.try_expression(test, t_block, t_stack, f_block, f_stack, merge)
         if combined is not None:
             return merge, combined
@@ -393,10 +370,6 @@ class Structurer:
             for i in range(min(len(flushed), len(arm))):
                 if isinstance(flushed[i], ast.Name) and not isinstance(arm[i], (SymList, ast.Name)):
                     arm[i] = flushed[i]
-
-    def _merge_point(self, block, t_block, f_block, enclosing, cut):
-        merge = self.cfg.post_dominator(block, enclosing, cut)
-        return merge
 
     def merge_stacks(self, a: Walked, b: Walked) -> list | None:
         if a.stack is None:
@@ -503,7 +476,8 @@ class Structurer:
             handler = handler.handler
         return chain
 
-    def emit_protected(self, block, handler, stack, out, region):
+    def emit_protected(self, block, handler, stack, out, region, entering_loop=False):
+        self.entering_loop = entering_loop
         names = [i.name for i in handler.instrs[:3]]
         if "WITH_EXCEPT_START" in names:
             return self.emit_with(block, handler, stack, out, region)
@@ -512,8 +486,9 @@ class Structurer:
     def protected_body(self, block, handler, stack, early_exit=None) -> Walked:
         self.active_handlers.append(handler)
         region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit=early_exit)
+        entering, self.entering_loop = self.entering_loop, False
         try:
-            walked = self.walk(block, stack, region)
+            walked = self.walk(block, stack, region, entering_loop=entering)
         finally:
             self.active_handlers.pop()
         if walked.stack is not None:  # values computed inside must be computed inside
@@ -673,15 +648,6 @@ def _all_names(stack) -> set:
 
 def _is_bare_raise(stmt) -> bool:
     return isinstance(stmt, ast.Raise) and stmt.exc is None
-
-
-class _FinallyEnd(Exception):
-    def __init__(self, walked):
-        self.walked = walked
-
-
-def _next_offset(block: Block):
-    return None
 
 
 def _same_value(a, b) -> bool:
