@@ -105,3 +105,17 @@ def test_end_to_end_real_analysis(trace_file, tmp_path, capsys):
     assert phases["forward"] == 2 * 1000 + 2 * 500 + 500 and phases["backward"] == 2 * 300
     html = out.read_text()
     assert "function.addmm.default" in html and "alert('x')</script>" not in html
+
+
+@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.summarize has not landed yet")
+def test_piped_subprocess_output_is_plain_and_wide(trace_file):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "dynascope.cli", "report", str(trace_file), "--top", "3"],
+                          capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" not in proc.stdout
+    assert "Ops (top 3 of 5)" in proc.stdout
+    line = next(l for l in proc.stdout.splitlines() if "function.addmm.default" in l)
+    assert "…" not in line and "2 ms" in line  # not squeezed to 80 columns

@@ -44,6 +44,7 @@ __all__ = ["convert", "ConvertStats", "expand_inputs", "TRACE_SUFFIXES"]
 TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz", ".jsonl", ".jsonl.gz")
 _INT_PH = {1: "X", 2: "C", 3: "X", 4: "M"}
 _BOOKKEEPING = {"hhash", "p_idx", "level", "op", "id"}
+_OP_ARG_KEYS = frozenset(_BOOKKEEPING | {"grad_enabled"})
 _OH_DROP = {"value", "hhash", "kind", "file", "line"}
 _PASS_PH = {"i", "I", "C", "n", "R"}  # kept as they are (instants, counters, marks)
 
@@ -263,7 +264,8 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
     process_start: dict[Any, dict] = {}
     thread_names: dict[tuple, str] = {}
     passthrough: list[dict] = []
-    args_cache: dict[tuple, int] = {}
+    args_cache: dict[tuple, tuple[int, int]] = {}
+    thread_index, string_index = threads.index, strings.index
 
     for path in files:
         ops: dict[str, dict] = {}  # OH hash → resolved fields (per file: hashes are per process)
@@ -302,21 +304,30 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
                 if name == "start":
                     process_start[pid] = {**args, "_cmd": strings_h.get(str(args.get("cmd_hash", "")), "")}
                 continue
-            try:
-                ts_f = float(rec.get("ts", 0))
-                dur_f = float(rec.get("dur", 0) or 0)
-            except (TypeError, ValueError):
-                stats.bad_lines += 1
-                continue
-            ts = round(ts_f)
-            dur = max(0, round(ts_f + dur_f) - ts)
+            ts, dur = rec.get("ts", 0), rec.get("dur", 0) or 0
+            if type(ts) is not int or type(dur) is not int:  # Chrome-trace JSON: float µs
+                try:
+                    ts_f, dur_f = float(ts), float(dur)
+                except (TypeError, ValueError):
+                    stats.bad_lines += 1
+                    continue
+                ts = round(ts_f)
+                dur = round(ts_f + dur_f) - ts
+            if dur < 0:
+                dur = 0
             op_key = args.get("op")
-            extra = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
-            extra_blob = _dumps(extra, orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) if extra else b""
-            key = (cat, None if op_key is None else str(op_key), extra_blob)
+            if op_key is not None:
+                op_key = str(op_key)
+            if args.keys() <= _OP_ARG_KEYS:  # the common case: an op or graph event, nothing of its own
+                extra = {"grad_enabled": args["grad_enabled"]} if "grad_enabled" in args else {}
+                key = (cat, op_key, args.get("grad_enabled"))
+            else:
+                extra = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
+                extra_blob = _dumps(extra, orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) if extra else b""
+                key = (cat, op_key, extra_blob)
             cached = args_cache.get(key)
             if cached is None:
-                fields = ops.get(str(op_key)) if op_key is not None else None
+                fields = ops.get(op_key) if op_key is not None else None
                 if fields is None and ("layer" in extra or "phase" in extra or "kind" in extra):
                     fields, extra = extra, {}  # inline attribution (DYNASCOPE_INLINE_ARGS=1)
                 merged = _clean_oh(fields) if fields else {}
@@ -331,9 +342,12 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
                     blob = _dumps({str(k): str(v) for k, v in merged.items()})
                 cached = args_cache[key] = (argsets(blob), kinds(_kind_of(cat, name, fields or {})))
             aid, kid = cached
-            col_thread.append(threads((pid, tid)))
-            col_name.append(strings(name))
-            col_cat.append(strings(cat))
+            t = thread_index.get((pid, tid))
+            col_thread.append(t if t is not None else threads((pid, tid)))
+            n_id = string_index.get(name)
+            col_name.append(n_id if n_id is not None else strings(name))
+            c_id = string_index.get(cat)
+            col_cat.append(c_id if c_id is not None else strings(cat))
             col_args.append(aid)
             col_kind.append(kid)
             col_ts.append(ts)
