@@ -179,7 +179,7 @@ def readable_check(kind: str, check: str) -> str:
 # --- the tree -------------------------------------------------------------------------------------
 
 _MARKER_KIND = "DIMENSION_DYNAMIC_MARKING_GUARD"
-_ROOT = re.compile(r"[LG]\['[^']+'\](?:\['[^']+'\])?")
+_ROOT = re.compile(r"G\['__builtins_dict___\d+'\]\['[^']+'\]|[LG]\['[^']+'\]")
 _GLOBAL_KINDS = {"GLOBAL_STATE", "TORCH_FUNCTION_MODE_STACK", "DEFAULT_DEVICE", "GRAD_MODE",
                  "DETERMINISTIC_ALGORITHMS", "DUAL_LEVEL", "FUNCTORCH_STACK_MATCH", "AUTOGRAD_SAVED_TENSORS_HOOKS"}
 

@@ -15,7 +15,7 @@ from .model import CacheLimitHit, CompileTime, EagerFallback, GraphBreak, Recomp
 
 _CID = re.compile(r"^\s*(?P<cid>\[?!?\d+/\d+(?:_\d+)?\]?):\s*(?P<rest>.*)$", re.S)
 _EXPECTED = re.compile(r"expected (?P<exp>[^,]+?), actual (?P<act>\S+?)\.?$")
-_TENSOR_SUBJECT = re.compile(r"tensor '(?P<src>[^']+(?:'\]')?)")
+_TENSOR_SUBJECT = re.compile(r"tensor '(?P<src>.+?)' (?=[\w ]*(?:mismatch|expected))")
 
 
 def _frame_of(cid: str | None) -> str | None:
@@ -102,8 +102,9 @@ def parse_failure(text: str) -> RecompileFailure:
         expected, actual = me.group("exp").strip(), me.group("act").strip()
     mt = _TENSOR_SUBJECT.search(check)
     if mt:
-        subject = mt.group("src")
-        subject = re.sub(r"^L\['(\w+)'\]$", r"\1", subject)
+        from .guards import readable_source
+
+        subject = readable_source(mt.group("src"))
         reason = check.replace(f"tensor '{mt.group('src')}'", f"tensor '{subject}'")
     elif " mismatch" in check or "expected" in check:
         reason = check
