@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
+        raise ConfigError(f"give the script to run: {USAGE}")
     ns = _parser().parse_args(argv)
     script_args: list[str] = list(ns.args)
     if "--" in script_args:
