@@ -76,3 +76,25 @@ def test_console_on_pipe_is_colourless_and_wide():
     assert console.width >= 120
     render_summary(make_summary(), console)
     assert "\x1b[" not in buf.getvalue()
+
+
+def test_package_exports_resolve():
+    import dynascope.render as render
+
+    for name in render.__all__:
+        assert callable(getattr(render, name)), name
+    assert render.render_short is render_summary.__globals__["render_short"]
+
+
+def test_render_never_imports_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dynascope.render.html, dynascope.render.chrome, dynascope.render.terminal, "
+        "dynascope.render.diff, dynascope.render.command_report, dynascope.render.command_convert, "
+        "dynascope.render.command_view, dynascope.render.command_diff; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
