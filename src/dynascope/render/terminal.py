@@ -148,7 +148,9 @@ def render_short(summary: Any, console: Console | None = None, top: int = 5) -> 
     headline = _headline(summary)
     if headline is not None:
         console.print(headline)
-    table = summary_table(summary, SPEC_BY_ATTR["by_op"], top)
+    spec = SPEC_BY_ATTR["by_op"]
+    spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key != "cat"))
+    table = summary_table(summary, spec, top)
     if table is not None:
         table.title = f"Top {min(top, table.row_count)} ops by total time"
         console.print(table)
