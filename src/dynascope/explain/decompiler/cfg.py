@@ -54,6 +54,7 @@ class ControlFlowGraph:
         self._link()
         self.dominators = self._dominators()
         self._pdom_cache: dict = {}
+        self._rpo: dict | None = None
 
     def snap(self, offset: int) -> int:
         """The first kept instruction at or after `offset` (jumps may target dropped NOPs)."""
@@ -172,35 +173,29 @@ class ControlFlowGraph:
             todo.extend(b.preds)
         return body
 
-    def post_dominator(self, block: Block, region: set[Block] | None, cut: Block | None = None,
-                       ignore_terminators: bool = True) -> Block | None:
+    def post_dominator(self, block: Block, region: set[Block] | None, cut: Block | None = None) -> Block | None:
         """Immediate post-dominator of `block` inside `region`; leaving the region or reaching `cut`
         (a loop header: `continue`) counts as the exit.  None means only the exit post-dominates."""
-        key = (block, frozenset(region) if region is not None else None, cut, ignore_terminators)
+        key = (block, frozenset(region) if region is not None else None, cut)
         if key not in self._pdom_cache:
-            self._pdom_cache[key] = self._post_dominator(block, region, cut, ignore_terminators)
+            self._pdom_cache[key] = self._post_dominator(block, region, cut)
         return self._pdom_cache[key]
 
-    def _post_dominator(self, block, region, cut, ignore_terminators):
-        # Paths that end in return/raise are ignored (their blocks post-dominate "everything"), so
-        # an `if` whose one arm returns still closes where the other arm continues.
+    def _post_dominator(self, block, region, cut):
         nodes = [b for b in self.reachable() if (region is None or b in region) and b is not cut]
         exit_ = None
         node_set = set(nodes)
-        universe = frozenset(nodes) | {exit_}
-        pdom: dict[Block, set] = {b: set(universe) for b in nodes}
+        pdom: dict[Block, set] = {b: set(nodes) | {exit_} for b in nodes}
         changed = True
         while changed:
             changed = False
             for b in reversed(nodes):
-                if not b.succs and ignore_terminators:
-                    continue  # a terminator: stays "everything"
                 sets = [pdom[s] if s in node_set else {exit_} for s in b.succs] or [{exit_}]
                 new = set.intersection(*sets) | {b}
                 if new != pdom[b]:
                     pdom[b] = new
                     changed = True
-        if block not in pdom or pdom[block] >= universe:
+        if block not in pdom:
             return None
         strict = pdom[block] - {block}
         for candidate in strict:
@@ -209,3 +204,43 @@ class ControlFlowGraph:
             if all(other is candidate or other in pdom[candidate] for other in strict):
                 return candidate
         return None
+
+    def merge_point(self, block: Block, region: set[Block] | None, cut: Block | None) -> Block | None:
+        """Where the arms of a branch meet again.  The post-dominator when there is one; when paths
+        that return get in the way (`if a: if b: return`), the first block both arms reach."""
+        merge = self.post_dominator(block, region, cut)
+        if merge is not None:
+            return merge
+        reached = [self._reach(succ, region, cut) for succ in block.succs]
+        common = set.intersection(*reached) if reached else set()
+        if not common:
+            return None
+        order = self.reverse_postorder()
+        return min(common, key=lambda b: order.get(b, len(order)))
+
+    def _reach(self, start: Block, region, cut) -> set[Block]:
+        seen: set[Block] = set()
+        todo = [start]
+        while todo:
+            b = todo.pop()
+            if b in seen or b is cut or (region is not None and b not in region):
+                continue
+            seen.add(b)
+            todo.extend(b.succs)
+        return seen
+
+    def reverse_postorder(self) -> dict[Block, int]:
+        if self._rpo is None:
+            order: list[Block] = []
+            seen: set[Block] = set()
+
+            def visit(b: Block) -> None:
+                seen.add(b)
+                for s in b.succs:
+                    if s not in seen:
+                        visit(s)
+                order.append(b)
+
+            visit(self.blocks[0])
+            self._rpo = {b: i for i, b in enumerate(reversed(order))}
+        return self._rpo

@@ -186,6 +186,11 @@ class BlockExecutor:
         self.saved_as[id(value)] = (value, temp)
         return name(temp)
 
+    def saved_name(self, value: Any) -> Any:
+        """The temporary `value` was saved to by the last flush (or `value` itself)."""
+        saved = self.saved_as.get(id(value))
+        return name(saved[1]) if saved is not None and saved[0] is value else value
+
     def use_saved(self, node: ast.expr) -> ast.expr:
         """`node` with any sub-expression that was saved to a temporary replaced by it."""
         saved = self.saved_as
@@ -232,10 +237,9 @@ class BlockExecutor:
                 self.flush(target_names, side_effects=False)
                 self.replace_everywhere(value, named)
                 return
-            temp = self.frame.new_temp()
-            self.emit(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(value), lineno=0))
-            self.replace_everywhere(value, name(temp))
-            value = name(temp)
+            # the stack keeps a copy (`x.a = y.b = v`): compute v once, into a temporary
+            self.flush(set(), True)
+            value = self.saved_name(value)
         if isinstance(value, ast.NamedExpr) and isinstance(target, ast.Name):
             self.emit(ast.Assign(targets=[value.target, target], value=value.value, lineno=0), writes=target_names | {value.target.id})
             return

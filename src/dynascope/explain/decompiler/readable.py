@@ -16,6 +16,7 @@ def tidy(stmts: list, code: CodeType) -> list:
     stmts = _rewrite_lists(stmts, _flatten_else)
     stmts = _rewrite_lists(stmts, _decorators)
     stmts = _rewrite_lists(stmts, _return_inside_try)
+    stmts = _chained_assignments(stmts)
     _strip_loop_continues(stmts)
     _drop_unread_walrus_names(stmts)
     return stmts
@@ -128,6 +129,50 @@ def _return_inside_try(stmts: list) -> list:
                 continue
         result.append(stmt)
     return result
+
+
+def _chained_assignments(stmts: list) -> list:
+    """`__t = v; a.x = __t; b[0] = __t` (the temporary used nowhere else) -> `a.x = b[0] = v`."""
+    module = ast.Module(body=stmts, type_ignores=[])
+    uses: dict[str, int] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name) and node.id.startswith(TEMP_PREFIX):
+            uses[node.id] = uses.get(node.id, 0) + 1
+    return _rewrite_lists(stmts, lambda block: _merge_temp_assignments(block, uses))
+
+
+def _merge_temp_assignments(stmts: list, uses: dict) -> list:
+    result = []
+    i = 0
+    while i < len(stmts):
+        stmt = stmts[i]
+        temp = _temp_assigned(stmt)
+        if temp is not None:
+            readers = []
+            j = i + 1
+            while j < len(stmts) and _plain_copy_of(stmts[j], temp):
+                readers.append(stmts[j])
+                j += 1
+            if len(readers) >= 2 and uses.get(temp) == len(readers) + 1:
+                targets = [r.targets[0] for r in readers]
+                result.append(ast.Assign(targets=targets, value=stmt.value, lineno=0))
+                i = j
+                continue
+        result.append(stmt)
+        i += 1
+    return result
+
+
+def _temp_assigned(stmt) -> str | None:
+    if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id.startswith(TEMP_PREFIX)):
+        return stmt.targets[0].id
+    return None
+
+
+def _plain_copy_of(stmt, temp: str) -> bool:
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Name)
+            and stmt.value.id == temp)
 
 
 def _strip_loop_continues(stmts: list) -> None:

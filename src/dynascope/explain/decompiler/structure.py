@@ -215,7 +215,7 @@ class Structurer:
     def emit_loop(self, header: Block, stack: list, out: list, region: Region):
         body = self.cfg.loop_body(header)
         enclosing, cut = self.enclosing_region()
-        follow = self.cfg.post_dominator(header, enclosing, cut, ignore_terminators=False)
+        follow = self.cfg.post_dominator(header, enclosing, cut)
         if follow is not None and follow in body:
             follow = None
         first = header.instrs[0]
@@ -293,7 +293,7 @@ class Structurer:
         test, t_block, t_stack, f_block, f_stack = self.branch_of(block, executor)
         test, t_block, f_block = self.collapse_conditions(block, test, t_block, f_block, t_stack)
         enclosing, cut = self.enclosing_region()
-        merge = self.cfg.post_dominator(block, enclosing, cut)
+        merge = self.cfg.merge_point(block, enclosing, cut)
         combined = self.try_expression(test, t_block, t_stack, f_block, f_stack, merge)
         if combined is not None:
             return merge, combined
