@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import traceback
+from typing import Any
 
 
 from ..errors import ConfigError
@@ -128,12 +129,32 @@ def print_report(report: Report) -> None:
     for expl in report.explanations:
         fn = expl.function
         console.print(Rule(f"{fn.qualname or fn.name}  ({fn.where()})", style="cyan"))
-        console.print(render_text(_without_records(expl)), markup=False)
+        _print_styled(console, render_text(_without_records(expl)))
         console.print()
     obs = render_observations(report)
     if obs:
         console.print(Rule("What happened while the script ran", style="cyan"))
-        console.print(obs, markup=False)
+        _print_styled(console, obs)
+
+
+_HEADINGS = re.compile(r"^[\s|]*(This (resume )?function is optimized|Cache entry \d|Subgraph \d|Resume function \d|"
+                       r"Guards \(|Transformed code|There (is|are) |Graph breaks|Recompiles|Compile times|"
+                       r"Recompile limit hits|Frames that fell back)")
+
+
+def _print_styled(console: Any, text: str) -> None:
+    """Plain text, with headings in bold and resume markers highlighted on a terminal (rich drops the
+    styles when the output is not one)."""
+    for line in text.splitlines():
+        if "<== resume in this line" in line:
+            style = "bold yellow"
+        elif line.lstrip(" |").startswith("note:"):
+            style = "magenta"
+        elif _HEADINGS.match(line):
+            style = "bold"
+        else:
+            style = None
+        console.print(line, style=style, markup=False, highlight=False)
 
 
 def _without_records(expl: Explanation) -> Explanation:
