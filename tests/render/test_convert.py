@@ -149,3 +149,15 @@ def test_cli_convert_default_output(tmp_path, trace_file, capsys):
     text = capsys.readouterr().out
     assert "20 events" in text and "1 clipped" in text and "perfetto" in text
     check_nesting(xs(load(out)))
+
+
+def test_directory_input_skips_explanation_and_previous_conversions(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    build_trace().write(run / "train-4242.pfw.gz")
+    (run / "explanation.json").write_text('{"schema": "dynascope.explanation/1"}')
+    assert cli_main(["convert", str(run), "-q"]) == 0
+    assert cli_main(["convert", str(run), "-q"]) == 0  # again: the first output is not an input now
+    doc = load(run / "trace.chrome.json")
+    assert doc["otherData"]["source_files"] == [str(run / "train-4242.pfw.gz")]
+    assert len(xs(doc)) == 20

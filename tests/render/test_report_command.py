@@ -119,3 +119,24 @@ def test_piped_subprocess_output_is_plain_and_wide(trace_file):
     assert "Ops (top 3 of 5)" in proc.stdout
     line = next(l for l in proc.stdout.splitlines() if "function.addmm.default" in l)
     assert "…" not in line and "2 ms" in line  # not squeezed to 80 columns
+
+
+def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
+    from dynascope.errors import TraceFormatError
+    from dynascope.render._analysis import _trace_files
+    from render_fixtures import build_trace
+
+    run = tmp_path / "run"
+    (run / "sub").mkdir(parents=True)
+    a = build_trace().write(run / "train-1.pfw.gz")
+    b = build_trace(pid=7).write(run / "sub" / "train-7.pfw")
+    (run / "explanation.json").write_bytes(orjson.dumps(make_explanation()))
+    (run / "train-1.chrome.json").write_text('{"traceEvents": []}')
+    (run / "report.html").write_text("<html></html>")
+    assert _trace_files([run]) == sorted([str(a), str(b)])
+    assert _trace_files([str(a)]) == [str(a)]  # files pass through untouched
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "explanation.json").write_text("{}")
+    with pytest.raises(TraceFormatError, match="no trace files"):
+        _trace_files([empty])

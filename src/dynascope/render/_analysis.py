@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
-from ..errors import ConfigError, DynascopeError
+from ..errors import ConfigError, DynascopeError, TraceFormatError
 from ._fmt import TABLES
 
 __all__ = ["summarize_paths", "summary_to_dict", "write_csv", "SUMMARY_TABLES"]
@@ -33,12 +33,32 @@ def _find(name: str, modules: Iterable[str]) -> Callable | None:
     return None
 
 
+def _trace_files(paths: list[str | Path]) -> list[str]:
+    """Directories become the trace files under them, leaving out what `dynascope run` / `explain` /
+    `convert` put beside traces (explanation.json, *.chrome.json), which are not traces to summarise.
+    Files and globs pass through to the reader unchanged."""
+    from .chrome import is_trace_name
+
+    out: list[str] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(str(q) for q in p.rglob("*") if q.is_file() and is_trace_name(q.name))
+            if not found:
+                raise TraceFormatError(f"{p}: no trace files (*.pfw, *.pfw.gz, *.json) in this directory; give a trace file or a directory holding some")
+            out.extend(found)
+        else:
+            out.append(str(raw))
+    return out
+
+
 def summarize_paths(
     paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None
 ) -> Any:
     """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
+    paths = _trace_files(list(paths))
     if scheduler or workers:
         fn = _find("summarize_files", ("dynascope.analyze.distributed", "dynascope.analyze.dask", "dynascope.analyze.summarize", "dynascope.analyze"))
         if fn is None:

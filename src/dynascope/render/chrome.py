@@ -39,9 +39,10 @@ import polars as pl
 
 from ..errors import DynascopeError, TraceFormatError
 
-__all__ = ["convert", "ConvertStats", "expand_inputs", "TRACE_SUFFIXES"]
+__all__ = ["convert", "ConvertStats", "expand_inputs", "is_trace_name", "TRACE_SUFFIXES"]
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz", ".jsonl", ".jsonl.gz")
+CONVERTED_SUFFIXES = (".chrome.json", ".chrome.json.gz")  # what `dynascope convert` writes by default
 _INT_PH = {1: "X", 2: "C", 3: "X", 4: "M"}
 _BOOKKEEPING = {"hhash", "p_idx", "level", "op", "id"}
 _OP_ARG_KEYS = frozenset(_BOOKKEEPING | {"grad_enabled"})
@@ -106,7 +107,7 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         text = str(raw)
         p = Path(text)
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and q.name.endswith(TRACE_SUFFIXES) and q.name != "explanation.json")
+            found = sorted(q for q in p.rglob("*") if q.is_file() and is_trace_name(q.name))
             if not found:
                 raise TraceFormatError(f"{p}: no trace files (*.pfw, *.pfw.gz, *.json) in this directory; give a trace file or a directory holding some")
             out.extend(found)
@@ -120,6 +121,11 @@ def expand_inputs(paths: Iterable[str | os.PathLike]) -> list[Path]:
         else:
             raise TraceFormatError(f"{text}: no such file or directory; give a .pfw/.pfw.gz/.json trace or a directory of them")
     return out
+
+
+def is_trace_name(name: str) -> bool:
+    """Whether a file found in a directory is a trace: not explanation.json, not our own converted output."""
+    return name.endswith(TRACE_SUFFIXES) and name != "explanation.json" and not name.endswith(CONVERTED_SUFFIXES)
 
 
 def _open_bytes(path: Path) -> IO[bytes]:
