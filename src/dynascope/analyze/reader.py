@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -219,6 +220,17 @@ def _dtype_for(col: str) -> pl.DataType:
 
 def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> tuple[pl.DataFrame, ReadInfo]:
     """Read one trace file. Warnings are returned in the ReadInfo, not emitted."""
+    frame, info, _ = read_file_state(path, columns=columns)
+    return frame, info
+
+
+def read_file_state(path, *, columns: list[str] | None = None, reducer=None):
+    """read_file, also returning the file's state (metadata tables) for resolving reduced frames.
+
+    `reducer(frame) -> frame` sees each parsed chunk (times normalised, before resolution) and returns
+    the rows to keep; what it takes away it aggregates itself (summaries use this to pre-aggregate op
+    events per chunk) and resolves later with `state.resolve_frame`.
+    """
     path = Path(path)
     name = str(path)
     try:
@@ -226,21 +238,22 @@ def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> t
     except OSError as exc:
         raise TraceFormatError(f"{name}: cannot be read ({exc.strerror}); check the path") from None
     state = _FileState(name, columns)
+    state.reducer = reducer
     if not data.strip():
         state.warn("empty file, no events")
-        return _empty_frame(columns), state.info()
+        return _empty_frame(columns), state.info(), state
     chunks = _text_chunks(data, state)
     first = next(chunks, None)
     if first is None:
         state.warn("no complete line could be read")
-        return _empty_frame(columns), state.info()
+        return _empty_frame(columns), state.info(), state
     mode = state.mode = _sniff(first, name)
     if mode == "document":
         text = first + b"".join(chunks)
         state.add_events(_document_events(text, name))
         state.flush_rows()
     else:
-        template: _Template | None = None
+        template: _Templates | None = None
         template_tried = False
         for chunk in _chain([first], chunks):
             if not template_tried:
@@ -249,7 +262,7 @@ def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> t
             state.parse_chunk(chunk, template)
         state.check_is_trace()
     frame = state.finish(columns)
-    return frame, state.info()
+    return frame, state.info(), state
 
 
 def _chain(a, b):
@@ -417,12 +430,9 @@ class _Template:
                 continue
             key = tuple((f.column, f.pre, f.suf, f.kind) for f in fields)
             shapes.setdefault(key, [0, fields])[0] += 1
-        if not shapes:
-            return None
-        count, fields = max(shapes.values(), key=lambda v: v[0])
-        if count < 2:
-            return None
-        return cls(fields)
+        ranked = sorted(shapes.values(), key=lambda v: -v[0])
+        found = [cls(fields) for count, fields in ranked[:_MAX_TEMPLATES] if count >= 2]
+        return _Templates(found) if found else None
 
     @staticmethod
     def _fields(obj: dict, raw: bytes) -> list[_Field] | None:
@@ -475,29 +485,15 @@ class _Template:
             return None
         return fields
 
-    def parse(self, chunk: bytes) -> tuple[pl.DataFrame, pl.Series] | None:
-        """Typed columns of the lines that fit, and the mask of lines that do not (None: no rows)."""
+    def apply(self, raw: pl.DataFrame, keep: set | None) -> tuple[pl.DataFrame, pl.Series] | None:
+        """Typed columns of the rows of `raw` (comma pieces c0, c1, ...) that fit, and the misfit mask."""
         n = self.n
-        schema = {f"c{i}": (pl.Categorical if f.kind == "str" else pl.String) for i, f in enumerate(self.fields)}
-        schema[f"c{n}"] = pl.String
-        try:
-            raw = pl.read_csv(
-                chunk,
-                has_header=False,
-                separator=",",
-                quote_char=None,
-                schema=schema,
-                truncate_ragged_lines=True,
-                missing_columns="insert",
-                encoding="utf8-lossy",
-            )
-        except Exception:  # noqa: BLE001 - any CSV-level surprise: let orjson read this chunk
-            return None
         exprs = []
-        oks = [pl.col(f"c{n}").is_null()]
+        oks = [pl.col(f"c{n}").is_null()] if f"c{n}" in raw.columns else []
         for i, f in enumerate(self.fields):
             c = pl.col(f"c{i}")
-            if f.kind == "str":
+            categorical = raw.schema[f"c{i}"] == pl.Categorical
+            if f.kind == "str" and categorical:
                 cats = raw.get_column(f"c{i}").unique().drop_nulls().cast(pl.String).to_list()
                 if len(cats) > 50_000:
                     return None
@@ -511,22 +507,91 @@ class _Template:
                 expr = c.replace_strict(old, new, default=None, return_dtype=pl.Categorical)
                 oks.append(expr.is_not_null())
             else:
+                if categorical:
+                    c = c.cast(pl.String)
                 lp, ls = len(f.pre), len(f.suf)
                 oks.append(c.str.starts_with(f.pre))
                 body = c.str.slice(lp) if not ls else c.str.slice(lp, c.str.len_bytes() - lp - ls)
                 if ls:
                     oks.append(c.str.ends_with(f.suf))
-                expr = body.cast(pl.Int64 if f.kind == "int" else pl.Float64, strict=False)
-                oks.append(expr.is_not_null())
+                if keep is not None and f.column not in keep:
+                    continue  # shape checked by the prefix; the value is not kept
+                if f.kind == "str":
+                    oks.append(~body.str.contains('"', literal=True) & ~body.str.contains("\\", literal=True))
+                    expr = body.cast(pl.Categorical)
+                else:
+                    expr = body.cast(pl.Int64 if f.kind == "int" else pl.Float64, strict=False)
+                    oks.append(expr.is_not_null())
             if f.column == "ph":  # only complete events take the fast path
                 oks.append(expr.cast(pl.String).is_in(["X", "1"]))
             exprs.append(expr.alias(f.column))
-        out = raw.select(*exprs, pl.all_horizontal(oks).alias("__ok"))
+        out = raw.select(*exprs, pl.all_horizontal(oks).fill_null(False).alias("__ok"))
         ok = out.get_column("__ok")
         out = out.filter(ok).drop("__ok")
         if "ph" in out.columns:
             out = out.drop("ph")
         return out, ~ok
+
+
+_MAX_TEMPLATES = 3
+
+
+class _Templates:
+    """The commonest line shapes of a file, tried in order on one comma split of each chunk."""
+
+    def __init__(self, templates: list[_Template]):
+        self.templates = templates
+        first = templates[0]
+        width = max(t.n for t in templates) + 1
+        # the first (commonest) shape decides the column types; the others cast what they need
+        self.schema = {f"c{i}": pl.String for i in range(width)}
+        for i, f in enumerate(first.fields):
+            if f.kind == "str":
+                self.schema[f"c{i}"] = pl.Categorical
+
+    def parse(self, chunk: bytes, keep: set | None = None) -> tuple[list[pl.DataFrame], pl.Series] | None:
+        """Typed frames of the lines that fit a shape, and the mask of lines that fit none."""
+        try:
+            raw = pl.read_csv(
+                chunk,
+                has_header=False,
+                separator=",",
+                quote_char=None,
+                schema=self.schema,
+                truncate_ragged_lines=True,
+                missing_columns="insert",
+                encoding="utf8-lossy",
+            )
+        except Exception:  # noqa: BLE001 - any CSV-level surprise: let orjson read this chunk
+            return None
+        res = self.templates[0].apply(raw, keep)
+        if res is None:
+            return None
+        good, bad = res
+        frames = [good]
+        for t in self.templates[1:]:
+            if not bad.any():
+                break
+            idx = bad.arg_true()
+            sub = raw[idx]
+            res = t.apply(sub, keep)
+            if res is None:
+                break
+            g2, b2 = res
+            if g2.height:
+                frames.append(g2)
+                bad = bad.scatter(idx, b2)
+        return frames, bad
+
+
+def _lines_at(chunk: bytes, mask: pl.Series) -> list[bytes] | None:
+    """The lines of `chunk` (which ends with a newline) where `mask` is true; None if counts differ."""
+    nl = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+    if len(nl) != mask.len():
+        return None
+    idx = np.flatnonzero(mask.to_numpy())
+    starts = np.concatenate(([0], nl[:-1] + 1))
+    return [chunk[starts[i] : nl[i]] for i in idx.tolist()]
 
 
 def _kind(v) -> str | None:
@@ -562,6 +627,8 @@ class _FileState:
         self.dropped_events = 0
         self.truncated_gzip = False
         self.mode = ""
+        self.reducer = None
+        self.reduced = 0
         self.events = 0
         self.seen_objects = 0
         self.seen_bad = 0
@@ -575,33 +642,23 @@ class _FileState:
         return ReadInfo([self.name], self.events, self.dropped_lines, self.dropped_events, list(self._warnings))
 
     # -- parsing
-    def parse_chunk(self, chunk: bytes, template: _Template | None) -> None:
+    def parse_chunk(self, chunk: bytes, template: _Templates | None) -> None:
         if template is not None and chunk.count(b"\n", 0, 1 << 16) * (len(chunk) >> 16 or 1) >= _FAST_MIN_LINES:
-            res = template.parse(chunk)
+            res = template.parse(chunk, self.keep)
             if res is not None:
-                good, bad_mask = res
-                if self.keep is not None:
-                    good = good.select([c for c in good.columns if c in self.keep])
-                if good.height:
-                    self.frames.append(good)
-                    self.seen_objects += good.height
+                goods, bad_mask = res
+                lines: list | None = []
                 if bad_mask.any():
-                    lines = pl.read_csv(
-                        chunk,
-                        has_header=False,
-                        separator="\x00",
-                        quote_char=None,
-                        schema={"l": pl.String},
-                        truncate_ragged_lines=True,
-                        encoding="utf8-lossy",
-                    ).get_column("l")
-                    if lines.len() == bad_mask.len():
-                        self.parse_lines(lines.filter(bad_mask).drop_nulls().to_list())
-                        return
-                    # row counts disagree (should not happen): fall back for the whole chunk
-                    self.frames.pop() if good.height else None
-                    self.seen_objects -= good.height
-                else:
+                    lines = _lines_at(chunk, bad_mask)
+                if lines is not None:  # else row counts disagree (never seen): parse the chunk slowly
+                    for good in goods:
+                        if self.keep is not None:
+                            good = good.select([c for c in good.columns if c in self.keep])
+                        if good.height:
+                            self.seen_objects += good.height
+                            self._add_frame(good)
+                    if lines:
+                        self.parse_lines(lines)
                     return
         self.parse_lines(chunk.split(b"\n"))
 
@@ -723,8 +780,26 @@ class _FileState:
 
     def flush_rows(self) -> None:
         if self.rows:
-            self.frames.append(_rows_to_frame(self.rows))
+            frame = _rows_to_frame(self.rows)
             self.rows = []
+            self._add_frame(frame)
+
+    def _add_frame(self, frame: pl.DataFrame) -> None:
+        if self.reducer is not None:
+            frame = self._normalize_times(frame)
+            casts = [pl.col(c).cast(pl.Int64, strict=False) for c in ("pid", "tid") if c in frame.columns and frame.schema[c] != pl.Int64]
+            if casts:
+                frame = frame.with_columns(casts)
+            before = frame.height
+            frame = self.reducer(frame)
+            self.reduced += before - frame.height
+        if frame.height:
+            self.frames.append(frame)
+
+    def resolve_frame(self, frame: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
+        """Resolve hashes (host, OH attribution, rank) in a frame made of this file's rows."""
+        frame = frame.with_columns(pl.lit(self.name, dtype=pl.Categorical).alias("trace_file"))
+        return _standard_types(self._resolve(frame, columns))
 
     def check_is_trace(self) -> None:
         if self.seen_objects == 0 and not self.frames:
@@ -742,15 +817,15 @@ class _FileState:
                 self.warn(f"{len(stack)} 'B' event(s) without a matching 'E' on pid/tid {key}; skipped")
         frames = [f for f in self.frames if f.height]
         self.frames = []
+        self.events = self.reduced
         if not frames:
-            self.events = 0
             return _empty_frame(columns)
         frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
         frame = frame.with_columns(pl.lit(self.name, dtype=pl.Categorical).alias("trace_file"))
         frame = self._normalize_times(frame)
         frame = self._resolve(frame, columns)
         frame = _standard_types(frame)
-        self.events = frame.height
+        self.events += frame.height
         if columns is not None:
             frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None, dtype=_dtype_for(c)).alias(c) for c in columns])
         return frame

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .reader import ReadInfo, concat_frames, expand_paths, map_files, read_file
+from .reader import ReadInfo, concat_frames, expand_paths, map_files, read_file_state
 from .summary import Summary
 
 __all__ = [
@@ -121,9 +121,63 @@ def summarize_files(
 
 
 def file_partial(path: str | os.PathLike) -> Partial:
-    """Read one file (only the columns summaries need) and pre-aggregate it."""
-    frame, info = read_file(path, columns=SUMMARY_COLUMNS)
-    return partial(frame, info)
+    """Read one file (only the columns summaries need) and pre-aggregate it.
+
+    Op events are aggregated chunk by chunk as they are parsed (a histogram over their raw keys and
+    a compact copy of their times), so the file is never held as rows; the histogram is resolved
+    through the file's OH/HH records at the end. Same numbers as `partial(read_file(path)[0])`.
+    """
+    red = _OpReducer()
+    others, info, state = read_file_state(path, columns=SUMMARY_COLUMNS, reducer=red)
+    hist, times = red.result(state)
+    return _core(hist, times, _ensure(others), info)
+
+
+# raw columns (before resolution) that op events are grouped by per chunk
+_RAW_OP_KEYS = ["pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "module_type", "compile_id", "graph", "host", "rank", "world_size"]
+
+
+class _OpReducer:
+    """Takes op events out of each parsed chunk: a histogram over raw keys, and their times."""
+
+    def __init__(self):
+        self.hists: list[pl.DataFrame] = []
+        self.times: list[pl.DataFrame] = []
+
+    def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if "cat" not in frame.columns:
+            return frame
+        is_op = (pl.col("cat") == OP_CAT).fill_null(False)
+        ops = frame.filter(is_op)
+        if ops.height == 0:
+            return frame
+        keys = [c for c in _RAW_OP_KEYS if c in ops.columns]
+        self.hists.append(ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")))
+        tcols = [pl.col(c) if c in ops.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
+        self.times.append(ops.select(tcols))
+        return frame.filter(~is_op)
+
+    def result(self, state) -> tuple[pl.DataFrame, pl.DataFrame]:
+        name = state.name
+        if not self.hists:
+            hist = pl.DataFrame(schema={c: (pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String) for c in _OP_KEYS} | {"n": pl.Int64})
+            times = pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64, "dur": pl.Int64})
+            return hist, times
+        raw = pl.concat(self.hists, how="diagonal_relaxed")
+        keys = [c for c in _RAW_OP_KEYS if c in raw.columns]
+        raw = raw.group_by(keys).agg(pl.col("n").sum())
+        resolved = state.resolve_frame(raw, SUMMARY_COLUMNS)
+        cols = []
+        for c in _OP_KEYS:
+            if c in resolved.columns:
+                cols.append(pl.col(c))
+            else:
+                cols.append(pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c))
+        hist = resolved.select(*cols, "n").group_by(_OP_KEYS).agg(pl.col("n").sum())
+        times = pl.concat(self.times, how="vertical_relaxed").select(
+            pl.lit(name, dtype=pl.String).alias("trace_file"), "pid", "tid", "ts", "dur"
+        )
+        return hist, times
 
 
 def _emit_warnings(msgs: Iterable[str]) -> None:
@@ -169,40 +223,69 @@ def _conform(name: str, df: pl.DataFrame) -> pl.DataFrame:
     return _str_keys(df).select([pl.col(c).cast(t, strict=False) for c, t in schema.items()])
 
 
+# op events are pre-aggregated to a weighted histogram over these keys (n = how many events)
+_OP_KEYS = [
+    "trace_file", "pid", "host", "rank", "world_size", "name", "cat", "phase", "layer", "module_type",
+    "compile_id", "graph", "dur",
+]  # fmt: skip
+
+
 def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
     """Pre-aggregate a frame (any subset of events, as long as each process's events are all in it)."""
     f = _ensure(frame)
-    is_op = pl.col("cat") == OP_CAT
+    is_op = (pl.col("cat") == OP_CAT).fill_null(False)
     ops = f.filter(is_op)
-    graphs = f.filter(pl.col("cat") == GRAPH_CAT)
+    hist = ops.group_by(_OP_KEYS).agg(pl.len().cast(pl.Int64).alias("n"))
+    times = ops.select("trace_file", "pid", "tid", "ts", "dur")
+    return _core(hist, times, f.filter(~is_op), info)
 
-    op_hist = ops.group_by(["name", "cat", "dur"]).agg(pl.len().cast(pl.Int64).alias("n"))
-    layer = ops.group_by(["layer", "module_type", "phase"]).agg(
-        pl.len().cast(pl.Int64).alias("count"), pl.col("dur").sum().alias("total_us")
+
+def _core(hist: pl.DataFrame, times: pl.DataFrame, others: pl.DataFrame, info: ReadInfo | None) -> Partial:
+    """The partial from op events as a weighted histogram (`hist`: _OP_KEYS + n), their times
+    (trace_file, pid, tid, ts, dur) and every other event as rows (`others`)."""
+    hist = _str_keys(hist)
+    times = times.with_columns(pl.col("trace_file").cast(pl.String))
+    graphs = others.filter(pl.col("cat") == GRAPH_CAT)
+    weighted = pl.col("n") * pl.col("dur")
+
+    op_hist = hist.group_by(["name", "cat", "dur"]).agg(pl.col("n").sum())
+    layer = hist.group_by(["layer", "module_type", "phase"]).agg(
+        pl.col("n").sum().alias("count"), weighted.sum().alias("total_us")
     )
     g_calls = graphs.group_by(["compile_id", "graph", "phase"]).agg(
         pl.len().cast(pl.Int64).alias("calls"), pl.col("dur").sum().alias("total_us"), pl.lit(0, dtype=pl.Int64).alias("ops")
     )
-    g_ops = ops.group_by(["compile_id", "graph", "phase"]).agg(
-        pl.lit(0, dtype=pl.Int64).alias("calls"), pl.lit(0, dtype=pl.Int64).alias("total_us"), pl.len().cast(pl.Int64).alias("ops")
+    g_ops = hist.group_by(["compile_id", "graph", "phase"]).agg(
+        pl.lit(0, dtype=pl.Int64).alias("calls"), pl.lit(0, dtype=pl.Int64).alias("total_us"), pl.col("n").sum().alias("ops")
     )
     graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
 
-    step = _step_partial(f, ops)
-    compile_unions = _compile_unions(f)
-    process = _process_partial(f, ops, graphs, compile_unions)
+    step = _step_partial(others, times)
+    compile_unions = _compile_unions(others)
+    process = _process_partial(others, hist, graphs, compile_unions)
     compile_tbl = _sum_by(
         _conform("compile", compile_unions.group_by("compile_id").agg(pl.col("union_us").sum().alias("total_us"))),
         ["compile_id"],
     )
 
-    ends = f.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
+    n_ops = int(hist.get_column("n").sum() or 0)
+    lo = [v for v in (others.get_column("ts").min(), times.get_column("ts").min()) if v is not None]
+    hi = [
+        v
+        for v in (
+            others.select((pl.col("ts") + pl.col("dur")).max()).item(),
+            times.select((pl.col("ts") + pl.col("dur")).max()).item(),
+        )
+        if v is not None
+    ]
+    names = set(others.get_column("trace_file").cast(pl.String).unique().drop_nulls().to_list())
+    names |= set(hist.get_column("trace_file").unique().drop_nulls().to_list())
     meta = {
-        "file_names": sorted({str(x) for x in f.get_column("trace_file").unique().drop_nulls().to_list()}),
-        "events": f.height,
-        "ops": ops.height,
-        "ts_min": ends[0],
-        "end_max": ends[1],
+        "file_names": sorted(names),
+        "events": others.height + n_ops,
+        "ops": n_ops,
+        "ts_min": min(lo) if lo else None,
+        "end_max": max(hi) if hi else None,
         "dropped_lines": 0,
         "dropped_events": 0,
         "warnings": [],
@@ -229,6 +312,7 @@ def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """by_step rows from the regions in `f` and op times `ops` (trace_file, pid, tid, ts, dur)."""
     regions = f.filter(
         ~pl.col("cat").cast(pl.String).is_in(NON_REGION_CATS)
         & (pl.col("epoch").is_not_null() | pl.col("step").is_not_null())
@@ -246,19 +330,12 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         rids = grp.get_column("rid").to_list()
         starts = grp.get_column("ts").to_list()
         ends = (grp.get_column("ts") + grp.get_column("dur")).to_list()
-        bounds = sorted({s for s in starts} | {e + 1 for e in ends})
-        for i, b in enumerate(bounds):
-            best = None
-            for r, s, e in zip(rids, starts, ends):
-                if s <= b <= e:
-                    cand = (s, -e, r)
-                    if best is None or cand > best:
-                        best = cand
+        for b, rid in _innermost_segments(rids, starts, ends):
             seg_rows["trace_file"].append(key[0])
             seg_rows["pid"].append(key[1])
             seg_rows["tid"].append(key[2])
             seg_rows["seg"].append(b)
-            seg_rows["rid"].append(None if best is None else best[2])
+            seg_rows["rid"].append(rid)
     segs = pl.DataFrame(
         seg_rows,
         schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "seg": pl.Int64, "rid": pl.UInt32},
@@ -283,6 +360,34 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     return _conform("step", out)
 
 
+def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int, int | None]]:
+    """Split a thread's time at every region boundary; each piece [b, next b) gets the innermost region
+    covering it (latest start, then earliest end, then highest row), or None. Regions cover the
+    closed interval [ts, ts + dur]. O(R log R)."""
+    import heapq
+
+    opens = sorted(range(len(rids)), key=lambda i: starts[i])
+    closes = sorted(range(len(rids)), key=lambda i: ends[i] + 1)
+    bounds = sorted({starts[i] for i in opens} | {ends[i] + 1 for i in opens})
+    heap: list = []
+    closed: set = set()
+    out = []
+    oi = ci = 0
+    for b in bounds:
+        while ci < len(closes) and ends[closes[ci]] + 1 <= b:
+            closed.add(closes[ci])
+            ci += 1
+        while oi < len(opens) and starts[opens[oi]] <= b:
+            i = opens[oi]
+            if ends[i] + 1 > b:
+                heapq.heappush(heap, (-starts[i], ends[i], -rids[i], i))
+            oi += 1
+        while heap and heap[0][3] in closed:
+            heapq.heappop(heap)
+        out.append((b, rids[heap[0][3]] if heap else None))
+    return out
+
+
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
     """Per (trace_file, pid, compile_id): the length of the union of compile-phase intervals."""
     keys = ["trace_file", "pid", "compile_id"]
@@ -301,26 +406,36 @@ def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
     return segs.group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("union_us"))
 
 
-def _process_partial(f, ops, graphs, unions) -> pl.DataFrame:
+def _process_partial(others, hist, graphs, unions) -> pl.DataFrame:
     keys = ["trace_file", "pid"]
 
     def k(df):
         return df.with_columns(pl.col("trace_file").cast(pl.String))
 
-    base = k(f).group_by(keys).agg(
-        pl.len().cast(pl.Int64).alias("events"),
-        pl.col("host").cast(pl.String).drop_nulls().first().alias("host"),
-        pl.col("rank").drop_nulls().first().alias("rank"),
-        pl.col("world_size").drop_nulls().first().alias("world_size"),
+    def ident(events: pl.Expr, op_us: pl.Expr) -> list[pl.Expr]:
+        return [
+            events.cast(pl.Int64).alias("events"),
+            op_us.cast(pl.Int64).alias("op_us"),
+            pl.col("host").cast(pl.String).drop_nulls().min().alias("host"),
+            pl.col("rank").cast(pl.Int64).drop_nulls().min().alias("rank"),
+            pl.col("world_size").cast(pl.Int64).drop_nulls().min().alias("world_size"),
+        ]
+
+    from_ops = k(hist).group_by(keys).agg(ident(pl.col("n").sum(), (pl.col("n") * pl.col("dur")).sum()))
+    from_rest = k(others).group_by(keys).agg(ident(pl.len(), pl.lit(0)))
+    base = pl.concat([from_ops, from_rest], how="vertical_relaxed").group_by(keys).agg(
+        pl.col("events").sum(),
+        pl.col("op_us").sum(),
+        pl.col("host").drop_nulls().min(),
+        pl.col("rank").drop_nulls().min(),
+        pl.col("world_size").drop_nulls().min(),
     )
-    o = k(ops).group_by(keys).agg(pl.col("dur").sum().alias("op_us"))
     g = k(graphs).group_by(keys).agg(pl.col("dur").sum().alias("graph_us"), pl.len().alias("graph_n"))
     cu = unions.group_by(keys).agg(pl.col("union_us").sum().alias("compile_us"))
-    t = base.join(o, on=keys, how="left").join(g, on=keys, how="left").join(cu, on=keys, how="left")
+    t = base.join(g, on=keys, how="left").join(cu, on=keys, how="left")
     t = t.with_columns(
-        pl.col("op_us").fill_null(0),
         pl.col("compile_us").fill_null(0),
-        pl.when(pl.col("graph_n").fill_null(0) > 0).then(pl.col("graph_us")).otherwise(pl.col("op_us").fill_null(0)).alias("run_us"),
+        pl.when(pl.col("graph_n").fill_null(0) > 0).then(pl.col("graph_us")).otherwise(pl.col("op_us")).alias("run_us"),
     )
     return _sum_by(_conform("process", t), _KEYS["process"])
 

@@ -1,0 +1,338 @@
+"""Analysis benchmark: read + summarise throughput and peak memory on a large generated trace.
+
+    python benchmarks/bench_analysis.py                 # 10 million op events in 8 files
+    python benchmarks/bench_analysis.py --events 500000 # a quick run
+    python benchmarks/bench_analysis.py --dir /tmp/big  # keep (and reuse) the generated files
+
+Generates per-process `.pfw.gz` files in dynascope's format (docs/trace-format.md: OH records, op
+events that refer to them, graph calls, step regions, compile events, multi-member gzip), then runs
+each measured variant in a fresh child process and reports its wall time, events/s and peak RSS (the
+child's high-water mark from wait4, the honest number):
+
+- `json.loads` baseline: gzip + `json.loads` line by line + per-op count/total in dicts;
+- `summarize_files`: dynascope's single-machine path (one partial per file, merged);
+- `read_trace + summarize`: the whole frame in memory (the summary columns only), then summarise;
+- `dask (N workers)`: the same partials on a local Dask cluster.
+
+Prints a table and writes benchmarks/results/analysis.json. `main(argv)` returns 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "analysis.json"
+
+FWD_OPS = 20
+BWD_OPS = 40
+PER_STEP = FWD_OPS + BWD_OPS  # op events per step; + 2 graph calls + 1 region
+
+
+# ----------------------------------------------------------------------------------------------
+# generation
+
+
+def _compress(data: bytes) -> bytes:
+    """Multi-member gzip, 4 MB members cut at line ends (as the writer does)."""
+    try:
+        from isal import igzip as gz  # fastest when installed
+
+        compress = lambda b: gz.compress(b, compresslevel=1)  # noqa: E731
+    except ImportError:
+        compress = lambda b: gzip.compress(b, compresslevel=1)  # noqa: E731
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        end = data.find(b"\n", min(pos + (4 << 20), n - 1))
+        end = n if end < 0 else end + 1
+        out.append(compress(data[pos:end]))
+        pos = end
+    return b"".join(out)
+
+
+def _write_file(path: Path, pid: int, rank: int, world: int, n_ops: int, seed: int) -> int:
+    """One process's trace with about n_ops op events; returns the number of op events written."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(seed)
+    hh = f"{rng.integers(1 << 62):016x}"
+    steps = max(1, n_ops // PER_STEP)
+    op_hashes = [f"{rng.integers(1 << 62):016x}" for _ in range(PER_STEP)]
+    g_hashes = [f"{rng.integers(1 << 62):016x}" for _ in range(2)]
+    layers = [f"layers.{i // 4}" for i in range(PER_STEP)]
+    targets = ["addmm", "relu", "t", "view", "mm", "threshold_backward", "sum.dim_IntList", "native_layer_norm"]
+    head = [
+        {"name": "HH", "cat": "dftracer", "pid": pid, "tid": pid, "ph": "M", "args": {"hhash": hh, "name": f"node{rank // 8}", "value": hh}},
+        {"name": "thread_name", "cat": "dftracer", "pid": pid, "tid": pid, "ph": "M", "args": {"hhash": hh, "name": "MainThread", "value": "thread_name"}},
+        {"name": "process_name", "cat": "dftracer", "pid": pid, "tid": pid, "ph": "M", "args": {"hhash": hh, "name": f"python train.py [rank {rank}]"}},
+        {"id": 1, "name": "start", "cat": "dftracer", "pid": pid, "tid": pid, "ts": 1_795_000_000_000_000, "dur": 0, "ph": "X",
+         "args": {"hhash": hh, "ppid": 1, "rank": rank, "world_size": world, "local_rank": rank % 8, "p_idx": -1, "level": 1}},
+        {"id": 2, "name": "entire_frame_compile", "cat": "dynamo.compile", "pid": pid, "tid": pid, "ts": 1_795_000_000_100_000, "dur": 2_000_000, "ph": "X",
+         "args": {"hhash": hh, "p_idx": -1, "level": 1, "compile_id": "0/0"}},
+    ]  # fmt: skip
+    names = []
+    for j in range(PER_STEP):
+        phase = "forward" if j < FWD_OPS else "backward"
+        tgt = targets[j % len(targets)]
+        names.append(f"function.{tgt}.default" if "." not in tgt else f"function.{tgt}")
+        head.append({"name": "OH", "cat": "dynascope", "pid": pid, "tid": pid, "ph": "M", "args": {
+            "hhash": hh, "value": op_hashes[j], "kind": "op", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": phase,
+            "node": f"{tgt}_{j}", "op_type": "call_function", "target": f"aten.{tgt}", "layer": layers[j % FWD_OPS],
+            "module_type": "Linear" if "mm" in tgt else "ReLU", "file": "train.py", "line": 10 + j, "code": f"x = self.l{j}(x)",
+            "backend": "aot_eager"}})  # fmt: skip
+    for k, phase in enumerate(("forward", "backward")):
+        head.append({"name": "OH", "cat": "dynascope", "pid": pid, "tid": pid, "ph": "M", "args": {
+            "hhash": hh, "value": g_hashes[k], "kind": "graph", "compile_id": "0/0", "graph": "__compiled_fn_1",
+            "phase": phase, "backend": "aot_eager", "n_ops": FWD_OPS if k == 0 else BWD_OPS}})  # fmt: skip
+    head_text = "[\n" + "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in head)
+
+    # one step = FWD_OPS ops, fwd graph call, BWD_OPS ops, bwd graph call, the step region; in file
+    # order (events are written when they end) with ids and parent ids as the writer assigns them
+    R = PER_STEP + 3
+    n = steps * R
+    i = np.arange(n, dtype=np.int64)
+    s, j = i // R, i % R
+    kind = np.where(j == FWD_OPS, 1, np.where(j == PER_STEP + 1, 1, np.where(j == PER_STEP + 2, 2, 0)))
+    base_id = 3 + s * R
+    ids = base_id + j
+    region_id = base_id + PER_STEP + 2
+    graph_id = np.where(j <= FWD_OPS, base_id + FWD_OPS, base_id + PER_STEP + 1)
+    p_idx = np.where(kind == 0, graph_id, np.where(kind == 1, region_id, -1))
+    level = np.where(kind == 0, 3, np.where(kind == 1, 2, 1))
+    dur_op = rng.integers(1, 200, n)
+    step_len = 40_000
+    t0 = 1_795_000_002_200_000 + s * step_len
+    ts = t0 + 10 + j * 500
+    dur = np.where(kind == 0, dur_op, np.where(kind == 1, 400 * (FWD_OPS + 1), step_len - 20))
+    ts = np.where(kind == 2, t0, np.where(j == FWD_OPS, t0 + 10, np.where(j == PER_STEP + 1, t0 + 10 + (FWD_OPS + 1) * 500, ts)))
+    opj = np.where(j < FWD_OPS, j, np.where(j <= PER_STEP, j - 1, 0))
+    df = pl.DataFrame({"id": ids, "ts": ts, "dur": dur, "p_idx": p_idx, "level": level, "kind": kind, "opj": opj, "step": s})
+    op_hash = pl.Series(op_hashes)
+    name_s = pl.Series(names)
+    graph_name = pl.when(pl.col("j_is_fwd")).then(pl.lit("__compiled_fn_1.forward")).otherwise(pl.lit("__compiled_fn_1.backward"))
+    df = df.with_columns(
+        op_hash.gather(pl.col("opj")).alias("oph") if False else pl.col("opj"),
+        (pl.col("id") - 3 - pl.col("step") * R == FWD_OPS).alias("j_is_fwd"),
+    )
+    df = df.with_columns(
+        pl.col("opj").map_batches(lambda c: op_hash.gather(c), return_dtype=pl.String).alias("oph"),
+        pl.col("opj").map_batches(lambda c: name_s.gather(c), return_dtype=pl.String).alias("nm"),
+    )
+    P = str(pid)
+    common = [pl.lit(f'","pid":{P},"tid":{P},"ts":'), pl.col("ts").cast(pl.String), pl.lit(',"dur":'), pl.col("dur").cast(pl.String),
+              pl.lit(f',"ph":"X","args":{{"hhash":"{hh}","p_idx":'), pl.col("p_idx").cast(pl.String), pl.lit(',"level":'),
+              pl.col("level").cast(pl.String)]  # fmt: skip
+    op_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"'), pl.col("nm"), pl.lit('","cat":"dynamo'),
+                             *common, pl.lit(',"grad_enabled":1,"op":"'), pl.col("oph"), pl.lit('"}}')])  # fmt: skip
+    g_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"'), graph_name, pl.lit('","cat":"dynamo.graph'),
+                            *common, pl.lit(',"grad_enabled":1,"op":"'),
+                            pl.when(pl.col("j_is_fwd")).then(pl.lit(g_hashes[0])).otherwise(pl.lit(g_hashes[1])), pl.lit('"}}')])  # fmt: skip
+    r_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"step","cat":"region'), *common,
+                            pl.lit(',"epoch":0,"step":'), pl.col("step").cast(pl.String), pl.lit("}}")])  # fmt: skip
+    lines = df.select(pl.when(pl.col("kind") == 0).then(op_line).when(pl.col("kind") == 1).then(g_line).otherwise(r_line).alias("l"))
+    body = lines.get_column("l").str.join("\n").item()
+    end_id = int(ids[-1]) + 1
+    tail = json.dumps({"id": end_id, "name": "end", "cat": "dftracer", "pid": pid, "tid": pid, "ts": int(ts.max()) + 100_000, "dur": 0,
+                       "ph": "X", "args": {"hhash": hh, "num_events": end_id - 1, "dropped": 0, "used": {"dynamo": 1}}},
+                      separators=(",", ":"))  # fmt: skip
+    data = (head_text + body + "\n" + tail + "\n").encode()
+    path.write_bytes(_compress(data))
+    return steps * PER_STEP
+
+
+def generate(directory: Path, events: int, files: int) -> tuple[list[Path], int, int]:
+    """Write `files` per-rank files with `events` op events in all; returns (paths, op events, bytes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = directory / "manifest.json"
+    if manifest.exists():
+        m = json.loads(manifest.read_text())
+        if m.get("events") == events and m.get("files") == files and all((directory / p).exists() for p in m["paths"]):
+            paths = [directory / p for p in m["paths"]]
+            return paths, m["ops"], sum(p.stat().st_size for p in paths)
+    per = events // files
+    paths = [directory / f"trace-{1000 + r}.pfw.gz" for r in range(files)]
+    with ThreadPoolExecutor(2) as pool:
+        ops = sum(pool.map(lambda r: _write_file(paths[r], 1000 + r, r, files, per, r), range(files)))
+    manifest.write_text(json.dumps({"events": events, "files": files, "ops": ops, "paths": [p.name for p in paths]}))
+    return paths, ops, sum(p.stat().st_size for p in paths)
+
+
+# ----------------------------------------------------------------------------------------------
+# measured variants (each runs in a fresh child process)
+
+
+def _variant_baseline(paths: list[str]) -> dict:
+    events = 0
+    per_op: dict[str, list] = {}
+    for p in paths:
+        with gzip.open(p, "rb") as fh:
+            for raw in fh:
+                raw = raw.strip()
+                if not raw or raw in (b"[", b"]"):
+                    continue
+                e = json.loads(raw)
+                if e.get("ph") != "X":
+                    continue
+                events += 1
+                if e.get("cat") == "dynamo":
+                    acc = per_op.setdefault(e["name"], [0, 0])
+                    acc[0] += 1
+                    acc[1] += e["dur"]
+    return {"events": events, "ops": sum(v[0] for v in per_op.values())}
+
+
+def _variant_files(paths: list[str]) -> dict:
+    from dynascope.analyze.summarize import summarize_files
+
+    s = summarize_files(paths)
+    return {"events": s.meta["events"], "ops": s.meta["ops"]}
+
+
+def _variant_frame(paths: list[str]) -> dict:
+    from dynascope.analyze.reader import read_trace
+    from dynascope.analyze.summarize import SUMMARY_COLUMNS, summarize
+
+    frame = read_trace(paths, columns=SUMMARY_COLUMNS)
+    s = summarize(frame)
+    return {"events": s.meta["events"], "ops": s.meta["ops"]}
+
+
+def _variant_dask(paths: list[str], workers: int) -> dict:
+    from dynascope.analyze.summarize import summarize_files
+
+    s = summarize_files(paths, workers=workers)
+    return {"events": s.meta["events"], "ops": s.meta["ops"]}
+
+
+def _child_main(argv: list[str]) -> int:
+    variant, listfile = argv[0], argv[1]
+    if variant == "generate":  # in a child too, so the parent's RSS stays small for wait4
+        paths, ops, size = generate(Path(listfile), int(argv[2]), int(argv[3]))
+        print("RESULT " + json.dumps({"paths": [str(p) for p in paths], "ops": ops, "size": size}), flush=True)
+        return 0
+    paths = json.loads(Path(listfile).read_text())
+    import warnings
+
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    if variant == "baseline":
+        out = _variant_baseline(paths)
+    elif variant == "files":
+        out = _variant_files(paths)
+    elif variant == "frame":
+        out = _variant_frame(paths)
+    elif variant.startswith("dask"):
+        out = _variant_dask(paths, int(variant[4:]))
+    else:
+        raise SystemExit(f"unknown variant {variant}")
+    out["seconds"] = time.perf_counter() - t0
+    print("RESULT " + json.dumps(out), flush=True)
+    return 0
+
+
+def _run_child(variant: str, listfile: Path, *extra: str) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", variant, str(listfile), *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    out = proc.stdout.read().decode()
+    err = proc.stderr.read().decode()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{variant} failed ({proc.returncode}):\n{err[-3000:]}")
+    line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")][-1]
+    res = json.loads(line[7:])
+    res["peak_mb"] = usage.ru_maxrss / 1024.0  # Linux: kilobytes
+    if "events" in res:
+        res["events_per_s"] = res["events"] / res["seconds"] if res["seconds"] else 0.0
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--child"]:
+        return _child_main(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=10_000_000, help="op events to generate (default 10 million)")
+    ap.add_argument("--files", type=int, default=8, help="per-rank files (default 8)")
+    ap.add_argument("--dir", help="where to write the trace (kept; reused when it matches); default: a temp dir")
+    ap.add_argument("--workers", type=int, default=2, help="local Dask workers (default 2)")
+    ap.add_argument("--skip-baseline", action="store_true", help="skip the json.loads baseline")
+    ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--out", default=str(RESULTS), help="JSON results file")
+    args = ap.parse_args(argv)
+
+    tmp = None
+    directory = Path(args.dir) if args.dir else Path(tmp := tempfile.mkdtemp(prefix="dynascope-bench-"))
+    try:
+        t0 = time.perf_counter()
+        gen = _run_child("generate", directory, str(args.events), str(args.files))
+        paths, ops, size = [Path(p) for p in gen["paths"]], gen["ops"], gen["size"]
+        gen_s = time.perf_counter() - t0
+        listfile = directory / "paths.json"
+        listfile.write_text(json.dumps([str(p) for p in paths]))
+        print(f"trace: {len(paths)} files, {ops:,} op events, {size / 1e6:.0f} MB gzip ({size / max(ops, 1):.1f} B/op event); generated in {gen_s:.1f}s", flush=True)
+        try:
+            import importlib
+
+            inflater = importlib.import_module("dynascope.analyze._inflate").backend_name()
+        except Exception:  # noqa: BLE001
+            inflater = "?"
+        variants = []
+        if not args.skip_baseline:
+            variants.append(("json.loads line by line (baseline)", "baseline"))
+        variants.append(("dynascope summarize_files", "files"))
+        variants.append(("dynascope read_trace + summarize", "frame"))
+        if not args.skip_dask:
+            variants.append((f"dynascope on local Dask ({args.workers} workers)", f"dask{args.workers}"))
+        rows = []
+        for label, v in variants:
+            res = _run_child(v, listfile)
+            res["variant"] = label
+            rows.append(res)
+            print(f"  {label}: {res['events']:,} events in {res['seconds']:.2f}s = {res['events_per_s'] / 1e6:.2f} M events/s, peak {res['peak_mb']:.0f} MB", flush=True)
+        base = next((r for r in rows if r["variant"].startswith("json.loads")), None)
+        print()
+        header = f"{'variant':45s} {'events':>12s} {'seconds':>8s} {'M events/s':>11s} {'peak MB':>8s} {'vs baseline':>12s}"
+        print(header)
+        print("-" * len(header))
+        for r in rows:
+            speed = f"{r['events_per_s'] / base['events_per_s']:.1f}x" if base else "-"
+            print(f"{r['variant']:45s} {r['events']:>12,d} {r['seconds']:>8.2f} {r['events_per_s'] / 1e6:>11.2f} {r['peak_mb']:>8.0f} {speed:>12s}")
+        result = {
+            "benchmark": "analysis",
+            "op_events": ops,
+            "files": len(paths),
+            "gzip_bytes": size,
+            "cpus": os.cpu_count(),
+            "inflater": inflater,
+            "python": sys.version.split()[0],
+            "rows": rows,
+            "target": {"events_per_s": 2_000_000, "peak_mb": 1024},
+        }
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwritten {out}")
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
