@@ -57,8 +57,9 @@ def trace_files(directory: str, pattern: str = "*.pfw*") -> list[str]:
 
 def check(records: list[dict], complete: bool = True) -> dict:
     """Assert the format's invariants; return an index of the trace for further assertions."""
-    ops_by_ref = {}
-    ids = set()
+    graphs_by_ref = {}  # OH value -> graph attribution
+    ops_by_position = {}  # (graph OH value, index) -> op attribution
+    by_id = {}
     events = []
     for record in records:
         assert isinstance(record["ph"], str) and record["ph"] in ("X", "M"), record
@@ -66,14 +67,24 @@ def check(records: list[dict], complete: bool = True) -> dict:
             assert key in record, (key, record)
         if record["ph"] == "M":
             if record["name"] == "OH":
-                ops_by_ref[record["args"]["value"]] = record["args"]
+                args = record["args"]
+                if "graph_op" in args:
+                    ops_by_position[(args["graph_op"], args["index"])] = args
+                else:
+                    graphs_by_ref[args["value"]] = args
             continue
         assert isinstance(record["ts"], int) and isinstance(record["dur"], int) and record["dur"] >= 0, record
-        assert isinstance(record["id"], int) and record["id"] not in ids, record
-        ids.add(record["id"])
-        ref = record["args"].get("op")
-        if ref is not None:
-            assert ref in ops_by_ref, f"event refers to op {ref} before its OH record: {record}"
+        assert isinstance(record["id"], int) and record["id"] not in by_id, record
+        by_id[record["id"]] = record
+        if record["cat"] == "dynamo.graph" and "op" in record["args"]:
+            assert record["args"]["op"] in graphs_by_ref, f"graph event before its OH record: {record}"
+        if record["cat"] == "dynamo" and "layer" not in record["args"]:  # attribution by reference
+            parent = by_id[record["args"]["p_idx"]]
+            key = (parent["args"]["op"], record["id"] - parent["id"] - 1)
+            assert key in ops_by_position, f"op event with no OH record at {key}: {record}"
+            record["_attrs"] = ops_by_position[key]
+        elif record["cat"] == "dynamo.graph" and "op" in record["args"]:
+            record["_attrs"] = graphs_by_ref[record["args"]["op"]]
         events.append(record)
     names = [e["name"] for e in events]
     assert names[0] == "start", names[:3]
@@ -81,7 +92,7 @@ def check(records: list[dict], complete: bool = True) -> dict:
         assert names[-1] == "end", names[-3:]
         assert events[-1]["args"]["num_events"] == len(events) - 1
     _check_nesting(events)
-    return {"events": events, "ops": ops_by_ref}
+    return {"events": events, "ops": ops_by_position, "graphs": graphs_by_ref}
 
 
 def _check_nesting(events: list[dict]) -> None:
@@ -107,7 +118,8 @@ def op_events(index: dict, cat: str = "dynamo") -> list[dict]:
 
 
 def attrs(index: dict, event: dict) -> dict:
-    return index["ops"].get(event["args"].get("op"), event["args"])
+    """An op or graph event's attribution, resolved through OH records (or inline in its args)."""
+    return event.get("_attrs", event["args"])
 
 
 def run_script(path: str, cwd: str, env: dict | None = None, args: list[str] | None = None, timeout: int = 600):

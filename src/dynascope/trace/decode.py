@@ -6,7 +6,7 @@ A thread's raw stream is a run of ints broken by the odd tuple:
   ("B", name, cat, args, t_ns)             a user region opens
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event (compile phases, log_event)
-Integer runs are decoded with numpy and formatted with polars, off the GIL for most of the work.
+Integer runs are decoded with numpy; each event is then one `%` format of a per-op template.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
-import polars as pl
 
 from .ops import TABLE, OpSpec
 
@@ -47,27 +46,45 @@ class Decoder:
         self.next_id = 2  # 1 is the start record
         self.events = 0
         self.dropped = 0
-        self._prefix: list[str] = []  # per spec: ,"name":...,"cat":...
-        self._suffix: list[str] = []  # per spec: ,"grad_enabled":..,"op":...}}
-        self._prefix_series: pl.Series | None = None
-        self._suffix_series: pl.Series | None = None
+        self._templates: list[str] = []
+        self._op_numbers: dict[int, int] = {}
         self.described: set[int] = set()  # graph ids whose OH records are in the file
 
     # -- static strings -------------------------------------------------------------------------
 
-    def _sync_specs(self) -> None:
-        specs = TABLE.specs
-        if len(self._prefix) == len(specs):
-            return
-        for spec in specs[len(self._prefix) :]:
-            self._prefix.append(',"name":%s,"cat":"%s"' % (orjson.dumps(spec.name).decode(), spec.cat))
-            if self.inline_args:
-                inline = orjson.dumps(spec.attrs).decode()[1:-1]
-                self._suffix.append(',"grad_enabled":%d%s%s}}' % (spec.grad_enabled, "," if inline else "", inline))
-            else:
-                self._suffix.append(',"grad_enabled":%d,"op":"%s"}}' % (spec.grad_enabled, spec.ref))
-        self._prefix_series = pl.Series(self._prefix, dtype=pl.String)
-        self._suffix_series = pl.Series(self._suffix, dtype=pl.String)
+    def _template(self, index: int) -> str:
+        """The line of one spec's events with %d slots for tid, level, p_idx, id, ts, dur.
+
+        What changes from event to event comes last, so that deflate matches each line's long static
+        part in one piece. Op events carry no reference of their own: op k of a graph call has
+        id = p_idx + 1 + k, and the parent graph event names the graph's OH record.
+        """
+        spec = TABLE.specs[index]
+        if self.inline_args:
+            fields = orjson.dumps(spec.attrs).decode()[1:-1]
+            attribution = ("," + fields if fields else "").replace("%", "%%")
+        elif spec.cat == "dynamo.graph":
+            attribution = ',"op":%d' % self.op_number(index)
+        else:
+            attribution = ""
+        host = "" if spec.cat == "dynamo" else '"hhash":"%s",' % self.hhash  # constant; the HH record has it
+        head = '{"name":%s,"cat":"%s","pid":%d,"tid":%%d,"ph":"X","args":{%s"grad_enabled":%d%s' % (
+            orjson.dumps(spec.name).decode().replace("%", "%%"), spec.cat, self.pid, host, spec.grad_enabled, attribution,
+        )  # fmt: skip
+        return head + ',"level":%d,"p_idx":%d},"id":%d,"ts":%d,"dur":%d}'
+
+    def op_number(self, index: int) -> int:
+        """The small integer events use to refer to a spec's OH record in this file."""
+        number = self._op_numbers.get(index)
+        if number is None:
+            number = self._op_numbers[index] = len(self._op_numbers) + 1
+        return number
+
+    def templates(self) -> list[str]:
+        specs = len(TABLE.specs)
+        while len(self._templates) < specs:
+            self._templates.append(self._template(len(self._templates)))
+        return self._templates
 
     def describe(self, gids: np.ndarray, tid: int) -> list[str]:
         """OH metadata lines for graphs not yet described in this file."""
@@ -78,12 +95,19 @@ class Decoder:
             if gid in self.described or gid <= 0 or gid >= len(TABLE.arrays()[0]):
                 continue
             self.described.add(gid)
-            for index in TABLE.graph_specs(gid):
-                lines.append(self.oh_line(TABLE.specs[index], tid))
+            graph_index, *op_indexes = TABLE.graph_specs(gid)
+            graph_number = self.op_number(graph_index)
+            lines.append(self.oh_line(graph_index, tid, graph_number, -1))
+            for position, index in enumerate(op_indexes):
+                lines.append(self.oh_line(index, tid, graph_number, position))
         return lines
 
-    def oh_line(self, spec: OpSpec, tid: int) -> str:
-        args = {"hhash": self.hhash, "value": spec.ref, **spec.attrs}
+    def oh_line(self, index: int, tid: int, graph_number: int, position: int) -> str:
+        spec = TABLE.specs[index]
+        args = {"hhash": self.hhash, "value": self.op_number(index), "hash": spec.ref}
+        if position >= 0:
+            args.update({"graph_op": graph_number, "index": position})
+        args.update(spec.attrs)
         record = {"name": "OH", "cat": "dynascope", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
         return orjson.dumps(record).decode()
 
@@ -164,45 +188,33 @@ class Decoder:
         g_end = (values[last_reading[g_seg]] + offset) // 1000
 
         order = np.concatenate([g_idx, op_idx])
-        frame = pl.DataFrame(
-            {
-                "pos": order,
-                "id": ids[order],
-                "spec": np.concatenate([graph_spec[gids[g_seg]], op_spec]),
-                "ts": np.concatenate([g_ts, op_ts]),
-                "dur": np.concatenate([g_end - g_ts, op_end - op_ts]),
-                "p_idx": np.concatenate([np.full(g_idx.size, parent, dtype=np.int64), op_parent]),
-                "level": np.concatenate(
-                    [np.full(g_idx.size, depth + 1, dtype=np.int64), np.full(op_idx.size, depth + 2, dtype=np.int64)]
-                ),
-            }
-        ).sort("pos")
+        columns = np.stack(
+            [
+                np.concatenate([graph_spec[gids[g_seg]], op_spec]),
+                np.concatenate([np.full(g_idx.size, depth + 1, dtype=np.int64), np.full(op_idx.size, depth + 2, dtype=np.int64)]),
+                np.concatenate([np.full(g_idx.size, parent, dtype=np.int64), op_parent]),
+                ids[order],
+                np.concatenate([g_ts, op_ts]),
+                np.concatenate([g_end - g_ts, op_end - op_ts]),
+            ]
+        )[:, np.argsort(order, kind="stable")]
         lines = self.describe(gids[g_seg], stream.tid)
-        lines.extend(self._format(frame, stream.tid))
+        lines.extend(self._format(columns, stream.tid))
         return lines
 
-    def _format(self, frame: pl.DataFrame, tid: int) -> list[str]:
-        self._sync_specs()
-        spec = frame["spec"]
-        prefix = self._prefix_series.gather(spec)  # type: ignore[union-attr]
-        suffix = self._suffix_series.gather(spec)  # type: ignore[union-attr]
-        text = pl.concat_str(
-            [
-                pl.lit('{"id":'),
-                pl.col("id").cast(pl.String),
-                pl.lit(prefix),
-                pl.lit(',"pid":%d,"tid":%d,"ts":' % (self.pid, tid)),
-                pl.col("ts").cast(pl.String),
-                pl.lit(',"dur":'),
-                pl.col("dur").cast(pl.String),
-                pl.lit(',"ph":"X","args":{"hhash":"%s","p_idx":' % self.hhash),
-                pl.col("p_idx").cast(pl.String),
-                pl.lit(',"level":'),
-                pl.col("level").cast(pl.String),
-                pl.lit(suffix),
-            ]
-        )
-        return [frame.select(text.str.join("\n")).item()]
+    def _format(self, columns: np.ndarray, tid: int, slice_rows: int = 2048) -> list[str]:
+        """Event lines, joined into pieces of `slice_rows` lines; columns are spec, level, p_idx, id, ts, dur.
+
+        Small pieces keep the working set in cache: formatting a whole drain at once is slower.
+        """
+        templates = self.templates()
+        pieces = []
+        for start in range(0, columns.shape[1], slice_rows):
+            spec, level, parent, ids, ts, dur = columns[:, start : start + slice_rows].tolist()
+            pieces.append(
+                "\n".join([templates[s] % (tid, lv, p, i, t, d) for s, lv, p, i, t, d in zip(spec, level, parent, ids, ts, dur)])
+            )
+        return pieces
 
     # -- Python-side records --------------------------------------------------------------------
 
