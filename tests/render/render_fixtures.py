@@ -113,12 +113,16 @@ def make_summary(top: int = 20) -> Summary:
 class TraceBuilder:
     """Writes one process's trace in dynascope's format, tracking ids, levels and p_idx."""
 
-    def __init__(self, pid: int, host: str = "node17", rank: int = -1, inline: bool = False):
+    def __init__(self, pid: int, host: str = "node17", rank: int = -1, inline: bool = False, positional: bool = False):
         self.pid = pid
         self.tid = pid
         self.host = host
         self.rank = rank
         self.inline = inline
+        # positional: OH `value` is a small integer (plus `hash`), op OH records carry `graph_op` and
+        # `index`, and op events carry no `op`: op k of a graph call has id = p_idx + 1 + k
+        self.positional = positional
+        self.graph_keys: dict[str, str] = {}
         self.hhash = "9c1185a5c5e9fc54"
         self.lines: list[dict] = []
         self.next_id = 1
@@ -128,11 +132,18 @@ class TraceBuilder:
     def meta(self, name: str, args: dict, cat: str = "dftracer") -> None:
         self.lines.append({"name": name, "cat": cat, "pid": self.pid, "tid": self.tid, "ph": "M", "args": {"hhash": self.hhash, **args}})
 
-    def oh(self, key: str, **fields) -> str:
-        value = f"{abs(hash((self.pid, key))) % (1 << 64):016x}"
+    def oh(self, key: str, of_graph: str | None = None, at: int | None = None, **fields) -> str:
+        digest = f"{abs(hash((self.pid, key))) % (1 << 64):016x}"
+        value = len(self.ops) + 1 if self.positional else digest
         self.ops[key] = {"value": value, **fields}
         if not self.inline:
-            self.meta("OH", {"value": value, **fields}, cat="dynascope")
+            record = {"value": value, **fields}
+            if self.positional:
+                record["hash"] = digest
+                if of_graph is not None:
+                    record.update(graph_op=self.ops[of_graph]["value"], index=at)
+                    self.graph_keys[key] = of_graph
+            self.meta("OH", record, cat="dynascope")
         return value
 
     def event(self, name: str, cat: str, ts: int, dur: int, parent: dict | None = None, op: str | None = None, **args) -> dict:
@@ -157,6 +168,8 @@ class TraceBuilder:
             rec["args"]["grad_enabled"] = 1
             if self.inline:
                 rec["args"].update({k: v for k, v in fields.items() if k != "value"})
+            elif self.positional and op in self.graph_keys:
+                assert rec["id"] == parent["id"] + 1 + [k for k, g in self.graph_keys.items() if g == self.graph_keys[op]].index(op)
             else:
                 rec["args"]["op"] = fields["value"]
         self.next_id += 1
@@ -174,7 +187,9 @@ class TraceBuilder:
         return path
 
 
-def build_trace(pid: int = 4242, rank: int = -1, inline: bool = False, steps: int = 2, file_name: str = "train.py") -> TraceBuilder:
+def build_trace(
+    pid: int = 4242, rank: int = -1, inline: bool = False, steps: int = 2, file_name: str = "train.py", positional: bool = False
+) -> TraceBuilder:
     """A training run: compile 0/0 (50 ms), then `steps` steps of forward (3 ops) + backward (2 ops).
 
     Per step (relative to the step start s): forward graph call [s+100, s+2100), ops
@@ -182,7 +197,7 @@ def build_trace(pid: int = 4242, rank: int = -1, inline: bool = False, steps: in
     graph call by 50 µs on step 0 only]; backward graph call [s+2500, s+3500), ops mm fc1 [s+2600, +200),
     threshold_backward act [s+2900, +100). Step region [s, s+4000), step starts every 5000 µs.
     """
-    b = TraceBuilder(pid, rank=rank, inline=inline)
+    b = TraceBuilder(pid, rank=rank, inline=inline, positional=positional)
     b.meta("HH", {"name": b.host, "value": b.hhash})
     b.meta("thread_name", {"name": "MainThread", "value": "thread_name"})
     b.meta("process_name", {"name": f"python {file_name}" + (f" [rank {rank}]" if rank >= 0 else "")})
@@ -191,15 +206,15 @@ def build_trace(pid: int = 4242, rank: int = -1, inline: bool = False, steps: in
     common = {"compile_id": "0/0", "graph": "__compiled_fn_1", "backend": "aot_eager", "file": file_name}
     b.oh("gf", kind="graph", phase="forward", n_ops=3, layer="", module_type="", **common)
     b.oh("gb", kind="graph", phase="backward", n_ops=2, layer="", module_type="", **common)
-    b.oh("addmm", kind="op", phase="forward", node="addmm", op_type="call_function", target="aten.addmm.default",
+    b.oh("addmm", "gf", 0, kind="op", phase="forward", node="addmm", op_type="call_function", target="aten.addmm.default",
          layer="fc1", module_type="Linear", line=14, code="x = self.fc1(x)", **common)
-    b.oh("relu", kind="op", phase="forward", node="relu", op_type="call_function", target="aten.relu.default",
+    b.oh("relu", "gf", 1, kind="op", phase="forward", node="relu", op_type="call_function", target="aten.relu.default",
          layer="act", module_type="ReLU", line=15, code="x = self.act(x)", **common)
-    b.oh("evil", kind="op", phase="forward", node="addmm_1", op_type="call_function", target="aten.addmm.default",
+    b.oh("evil", "gf", 2, kind="op", phase="forward", node="addmm_1", op_type="call_function", target="aten.addmm.default",
          layer=EVIL, module_type="Evil</td>", line=16, code=f"x = self.fc2(x)  # {EVIL}", **common)
-    b.oh("mm", kind="op", phase="backward", node="mm", op_type="call_function", target="aten.mm.default",
+    b.oh("mm", "gb", 0, kind="op", phase="backward", node="mm", op_type="call_function", target="aten.mm.default",
          layer="fc1", module_type="Linear", line=14, code="x = self.fc1(x)", **common)
-    b.oh("thr", kind="op", phase="backward", node="threshold_backward", op_type="call_function",
+    b.oh("thr", "gb", 1, kind="op", phase="backward", node="threshold_backward", op_type="call_function",
          target="aten.threshold_backward.default", layer="act", module_type="ReLU", line=15, code="x = self.act(x)", **common)
     c = T0 + 1000
     frame = b.event("entire_frame_compile", "dynamo.compile", c, 50_000, compile_id="0/0")

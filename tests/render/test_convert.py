@@ -75,12 +75,19 @@ def test_convert_nests_names_tracks_and_resolves_args(tmp_path, trace_file):
     assert [s["args"]["step"] for s in steps] == [0, 1]
 
 
-def test_inline_args_convert_the_same(tmp_path):
+@pytest.mark.parametrize("layout", ["inline", "positional"])
+def test_other_attribution_layouts_convert_the_same(tmp_path, layout):
+    """Inline args, and positional OH references (op events without `op`: op k of a graph call has
+    id = p_idx + 1 + k) resolve to the same slices as OH-hash references."""
     ref = build_trace().write(tmp_path / "ref.pfw")
-    inline = build_trace(inline=True).write(tmp_path / "inline.pfw")
-    a, b = xs(load(convert([ref], tmp_path / "a.json").out)), xs(load(convert([inline], tmp_path / "b.json").out))
+    other = build_trace(**{layout: True}).write(tmp_path / f"{layout}.pfw.gz")
+    if layout == "positional":
+        lines = gzip.decompress(other.read_bytes()).decode().splitlines()
+        assert not any('"op"' in l for l in lines if '"cat":"dynamo"' in l)  # really without references
+    a, b = xs(load(convert([ref], tmp_path / "a.json").out)), xs(load(convert([other], tmp_path / "b.json").out))
     strip = lambda evs: sorted((e["name"], e["ts"], e["dur"], e["cat"], json.dumps(e["args"], sort_keys=True)) for e in evs)
     assert strip(a) == strip(b)
+    assert any(e["args"].get("layer") == "fc1" and e["cat"] == "dynamo,backward" for e in b)
 
 
 def test_two_ranks_become_two_sorted_processes_gz_output(tmp_path, two_rank_traces):

@@ -46,7 +46,7 @@ CONVERTED_SUFFIXES = (".chrome.json", ".chrome.json.gz")  # what `dynascope conv
 _INT_PH = {1: "X", 2: "C", 3: "X", 4: "M"}
 _BOOKKEEPING = {"hhash", "p_idx", "level", "op", "id"}
 _OP_ARG_KEYS = frozenset(_BOOKKEEPING | {"grad_enabled"})
-_OH_DROP = {"value", "hhash", "kind", "file", "line"}
+_OH_DROP = {"value", "hash", "graph_op", "index", "hhash", "kind", "file", "line"}
 _PASS_PH = {"i", "I", "C", "n", "R"}  # kept as they are (instants, counters, marks)
 
 # chrome://tracing reserved colour names (Perfetto colours by name and ignores cname).
@@ -243,7 +243,7 @@ def _kind_of(cat: str, name: str, fields: dict) -> tuple[str, str]:
         return "graph", phase
     if c == "dynamo":
         return "op", phase
-    if c in ("dynascope.region", "dft_fn") or c.endswith(".region"):
+    if c in ("region", "dynascope.region", "dft_fn") or c.endswith(".region"):
         return "region", ""
     return "other", phase
 
@@ -274,8 +274,29 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
     thread_index, string_index = threads.index, strings.index
 
     for path in files:
-        ops: dict[str, dict] = {}  # OH hash → resolved fields (per file: hashes are per process)
+        ops: dict[str, dict] = {}  # OH value (or hash) → fields (per file: references are per process)
+        op_at: dict[tuple[str, int], str] = {}  # (graph OH value, k) → OH value of the graph's op k
+        graph_of_call: dict[int, str] = {}  # id of a dynamo.graph event → its graph OH value
+        pend_pos, pend_parent, pend_k = array("q"), array("q"), array("i")  # op events to attribute later
+        pend_grad = array("b")
         strings_h: dict[str, str] = {}  # SH/FH/HH hash → string
+
+        def _resolve(cat: str, name: str, op_key: str | None, extra: dict) -> tuple[int, int]:
+            fields = ops.get(op_key) if op_key is not None else None
+            if fields is None and ("layer" in extra or "phase" in extra or "kind" in extra):
+                fields, extra = extra, {}  # inline attribution (DYNASCOPE_INLINE_ARGS=1)
+            merged = _clean_oh(fields) if fields else {}
+            merged.update(extra)
+            for k in ("fhash", "cwd", "cmd_hash", "exec_hash"):
+                v = merged.get(k)
+                if isinstance(v, str) and v in strings_h:
+                    merged[k] = strings_h[v]
+            try:
+                blob = _dumps(merged, orjson.OPT_NON_STR_KEYS)
+            except TypeError:
+                blob = _dumps({str(k): str(v) for k, v in merged.items()})
+            return argsets(blob), kinds(_kind_of(cat, name, fields or {}))
+
         for rec in _records(path, stats):
             ph = rec.get("ph")
             if isinstance(ph, int):
@@ -286,8 +307,13 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             pid, tid = rec.get("pid", 0), rec.get("tid", 0)
             if ph == "M":
                 if name == "OH":
-                    if args.get("value") is not None:
-                        ops[str(args["value"])] = args
+                    value = args.get("value")
+                    if value is not None:
+                        ops[str(value)] = args
+                        if args.get("hash") is not None:
+                            ops[str(args["hash"])] = args
+                        if args.get("graph_op") is not None and isinstance(args.get("index"), int):
+                            op_at[(str(args["graph_op"]), args["index"])] = str(value)
                 elif name in ("HH", "FH", "SH"):
                     if args.get("value") is not None:
                         strings_h[str(args["value"])] = str(args.get("name", ""))
@@ -325,28 +351,26 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             if op_key is not None:
                 op_key = str(op_key)
             if args.keys() <= _OP_ARG_KEYS:  # the common case: an op or graph event, nothing of its own
-                extra = {"grad_enabled": args["grad_enabled"]} if "grad_enabled" in args else {}
-                key = (cat, op_key, args.get("grad_enabled"))
+                grad = args.get("grad_enabled")
+                extra = {"grad_enabled": grad} if grad is not None else {}
+                key = (cat, op_key, grad)
+                eid, parent = rec.get("id"), args.get("p_idx")
+                if type(eid) is int:
+                    if cat == "dynamo.graph" and op_key is not None:
+                        graph_of_call[eid] = op_key
+                    elif op_key is None and cat == "dynamo" and type(parent) is int and parent >= 0:
+                        # no reference: op k of a graph call has id = p_idx + 1 + k (resolved after the file)
+                        pend_pos.append(len(col_ts))
+                        pend_parent.append(parent)
+                        pend_k.append(eid - parent - 1)
+                        pend_grad.append(grad if grad in (0, 1) else -1)
             else:
                 extra = {k: v for k, v in args.items() if k not in _BOOKKEEPING}
                 extra_blob = _dumps(extra, orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS) if extra else b""
                 key = (cat, op_key, extra_blob)
             cached = args_cache.get(key)
             if cached is None:
-                fields = ops.get(op_key) if op_key is not None else None
-                if fields is None and ("layer" in extra or "phase" in extra or "kind" in extra):
-                    fields, extra = extra, {}  # inline attribution (DYNASCOPE_INLINE_ARGS=1)
-                merged = _clean_oh(fields) if fields else {}
-                merged.update(extra)
-                for k in ("fhash", "cwd", "cmd_hash", "exec_hash"):
-                    v = merged.get(k)
-                    if isinstance(v, str) and v in strings_h:
-                        merged[k] = strings_h[v]
-                try:
-                    blob = _dumps(merged, orjson.OPT_NON_STR_KEYS)
-                except TypeError:
-                    blob = _dumps({str(k): str(v) for k, v in merged.items()})
-                cached = args_cache[key] = (argsets(blob), kinds(_kind_of(cat, name, fields or {})))
+                cached = args_cache[key] = _resolve(cat, name, op_key, extra)
             aid, kid = cached
             t = thread_index.get((pid, tid))
             col_thread.append(t if t is not None else threads((pid, tid)))
@@ -358,7 +382,19 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             col_kind.append(kid)
             col_ts.append(ts)
             col_dur.append(dur)
-        args_cache.clear()  # op hashes are per file
+        dynamo_cat = "dynamo"
+        for pos, parent, k, grad in zip(pend_pos, pend_parent, pend_k, pend_grad):
+            graph_ref = graph_of_call.get(parent)
+            op_ref = op_at.get((graph_ref, k)) if graph_ref is not None else None
+            if op_ref is None:
+                continue
+            g = None if grad < 0 else grad
+            key = (dynamo_cat, op_ref, g)
+            cached = args_cache.get(key)
+            if cached is None:
+                cached = args_cache[key] = _resolve(dynamo_cat, "", op_ref, {"grad_enabled": g} if g is not None else {})
+            col_args[pos], col_kind[pos] = cached
+        args_cache.clear()  # op references are per file
 
     stats.threads = len(threads.items)
     stats.processes = len({p for p, _ in threads.items} | set(process_names))
