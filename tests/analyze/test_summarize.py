@@ -163,3 +163,44 @@ def test_diff_ops_only_on_one_side(tmp_path):
     b = summarize(read_trace(synth.write_pfw(tmp_path / "b.pfw", b_ev)))
     rows = diff_summaries(a, b)["by_op"].select("name", "total_us_a", "total_us_b", "delta_us", "ratio").rows()
     assert rows == [("function.only_b", 0, 7, 7, None), ("function.only_a", 5, 0, -5, 0.0)]
+
+
+def _refless_trace(path, calls: int, late_every: int = 7):
+    """The writer's compact layout: op events carry no `op` (op k of a graph call has id = p_idx + 1 + k),
+    graph events name their graph by a small integer, OH records carry graph_op/index; some graph lines
+    come after their ops (every `late_every`-th call) to exercise late resolution."""
+    pid, hh = 77, synth.HA
+
+    def ev(name, cat, i, ts, dur, args):
+        return {"name": name, "cat": cat, "pid": pid, "tid": pid, "ph": "X", "args": args, "id": i, "ts": ts, "dur": dur}
+
+    lines = [
+        synth.meta("HH", pid, {"hhash": hh, "name": "nodeZ", "value": hh}),
+        {"id": 1, "name": "start", "cat": "dftracer", "pid": pid, "tid": pid, "ts": 0, "dur": 0, "ph": "X", "args": {"hhash": hh, "rank": 3, "world_size": 4}},
+        synth.meta("OH", pid, {"hhash": hh, "value": 1, "hash": "00000000000000aa", "kind": "graph", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": "forward", "n_ops": 2}, cat="dynascope"),
+        synth.meta("OH", pid, {"hhash": hh, "value": 2, "hash": "00000000000000bb", "graph_op": 1, "index": 0, "kind": "op", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": "forward", "layer": "fc1", "module_type": "Linear"}, cat="dynascope"),
+        synth.meta("OH", pid, {"hhash": hh, "value": 3, "hash": "00000000000000cc", "graph_op": 1, "index": 1, "kind": "op", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": "forward", "layer": "act", "module_type": "ReLU"}, cat="dynascope"),
+    ]  # fmt: skip
+    i = 2
+    for c in range(calls):
+        t = 100 + 100 * c
+        g = ev("__compiled_fn_1.forward", "dynamo.graph", i, t, 50, {"hhash": hh, "grad_enabled": 1, "op": 1, "level": 1, "p_idx": -1})
+        o1 = ev("function.addmm.default", "dynamo", i + 1, t + 1, 10 + c % 5, {"grad_enabled": 1, "level": 2, "p_idx": i})
+        o2 = ev("function.relu.default", "dynamo", i + 2, t + 20, 3, {"grad_enabled": 1, "level": 2, "p_idx": i})
+        lines += [o1, o2, g] if c % late_every == 3 else [g, o1, o2]
+        i += 3
+    return synth.write_pfw(path, lines, bracket=False)
+
+
+@pytest.mark.parametrize("calls", [5, 400])  # orjson only / the comma-split fast path
+def test_refless_ops_resolve_through_their_graph_call(tmp_path, calls):
+    p = _refless_trace(tmp_path / "z.pfw", calls)
+    frame = read_trace(p)
+    ops = frame.filter(pl.col("cat") == "dynamo")
+    assert ops.height == 2 * calls and ops["layer"].null_count() == 0 and ops["host"].null_count() == 0
+    assert ops.filter(pl.col("name") == "function.relu.default")["layer"].cast(pl.String).unique().to_list() == ["act"]
+    s = summarize(frame)
+    assert s.by_layer.select("layer", "count").rows() == [("fc1", calls), ("act", calls)]
+    assert s.by_process.select("host", "rank").rows() == [("nodeZ", 3)]
+    assert s.by_graph.select("calls", "ops").row(0) == (calls, 2 * calls)
+    assert_same(summarize_files([p]), s)

@@ -71,7 +71,7 @@ _CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
     "op_type", "target", "layer", "module_type", "file", "code", "backend", "tracer", "shapes", "dtypes",
 }  # fmt: skip
-_RESOLVE_KEYS = {"pid", "name", "cat", "hhash", "fhash", "op", "cmd_hash", "exec_hash", "cwd"}
+_RESOLVE_KEYS = {"pid", "name", "cat", "hhash", "fhash", "op", "cmd_hash", "exec_hash", "cwd", "id", "p_idx", "host"}
 _TOP_KEYS = ("id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph")
 _PH_INT = {1: "X", 2: "C", 3: "A", 4: "M"}
 _TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz")
@@ -621,6 +621,7 @@ class _FileState:
         self.files: dict[str, str] = {}
         self.strings: dict[str, str] = {}
         self.oh: dict[str, dict] = {}
+        self.oh_index: dict[tuple[str, int], str] = {}
         self.proc: dict[int, dict] = {}
         self.open_b: dict[tuple, list] = {}
         self.dropped_lines = 0
@@ -728,9 +729,15 @@ class _FileState:
             value = args.get("value")
             if value is None:
                 return
-            attrs = {k: v for k, v in args.items() if k not in ("value", "hhash")}
-            for k in _hash_keys(value):
+            attrs = {k: v for k, v in args.items() if k not in ("value", "hhash", "hash", "graph_op", "index")}
+            keys = _hash_keys(value)
+            for k in keys + (_hash_keys(args["hash"]) if args.get("hash") is not None else []):
                 self.oh[k] = attrs
+            # op events may carry no reference: op k of a graph call has id = p_idx + 1 + k, and the
+            # graph event's `op` names the graph (graph_op) whose op k this record describes
+            if args.get("graph_op") is not None and isinstance(args.get("index"), int):
+                for g in _hash_keys(args["graph_op"]):
+                    self.oh_index[(g, args["index"])] = keys[0]
         elif name == "process_name":
             pid = e.get("pid")
             if pid is not None and "name" in args:
@@ -841,9 +848,17 @@ class _FileState:
 
     def _resolve(self, frame: pl.DataFrame, columns: list[str] | None) -> pl.DataFrame:
         want = set(columns) if columns is not None else None
+        if self.oh_index and "p_idx" in frame.columns and "id" in frame.columns and "cat" in frame.columns:
+            frame = self._derive_op_refs(frame)
         cols = set(frame.columns)
-        if "hhash" in cols and (want is None or "host" in want):
-            frame = frame.with_columns(_map_hash("hhash", self.hosts, frame).alias("host"))
+        if want is None or "host" in want:
+            single = set(self.hosts.values())
+            fallback = pl.lit(single.pop() if len(single) == 1 else None, dtype=pl.String)
+            mapped = _map_hash("hhash", self.hosts, frame).cast(pl.String) if "hhash" in cols else pl.lit(None, dtype=pl.String)
+            if "host" in cols:  # a `host` arg (the start record has one)
+                mapped = pl.coalesce(mapped, pl.col("host").cast(pl.String))
+            if "hhash" in cols or "host" in cols or len(set(self.hosts.values())) == 1:
+                frame = frame.with_columns(pl.coalesce(mapped, fallback).cast(pl.Categorical).alias("host"))
         if "fhash" in cols and (want is None or "fname" in want):
             frame = frame.with_columns(_map_hash("fhash", self.files, frame).alias("fname"))
         for src, table, dst in (("cmd_hash", self.strings, "cmd"), ("exec_hash", self.strings, "exec"), ("cwd", self.files, "cwd")):
@@ -869,6 +884,34 @@ class _FileState:
                     table, on="pid", how="left", coalesce=True
                 )
         return frame
+
+    def graph_refs(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return graph_refs(frame)
+
+    def index_table(self) -> pl.DataFrame:
+        keys = list(self.oh_index)
+        return pl.DataFrame(
+            {"__gop": [k[0] for k in keys], "__k": [k[1] for k in keys], "__ref": list(self.oh_index.values())},
+            schema={"__gop": pl.String, "__k": pl.Int64, "__ref": pl.String},
+        )
+
+    def _derive_op_refs(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Fill `op` of op events that carry no reference from their parent graph call."""
+        if "op" not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("op"))
+        graphs = self.graph_refs(frame)
+        if graphs.height == 0:
+            return frame
+        need = (pl.col("cat") == "dynamo") & pl.col("op").is_null() & pl.col("p_idx").is_not_null()
+        frame = frame.with_columns(
+            pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
+            pl.col("pid").cast(pl.Int64),
+            pl.col("p_idx").cast(pl.Int64),
+        )
+        frame = frame.join(graphs, on=["pid", "p_idx"], how="left").join(self.index_table(), on=["__gop", "__k"], how="left")
+        return frame.with_columns(pl.coalesce(_norm_hash_expr("op", frame), pl.col("__ref")).alias("op")).drop(
+            "__k", "__gop", "__ref"
+        )
 
     def _join_oh(self, frame: pl.DataFrame, want: set | None) -> pl.DataFrame:
         keys = list(self.oh)
@@ -902,6 +945,22 @@ class _FileState:
                 [pl.coalesce(pl.col(k), pl.col(f"{k}__oh")).alias(k) for k in overlap]
             ).drop([f"{k}__oh" for k in overlap])
         return frame.drop("__op")
+
+
+def graph_refs(frame: pl.DataFrame) -> pl.DataFrame:
+    """(pid, p_idx, __gop): each graph event's id (as its ops' p_idx) and its graph reference."""
+    if not {"cat", "op", "id", "pid"} <= set(frame.columns):
+        return pl.DataFrame(schema={"pid": pl.Int64, "p_idx": pl.Int64, "__gop": pl.String})
+    return frame.filter((pl.col("cat") == "dynamo.graph") & pl.col("op").is_not_null()).select(
+        pl.col("pid").cast(pl.Int64),
+        pl.col("id").cast(pl.Int64).alias("p_idx"),
+        _norm_hash_expr("op", frame).alias("__gop"),
+    )
+
+
+def norm_hash(col: str, frame: pl.DataFrame) -> pl.Expr:
+    """A hash column as the string key metadata tables use (ints in decimal, hex lower-case)."""
+    return _norm_hash_expr(col, frame)
 
 
 def _hash_keys(value) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .reader import ReadInfo, concat_frames, expand_paths, map_files, read_file_state
+from .reader import ReadInfo, concat_frames, expand_paths, graph_refs, map_files, norm_hash, read_file_state
 from .summary import Summary
 
 __all__ = [
@@ -138,20 +138,48 @@ _RAW_OP_KEYS = ["pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "m
 
 
 class _OpReducer:
-    """Takes op events out of each parsed chunk: a histogram over raw keys, and their times."""
+    """Takes op events out of each parsed chunk: a histogram over raw keys, and their times.
+
+    Op events without a reference of their own (op k of a graph call: id = p_idx + 1 + k) are keyed by
+    their parent graph call's reference and k, looked up in the graph calls seen so far (a graph
+    call's line precedes its ops); any still unknown keep their p_idx until the end of the file.
+    """
 
     def __init__(self):
         self.hists: list[pl.DataFrame] = []
         self.times: list[pl.DataFrame] = []
+        self.graphs: list[pl.DataFrame] = []
+        self._gmap: pl.DataFrame | None = None
+
+    def _graph_map(self) -> pl.DataFrame:
+        if self._gmap is None or self._gmap.height != sum(g.height for g in self.graphs):
+            self._gmap = pl.concat(self.graphs) if self.graphs else graph_refs(pl.DataFrame())
+        return self._gmap
 
     def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
         if "cat" not in frame.columns:
             return frame
+        g = graph_refs(frame)
+        if g.height:
+            self.graphs.append(g)
         is_op = (pl.col("cat") == OP_CAT).fill_null(False)
         ops = frame.filter(is_op)
         if ops.height == 0:
             return frame
-        keys = [c for c in _RAW_OP_KEYS if c in ops.columns]
+        extra = []
+        if "p_idx" in ops.columns and "id" in ops.columns:
+            need = pl.col("p_idx").is_not_null()
+            if "op" in ops.columns:
+                need = need & pl.col("op").is_null()
+            ops = ops.with_columns(
+                pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
+                pl.when(need).then(pl.col("p_idx")).otherwise(None).cast(pl.Int64).alias("__p"),
+                pl.col("pid").cast(pl.Int64),
+            )
+            ops = ops.join(self._graph_map().rename({"p_idx": "__p"}), on=["pid", "__p"], how="left")
+            ops = ops.with_columns(pl.when(pl.col("__gop").is_null()).then(pl.col("__p")).otherwise(None).alias("__pend"))
+            extra = ["__gop", "__k", "__pend"]
+        keys = [c for c in _RAW_OP_KEYS if c in ops.columns] + extra
         self.hists.append(ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")))
         tcols = [pl.col(c) if c in ops.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
         self.times.append(ops.select(tcols))
@@ -164,6 +192,20 @@ class _OpReducer:
             times = pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64, "dur": pl.Int64})
             return hist, times
         raw = pl.concat(self.hists, how="diagonal_relaxed")
+        if "__k" in raw.columns:
+            pend = raw.filter(pl.col("__pend").is_not_null())
+            if pend.height:  # ops whose graph call came later in the file
+                done = raw.filter(pl.col("__pend").is_null())
+                pend = pend.drop("__gop").join(
+                    self._graph_map().rename({"p_idx": "__pend"}), on=["pid", "__pend"], how="left"
+                )
+                raw = pl.concat([done, pend.select(done.columns)], how="vertical_relaxed")
+            raw = raw.join(state.index_table(), on=["__gop", "__k"], how="left")
+            if "op" in raw.columns:
+                raw = raw.with_columns(pl.coalesce(norm_hash("op", raw), pl.col("__ref")).alias("op"))
+            else:
+                raw = raw.rename({"__ref": "op"})
+            raw = raw.drop([c for c in ("__gop", "__k", "__pend", "__ref") if c in raw.columns])
         keys = [c for c in _RAW_OP_KEYS if c in raw.columns]
         raw = raw.group_by(keys).agg(pl.col("n").sum())
         resolved = state.resolve_frame(raw, SUMMARY_COLUMNS)
@@ -173,7 +215,7 @@ class _OpReducer:
                 cols.append(pl.col(c))
             else:
                 cols.append(pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c))
-        hist = resolved.select(*cols, "n").group_by(_OP_KEYS).agg(pl.col("n").sum())
+        hist = _str_keys(resolved.select(*cols, "n")).group_by(_OP_KEYS).agg(pl.col("n").sum())
         times = pl.concat(self.times, how="vertical_relaxed").select(
             pl.lit(name, dtype=pl.String).alias("trace_file"), "pid", "tid", "ts", "dur"
         )
