@@ -110,8 +110,10 @@ def test_toy_example_inductor():
     assert sg.fx_code and "torch.abs" in sg.fx_code  # Dynamo's graph, kept by the observer
     assert sg.op_count == 5
     ct = next(c for c in obs.compile_times if c.compile_id == "0/0")
-    assert ct.inductor_s is not None and ct.inductor_s > 0
-    assert ct.total_s >= ct.backend_s
+    assert ct.backend_s > 0 and ct.total_s >= ct.backend_s
+    if ct.aot_s is not None:  # cold caches: AOT autograd and inductor ran and are timed apart
+        assert ct.inductor_s is not None and 0 < ct.inductor_s <= ct.backend_s
+        assert abs(ct.dynamo_s + ct.aot_s + ct.backend_s - ct.total_s) < 1e-6
 
 
 def test_nested_resume_functions_two_breaks():

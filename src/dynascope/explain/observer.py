@@ -154,7 +154,8 @@ class Observer:
                     self._on_metrics(row)
 
     _PHASES = ("entire_frame_compile", "backend_compile", "create_aot_dispatcher_function",
-               "compile_fx_inner", "inductor_compile")
+               "compile_fx_inner", "inductor_compile", "compile_fx.<locals>.fw_compiler_base",
+               "compile_fx.<locals>.bw_compiler_base")
 
     def _on_chromium(self, payload: str) -> None:
         if not any(name in payload for name in self._PHASES):

@@ -68,16 +68,21 @@ def compile_time(row: dict[str, Any]) -> CompileTime:
 
 def apply_phases(ct: CompileTime, durations: dict[str, float]) -> None:
     """Split a compile's time with torch's timed events (seconds per event name for one compile id):
-    entire_frame_compile, backend_compile, create_aot_dispatcher_function, compile_fx_inner."""
+    entire_frame_compile, backend_compile, create_aot_dispatcher_function, inductor_compile and inductor's
+    fw/bw compiler wrappers. On an AOT/inductor cache hit torch emits no AOT or inductor events, so
+    aot_s and inductor_s stay None and the whole backend call counts as backend_s."""
     total = durations.get("entire_frame_compile")
     if total is not None:
         ct.total_s = total
     backend_call = durations.get("backend_compile")
     if backend_call is None:
         return
-    inductor = durations.get("compile_fx_inner") or durations.get("inductor_compile")
+    inductor = durations.get("inductor_compile") or durations.get("compile_fx_inner")
+    # the compiler AOT autograd calls (inductor's fw/bw compilers, joint-graph passes included) is backend time
+    inner = (durations.get("compile_fx.<locals>.fw_compiler_base", 0.0)
+             + durations.get("compile_fx.<locals>.bw_compiler_base", 0.0)) or (inductor or 0.0)
     aot_total = durations.get("create_aot_dispatcher_function")
-    aot = None if aot_total is None else max(0.0, min(backend_call, aot_total - (inductor or 0.0)))
+    aot = None if aot_total is None else max(0.0, min(backend_call, aot_total - inner))
     ct.aot_s = aot
     ct.backend_s = max(0.0, backend_call - (aot or 0.0))
     if inductor is not None:
