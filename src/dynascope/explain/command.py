@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import ConfigError
 from .model import CacheEntry, Explanation, Report, render_guards, render_observations, render_text
 
+TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
 USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]"
 
 
@@ -129,7 +130,7 @@ def print_report(report: Report) -> None:
     for expl in report.explanations:
         fn = expl.function
         console.print(Rule(f"{fn.qualname or fn.name}  ({fn.where()})", style="cyan"))
-        _print_styled(console, render_text(_without_records(expl)))
+        _print_styled(console, render_text(_without_records(expl), guard_limit=TERMINAL_GUARD_LIMIT))
         console.print()
     obs = render_observations(report)
     if obs:

@@ -307,7 +307,9 @@ def _indent(text: str, prefix: str) -> str:
     return textwrap.indent(text.rstrip("\n"), prefix, lambda line: True)
 
 
-def render_guards(entry: CacheEntry, user_file: str | None = None) -> str:
+def render_guards(entry: CacheEntry, user_file: str | None = None, limit: int | None = None) -> str:
+    """Guards as text, one check per line under a `# variable` heading. `limit` caps the checks
+    shown per variable (the rest are counted)."""
     lines = []
     for group in entry.guards:
         ul = group.user_line()
@@ -316,12 +318,15 @@ def render_guards(entry: CacheEntry, user_file: str | None = None) -> str:
             where = f"line {ul.line}" if not ul.file or ul.file == user_file else f"{ul.file}:{ul.line}"
             head += f"  (guarded since {where}: {ul.code})" if ul.code else f"  ({where})"
         lines.append(head)
-        for g in group.guards:
+        shown = group.guards if limit is None else group.guards[:limit]
+        for g in shown:
             lines.append(g.text)
+        if len(shown) < len(group.guards):
+            lines.append(f"... and {len(group.guards) - len(shown)} more checks on {group.subject}")
     return "\n".join(lines)
 
 
-def render_text(expl: Explanation, depth: int = 0) -> str:
+def render_text(expl: Explanation, depth: int = 0, guard_limit: int | None = None) -> str:
     out: list[str] = []
     n = len(expl.cache_entries)
     fn = expl.function
@@ -338,7 +343,7 @@ def render_text(expl: Explanation, depth: int = 0) -> str:
         out.append(f"Cache entry {entry.index} (compile id {entry.compile_id}{backend}):")
         out.append("")
         out.append(f"  Guards ({_plural(entry.guard_count, 'check')}; this entry runs only if all pass):")
-        out.append(_indent(render_guards(entry, fn.file) or "(no guards)", "    "))
+        out.append(_indent(render_guards(entry, fn.file, guard_limit) or "(no guards)", "    "))
         if entry.code is not None:
             out.append("")
             how = "decompiled" if entry.code.decompiled else "bytecode; the decompiler could not handle it"
@@ -367,7 +372,7 @@ def render_text(expl: Explanation, depth: int = 0) -> str:
                 out.append(_indent(rf.source, "    "))
             if rf.explanation is not None and rf.explanation.cache_entries:
                 out.append("")
-                out.append(_indent(render_text(rf.explanation, depth + 1), "    | "))
+                out.append(_indent(render_text(rf.explanation, depth + 1, guard_limit), "    | "))
             elif rf.explanation is None:
                 out.append("    (not compiled yet: this branch has not run)")
     if depth == 0:
