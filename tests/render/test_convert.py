@@ -168,3 +168,11 @@ def test_directory_input_skips_explanation_and_previous_conversions(tmp_path, ca
     doc = load(run / "trace.chrome.json")
     assert doc["otherData"]["source_files"] == [str(run / "train-4242.pfw.gz")]
     assert len(xs(doc)) == 20
+
+
+def test_text_file_is_not_a_trace(tmp_path, capsys):
+    bad = tmp_path / "notes.pfw"
+    bad.write_text("hello\nworld\n")
+    assert cli_main(["convert", str(bad), "-o", str(tmp_path / "o.json")]) == 2
+    err = capsys.readouterr().err
+    assert "notes.pfw: not a trace" in err and not (tmp_path / "o.json").exists()

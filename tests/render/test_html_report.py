@@ -116,3 +116,15 @@ def test_step_chart_cuts_outliers_and_labels_them():
     assert re.findall(r'class="cutlabel"[^>]*>([^<]*)<', chart) == ["1 s", "250 ms"]
     assert ">0:0</text>" in chart and ">1:5</text>" in chart  # epoch:step labels with several epochs
     assert "2 steps cut at 5× a typical step" in html
+
+
+def test_process_chart_only_with_several_processes():
+    s = make_summary()
+    assert 'id="chart-processes"' not in render_html(s)
+    s.by_process = pl.DataFrame({"pid": [10, 11], "host": ["n1", "n2"], "rank": [0, 1], "events": [5, 5],
+                                 "op_us": [1000.0, 3000.0], "compile_us": [1000.0, 0.0]})
+    html = render_html(s)
+    chart = html.split('id="chart-processes"', 1)[1].split("</section>", 1)[0]
+    assert "rank 0 · n1 · pid 10" in chart and "rank 1 · n2 · pid 11" in chart
+    # rank 0: 1 ms op + 1 ms compile of a 3 ms peak → 33.333% each
+    assert chart.count('style="width: 33.333%"') == 2 and 'style="width: 100.000%"' in chart

@@ -297,7 +297,9 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
                 blob = _dumps({str(k): str(v) for k, v in merged.items()})
             return argsets(blob), kinds(_kind_of(cat, name, fields or {}))
 
+        bad_before, n_records = stats.bad_lines, 0
         for rec in _records(path, stats):
+            n_records += 1
             ph = rec.get("ph")
             if isinstance(ph, int):
                 ph = _INT_PH.get(ph, str(ph))
@@ -382,6 +384,10 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             col_kind.append(kid)
             col_ts.append(ts)
             col_dur.append(dur)
+        if n_records == 0 and stats.bad_lines > bad_before:
+            raise TraceFormatError(
+                f"{path}: not a trace: no line is a JSON record; expected DFTracer JSON lines (.pfw/.pfw.gz) or Chrome-trace JSON"
+            )
         dynamo_cat = "dynamo"
         for pos, parent, k, grad in zip(pend_pos, pend_parent, pend_k, pend_grad):
             graph_ref = graph_of_call.get(parent)

@@ -244,6 +244,30 @@ def _step_chart(summary: Any, limit: int = 400) -> dict | None:
     }
 
 
+def _process_chart(summary: Any, limit: int = 64) -> dict | None:
+    """Op time and compile time per process (rank), when there is more than one: stragglers stand out."""
+    frame = frame_of(summary, "by_process")
+    if frame.height < 2:
+        return None
+    rows = frame.head(limit).to_dicts()
+    totals = [_num(r.get("op_us")) + _num(r.get("compile_us")) for r in rows]
+    peak = max(totals, default=0.0)
+    if peak <= 0:
+        return None
+    bars = []
+    for r, total in zip(rows, totals):
+        rank = r.get("rank")
+        parts = [f"rank {rank}" if isinstance(rank, int) and rank >= 0 else None, r.get("host"), f"pid {r.get('pid')}"]
+        label = " · ".join(str(p) for p in parts if p not in (None, ""))
+        segs = [
+            {"cls": cls, "pct": v / peak * 100, "title": f"{name} {fmt_us(v)}"}
+            for name, cls, v in (("op time", "k-run", _num(r.get("op_us"))), ("compile", "k-compile", _num(r.get("compile_us"))))
+            if v > 0
+        ]
+        bars.append({"label": label, "module": "", "value": fmt_us(total), "segments": segs})
+    return {"bars": bars, "more": max(0, frame.height - len(rows))}
+
+
 def _compile_time_chart(expl: dict | None) -> dict | None:
     if not expl:
         return None
@@ -488,6 +512,7 @@ def render_html(summary: Any, explanation: dict | None = None, title: str | None
             "phase": _phase_chart(summary),
             "layers": _layer_chart(summary),
             "steps": _step_chart(summary),
+            "processes": _process_chart(summary),
         },
         "expl": expl,
     }
