@@ -37,6 +37,7 @@ RESULTS = HERE / "results" / "analysis.json"
 FWD_OPS = 20
 BWD_OPS = 40
 PER_STEP = FWD_OPS + BWD_OPS  # op events per step; + 2 graph calls + 1 region
+LAYOUT = 2  # bump when the generated layout changes (a kept --dir is regenerated)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -62,17 +63,17 @@ def _compress(data: bytes) -> bytes:
 
 
 def _write_file(path: Path, pid: int, rank: int, world: int, n_ops: int, seed: int) -> int:
-    """One process's trace with about n_ops op events; returns the number of op events written."""
+    """One process's trace with about n_ops op events, laid out as dynascope's writer lays it out
+    (docs/trace-format.md): numbered OH records, graph events naming their graph's OH, op events that
+    refer to attribution through their graph call (id = p_idx + 1 + k), one step region per step."""
     import numpy as np
     import polars as pl
 
     rng = np.random.default_rng(seed)
     hh = f"{rng.integers(1 << 62):016x}"
     steps = max(1, n_ops // PER_STEP)
-    op_hashes = [f"{rng.integers(1 << 62):016x}" for _ in range(PER_STEP)]
-    g_hashes = [f"{rng.integers(1 << 62):016x}" for _ in range(2)]
-    layers = [f"layers.{i // 4}" for i in range(PER_STEP)]
     targets = ["addmm", "relu", "t", "view", "mm", "threshold_backward", "sum.dim_IntList", "native_layer_norm"]
+    dumps = lambda o: json.dumps(o, separators=(",", ":"))  # noqa: E731
     head = [
         {"name": "HH", "cat": "dftracer", "pid": pid, "tid": pid, "ph": "M", "args": {"hhash": hh, "name": f"node{rank // 8}", "value": hh}},
         {"name": "thread_name", "cat": "dftracer", "pid": pid, "tid": pid, "ph": "M", "args": {"hhash": hh, "name": "MainThread", "value": "thread_name"}},
@@ -83,70 +84,66 @@ def _write_file(path: Path, pid: int, rank: int, world: int, n_ops: int, seed: i
          "args": {"hhash": hh, "p_idx": -1, "level": 1, "compile_id": "0/0"}},
     ]  # fmt: skip
     names = []
-    for j in range(PER_STEP):
-        phase = "forward" if j < FWD_OPS else "backward"
-        tgt = targets[j % len(targets)]
-        names.append(f"function.{tgt}.default" if "." not in tgt else f"function.{tgt}")
+    number = 0
+    for phase, count in (("forward", FWD_OPS), ("backward", BWD_OPS)):
+        number += 1
+        graph_number = number
         head.append({"name": "OH", "cat": "dynascope", "pid": pid, "tid": pid, "ph": "M", "args": {
-            "hhash": hh, "value": op_hashes[j], "kind": "op", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": phase,
-            "node": f"{tgt}_{j}", "op_type": "call_function", "target": f"aten.{tgt}", "layer": layers[j % FWD_OPS],
-            "module_type": "Linear" if "mm" in tgt else "ReLU", "file": "train.py", "line": 10 + j, "code": f"x = self.l{j}(x)",
-            "backend": "aot_eager"}})  # fmt: skip
-    for k, phase in enumerate(("forward", "backward")):
-        head.append({"name": "OH", "cat": "dynascope", "pid": pid, "tid": pid, "ph": "M", "args": {
-            "hhash": hh, "value": g_hashes[k], "kind": "graph", "compile_id": "0/0", "graph": "__compiled_fn_1",
-            "phase": phase, "backend": "aot_eager", "n_ops": FWD_OPS if k == 0 else BWD_OPS}})  # fmt: skip
-    head_text = "[\n" + "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in head)
+            "hhash": hh, "value": graph_number, "hash": f"{rng.integers(1 << 62):016x}", "kind": "graph", "compile_id": "0/0",
+            "graph": "__compiled_fn_1", "phase": phase, "backend": "aot_eager", "n_ops": count}})  # fmt: skip
+        for k in range(count):
+            number += 1
+            tgt = targets[(k + (0 if phase == "forward" else 3)) % len(targets)]
+            names.append(f"function.{tgt}.default" if "." not in tgt else f"function.{tgt}")
+            head.append({"name": "OH", "cat": "dynascope", "pid": pid, "tid": pid, "ph": "M", "args": {
+                "hhash": hh, "value": number, "hash": f"{rng.integers(1 << 62):016x}", "graph_op": graph_number, "index": k,
+                "kind": "op", "compile_id": "0/0", "graph": "__compiled_fn_1", "phase": phase, "node": f"{tgt}_{k}",
+                "op_type": "call_function", "target": f"aten.{tgt}", "layer": f"layers.{(k % FWD_OPS) // 4}",
+                "module_type": "Linear" if "mm" in tgt else "ReLU", "file": "train.py", "path": "/home/me/train.py",
+                "line": 10 + k % FWD_OPS, "code": f"x = self.l{k % FWD_OPS}(x)", "backend": "aot_eager"}})  # fmt: skip
+    head_text = "[\n" + "".join(dumps(e) + "\n" for e in head)
 
-    # one step = FWD_OPS ops, fwd graph call, BWD_OPS ops, bwd graph call, the step region; in file
-    # order (events are written when they end) with ids and parent ids as the writer assigns them
+    # file order of one step: fwd graph call, its ops, bwd graph call, its ops, then the step region
+    # (written when it ends); ids in opening order: region r, fwd graph r+1, its ops, bwd graph, its ops
     R = PER_STEP + 3
     n = steps * R
     i = np.arange(n, dtype=np.int64)
     s, j = i // R, i % R
-    kind = np.where(j == FWD_OPS, 1, np.where(j == PER_STEP + 1, 1, np.where(j == PER_STEP + 2, 2, 0)))
-    base_id = 3 + s * R
-    ids = base_id + j
-    region_id = base_id + PER_STEP + 2
-    graph_id = np.where(j <= FWD_OPS, base_id + FWD_OPS, base_id + PER_STEP + 1)
-    p_idx = np.where(kind == 0, graph_id, np.where(kind == 1, region_id, -1))
-    level = np.where(kind == 0, 3, np.where(kind == 1, 2, 1))
-    dur_op = rng.integers(1, 200, n)
+    r = 3 + s * R
+    bwd_g = 1 + FWD_OPS  # row of the bwd graph call within a step
+    kind = np.where((j == 0) | (j == bwd_g), 1, np.where(j == R - 1, 2, 0))  # 0 op, 1 graph, 2 region
+    ids = np.where(kind == 2, r, r + 1 + j)
+    parent = np.where(j < bwd_g, r + 1, r + 1 + bwd_g)
+    p_idx = np.where(kind == 0, parent, np.where(kind == 1, r, -1))
+    op_row = np.where(j < bwd_g, j - 1, j - 2)  # index into names for op rows
+    op_row = np.clip(op_row, 0, PER_STEP - 1)
     step_len = 40_000
     t0 = 1_795_000_002_200_000 + s * step_len
-    ts = t0 + 10 + j * 500
-    dur = np.where(kind == 0, dur_op, np.where(kind == 1, 400 * (FWD_OPS + 1), step_len - 20))
-    ts = np.where(kind == 2, t0, np.where(j == FWD_OPS, t0 + 10, np.where(j == PER_STEP + 1, t0 + 10 + (FWD_OPS + 1) * 500, ts)))
-    opj = np.where(j < FWD_OPS, j, np.where(j <= PER_STEP, j - 1, 0))
-    df = pl.DataFrame({"id": ids, "ts": ts, "dur": dur, "p_idx": p_idx, "level": level, "kind": kind, "opj": opj, "step": s})
-    op_hash = pl.Series(op_hashes)
+    dur_op = rng.integers(1, 200, n)
+    ts = np.where(kind == 2, t0, t0 + 10 + j * 500)
+    dur = np.where(kind == 0, dur_op, np.where(kind == 1, np.where(j == 0, 500 * (FWD_OPS + 1), 500 * (BWD_OPS + 1)), step_len - 20))
+    grad = np.where(j < bwd_g, 1, 0)
+    gop = np.where(j == 0, 1, 2 + FWD_OPS)
     name_s = pl.Series(names)
-    graph_name = pl.when(pl.col("j_is_fwd")).then(pl.lit("__compiled_fn_1.forward")).otherwise(pl.lit("__compiled_fn_1.backward"))
-    df = df.with_columns(
-        op_hash.gather(pl.col("opj")).alias("oph") if False else pl.col("opj"),
-        (pl.col("id") - 3 - pl.col("step") * R == FWD_OPS).alias("j_is_fwd"),
-    )
-    df = df.with_columns(
-        pl.col("opj").map_batches(lambda c: op_hash.gather(c), return_dtype=pl.String).alias("oph"),
-        pl.col("opj").map_batches(lambda c: name_s.gather(c), return_dtype=pl.String).alias("nm"),
-    )
+    df = pl.DataFrame({"id": ids, "ts": ts, "dur": dur, "p_idx": p_idx, "kind": kind, "op_row": op_row, "step": s, "grad": grad, "gop": gop, "fwd": j < bwd_g})
+    df = df.with_columns(pl.col("op_row").map_batches(lambda c: name_s.gather(c), return_dtype=pl.String).alias("nm"))
     P = str(pid)
-    common = [pl.lit(f'","pid":{P},"tid":{P},"ts":'), pl.col("ts").cast(pl.String), pl.lit(',"dur":'), pl.col("dur").cast(pl.String),
-              pl.lit(f',"ph":"X","args":{{"hhash":"{hh}","p_idx":'), pl.col("p_idx").cast(pl.String), pl.lit(',"level":'),
-              pl.col("level").cast(pl.String)]  # fmt: skip
-    op_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"'), pl.col("nm"), pl.lit('","cat":"dynamo'),
-                             *common, pl.lit(',"grad_enabled":1,"op":"'), pl.col("oph"), pl.lit('"}}')])  # fmt: skip
-    g_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"'), graph_name, pl.lit('","cat":"dynamo.graph'),
-                            *common, pl.lit(',"grad_enabled":1,"op":"'),
-                            pl.when(pl.col("j_is_fwd")).then(pl.lit(g_hashes[0])).otherwise(pl.lit(g_hashes[1])), pl.lit('"}}')])  # fmt: skip
-    r_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(',"name":"step","cat":"region'), *common,
-                            pl.lit(',"epoch":0,"step":'), pl.col("step").cast(pl.String), pl.lit("}}")])  # fmt: skip
+    tail_cols = [pl.lit('},"id":'), pl.col("id").cast(pl.String), pl.lit(',"ts":'), pl.col("ts").cast(pl.String), pl.lit(',"dur":'),
+                 pl.col("dur").cast(pl.String), pl.lit("}")]  # fmt: skip
+    op_line = pl.concat_str([pl.lit('{"name":"'), pl.col("nm"), pl.lit(f'","cat":"dynamo","pid":{P},"tid":{P},"ph":"X","args":{{"grad_enabled":'),
+                             pl.col("grad").cast(pl.String), pl.lit(',"level":3,"p_idx":'), pl.col("p_idx").cast(pl.String), *tail_cols])  # fmt: skip
+    g_line = pl.concat_str([pl.lit('{"name":"'), pl.when(pl.col("fwd")).then(pl.lit("__compiled_fn_1.forward")).otherwise(pl.lit("__compiled_fn_1.backward")),
+                            pl.lit(f'","cat":"dynamo.graph","pid":{P},"tid":{P},"ph":"X","args":{{"hhash":"{hh}","grad_enabled":'),
+                            pl.col("grad").cast(pl.String), pl.lit(',"op":'), pl.col("gop").cast(pl.String), pl.lit(',"level":2,"p_idx":'),
+                            pl.col("p_idx").cast(pl.String), *tail_cols])  # fmt: skip
+    r_line = pl.concat_str([pl.lit('{"id":'), pl.col("id").cast(pl.String), pl.lit(f',"name":"step","cat":"region","pid":{P},"tid":{P},"ts":'),
+                            pl.col("ts").cast(pl.String), pl.lit(',"dur":'), pl.col("dur").cast(pl.String),
+                            pl.lit(f',"ph":"X","args":{{"hhash":"{hh}","p_idx":-1,"level":1,"epoch":0,"step":'), pl.col("step").cast(pl.String), pl.lit("}}")])  # fmt: skip
     lines = df.select(pl.when(pl.col("kind") == 0).then(op_line).when(pl.col("kind") == 1).then(g_line).otherwise(r_line).alias("l"))
     body = lines.get_column("l").str.join("\n").item()
-    end_id = int(ids[-1]) + 1
-    tail = json.dumps({"id": end_id, "name": "end", "cat": "dftracer", "pid": pid, "tid": pid, "ts": int(ts.max()) + 100_000, "dur": 0,
-                       "ph": "X", "args": {"hhash": hh, "num_events": end_id - 1, "dropped": 0, "used": {"dynamo": 1}}},
-                      separators=(",", ":"))  # fmt: skip
+    end_id = int(ids.max()) + 1
+    tail = dumps({"id": end_id, "name": "end", "cat": "dftracer", "pid": pid, "tid": pid, "ts": int(ts.max()) + 100_000, "dur": 0,
+                  "ph": "X", "args": {"hhash": hh, "p_idx": -1, "level": 1, "num_events": end_id - 1, "dropped": 0, "used": {"dynamo": 1}}})  # fmt: skip
     data = (head_text + body + "\n" + tail + "\n").encode()
     path.write_bytes(_compress(data))
     return steps * PER_STEP
@@ -158,14 +155,14 @@ def generate(directory: Path, events: int, files: int) -> tuple[list[Path], int,
     manifest = directory / "manifest.json"
     if manifest.exists():
         m = json.loads(manifest.read_text())
-        if m.get("events") == events and m.get("files") == files and all((directory / p).exists() for p in m["paths"]):
+        if m.get("layout") == LAYOUT and m.get("events") == events and m.get("files") == files and all((directory / p).exists() for p in m["paths"]):
             paths = [directory / p for p in m["paths"]]
             return paths, m["ops"], sum(p.stat().st_size for p in paths)
     per = events // files
     paths = [directory / f"trace-{1000 + r}.pfw.gz" for r in range(files)]
     with ThreadPoolExecutor(2) as pool:
         ops = sum(pool.map(lambda r: _write_file(paths[r], 1000 + r, r, files, per, r), range(files)))
-    manifest.write_text(json.dumps({"events": events, "files": files, "ops": ops, "paths": [p.name for p in paths]}))
+    manifest.write_text(json.dumps({"layout": LAYOUT, "events": events, "files": files, "ops": ops, "paths": [p.name for p in paths]}))
     return paths, ops, sum(p.stat().st_size for p in paths)
 
 

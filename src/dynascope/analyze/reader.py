@@ -652,12 +652,15 @@ class _FileState:
                 if bad_mask.any():
                     lines = _lines_at(chunk, bad_mask)
                 if lines is not None:  # else row counts disagree (never seen): parse the chunk slowly
+                    goods = [g.select([c for c in g.columns if c in self.keep]) if self.keep is not None else g for g in goods]
+                    goods = [g for g in goods if g.height]
+                    observe = getattr(self.reducer, "observe", None)
+                    if observe is not None:  # e.g. graph calls, before the ops that refer to them
+                        for good in goods:
+                            observe(good)
                     for good in goods:
-                        if self.keep is not None:
-                            good = good.select([c for c in good.columns if c in self.keep])
-                        if good.height:
-                            self.seen_objects += good.height
-                            self._add_frame(good)
+                        self.seen_objects += good.height
+                        self._add_frame(good, observed=True)
                     if lines:
                         self.parse_lines(lines)
                     return
@@ -791,8 +794,11 @@ class _FileState:
             self.rows = []
             self._add_frame(frame)
 
-    def _add_frame(self, frame: pl.DataFrame) -> None:
+    def _add_frame(self, frame: pl.DataFrame, observed: bool = False) -> None:
         if self.reducer is not None:
+            observe = getattr(self.reducer, "observe", None)
+            if observe is not None and not observed:
+                observe(frame)
             frame = self._normalize_times(frame)
             casts = [pl.col(c).cast(pl.Int64, strict=False) for c in ("pid", "tid") if c in frame.columns and frame.schema[c] != pl.Int64]
             if casts:

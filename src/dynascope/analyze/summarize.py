@@ -156,12 +156,16 @@ class _OpReducer:
             self._gmap = pl.concat(self.graphs) if self.graphs else graph_refs(pl.DataFrame())
         return self._gmap
 
+    def observe(self, frame: pl.DataFrame) -> None:
+        """Sees every frame of a chunk before any is reduced: records its graph calls."""
+        if "cat" in frame.columns:
+            g = graph_refs(frame)
+            if g.height:
+                self.graphs.append(g)
+
     def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
         if "cat" not in frame.columns:
             return frame
-        g = graph_refs(frame)
-        if g.height:
-            self.graphs.append(g)
         is_op = (pl.col("cat") == OP_CAT).fill_null(False)
         ops = frame.filter(is_op)
         if ops.height == 0:
