@@ -13,7 +13,7 @@ import threading
 import orjson
 
 from .. import _torch
-from ..trace.regions import complete_event
+from ..trace.buffers import emit, now_ns
 
 _installed = False
 _lock = threading.Lock()
@@ -30,9 +30,12 @@ def _on_record(record: dict, payload: str | None) -> None:
     if "chromium_event" not in record or not payload:
         return
     event = orjson.loads(payload)
-    phase, name, ts = event.get("ph"), event.get("name"), event.get("ts")
-    if not isinstance(name, str) or not isinstance(ts, (int, float)):
+    phase, name = event.get("ph"), event.get("name")
+    if not isinstance(name, str):
         return
+    # Our own clock, read as torch logs the event (microseconds later), so that compile phases nest
+    # exactly with regions and graph calls; torch's wall-clock stamps could drift against it.
+    ts = now_ns()
     stack = getattr(_open, "stack", None)
     if stack is None:
         stack = _open.stack = []
@@ -44,7 +47,7 @@ def _on_record(record: dict, payload: str | None) -> None:
                 _, start, args = stack.pop(index)
                 del stack[index:]  # anything opened inside and never closed
                 args.update(_scalar_args(event.get("args")))
-                complete_event(name, "dynamo.compile", int(start), int(ts) - int(start), args)
+                emit(("P", name, "dynamo.compile", start, ts, args))
                 return
 
 

@@ -5,7 +5,8 @@ A thread's raw stream is a run of ints broken by the odd tuple:
                                            from the reading before it to its own reading
   ("B", name, cat, args, t_ns)             a user region opens
   ("E", t_ns)                              the innermost open region closes
-  ("X", name, cat, ts_us, dur_us, args)    a complete event (compile phases, log_event)
+  ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
+  ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
 Integer runs are decoded with numpy; each event is then one `%` format of a per-op template.
 """
 
@@ -241,6 +242,11 @@ class Decoder:
             return self._region_line(stream, record[1])
         if kind == "X":
             _, name, cat, ts_us, dur_us, args = record
+        elif kind == "P":
+            _, name, cat, start_ns, end_ns, args = record
+            ts_us = (start_ns + self.offset_ns) // 1000
+            dur_us = (end_ns + self.offset_ns) // 1000 - ts_us
+        if kind in ("X", "P"):
             parent, depth = self._parent(stream)
             return self.event_line(self._take_id(), name, cat, stream.tid, ts_us, dur_us, parent, depth + 1, args)
         self.dropped += 1
