@@ -99,3 +99,17 @@ def test_graph_break_payload_parsed(tmp_path):
     assert gb.excerpt == "3     print('hi')"
     assert "Explanation: Dynamo does not know" in gb.detail and "Developer debug context" not in gb.detail
     assert gb.compile_ids == ["0/0"]
+
+
+def test_terminal_guard_limit_counts_the_rest():
+    from dynascope.explain.model import CacheEntry, Guard, GuardGroup, render_guards
+
+    entry = CacheEntry(index=1, compile_id="0/0", backend=None, guard_count=5, guards=[
+        GuardGroup("self", "L['self']", [Guard("TYPE_MATCH", f"check {i}", "raw") for i in range(5)])])
+    assert render_guards(entry, limit=2).splitlines() == ["# self", "check 0", "check 1", "... and 3 more checks on self"]
+    assert len(render_guards(entry).splitlines()) == 6
+
+
+def test_hint_suffix_dropped():
+    assert readable_check("TYPE_MATCH", "___check_type_id(args, 140224034628480), type=<class 'tuple'> (HINT: type tuple)") \
+        == "type(args) is tuple"

@@ -185,3 +185,19 @@ def test_cache_entry_list_moved_is_named_and_report_still_produced(monkeypatch):
     assert any("_debug_get_cache_entry_list" in n for n in report.notes)
     assert [ct.compile_id for ct in report.compile_times] == ["0/0"]  # the rest is still there
     assert "note: torch" in str(report)
+
+
+def test_torch_nn_module_compiled_directly_goes_through_wrap_inline():
+    seq = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    cs = torch.compile(seq, backend="eager")
+    cs(torch.randn(2, 4))
+    expl = explain(cs)
+    (entry,) = expl.cache_entries
+    assert expl.function.qualname == "wrap_inline.<locals>.inner"
+    assert any("wrap_inline" in n and "`fn` is your module" in n for n in expl.notes)
+    subjects = [g.subject for g in entry.guards]
+    assert "fn" in subjects and "args" in subjects
+    assert entry.subgraphs[0].op_count == 2
+    assert not why_recompile(cs, torch.randn(2, 4)).would_recompile
+    assert why_recompile(cs, torch.randn(2, 4, dtype=torch.float64)).entries[0].reasons == [
+        "tensor 'args[0]' dtype mismatch. expected Float, actual Double"]

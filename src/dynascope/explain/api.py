@@ -60,7 +60,13 @@ def resolve(obj: Any) -> Target:
             self_obj, obj = obj.__self__, obj.__func__
             continue
         if _torch.is_optimized_module(obj):
-            obj = _torch.unwrap_compiled(obj)
+            # torch.nn.* modules compiled directly run through Dynamo's wrap_inline frame: the cache
+            # entries are on that wrapper's code, reached through the compiled module's forward
+            inner = _torch.unwrap_compiled(vars(obj).get("_forward") or vars(obj).get("forward"))
+            if isinstance(inner, types.FunctionType) and _is_wrap_inline(inner.__code__):
+                obj = inner
+            else:
+                obj = _torch.unwrap_compiled(obj)
             continue
         if isinstance(obj, torch.nn.Module):
             self_obj, obj = obj, type(obj).forward
@@ -83,6 +89,15 @@ def resolve(obj: Any) -> Target:
         )
     return Target(code, getattr(obj, "__globals__", {}) or {}, obj.__name__,
                   getattr(obj, "__qualname__", obj.__name__), self_obj, obj)
+
+
+def _is_wrap_inline(code: types.CodeType) -> bool:
+    return code.co_name == "inner" and code.co_filename.replace("\\", "/").endswith("_dynamo/external_utils.py")
+
+
+WRAP_INLINE_NOTE = ("torch.compile was given a torch.nn module (or a builtin) directly, so Dynamo compiled torch's "
+                    "wrapper frame torch._dynamo.external_utils.wrap_inline.inner: in its guards `fn` is your "
+                    "module and `args`/`kwargs` are the call's arguments")
 
 
 def _globals_for_code(code: types.CodeType) -> dict[str, Any]:
@@ -144,6 +159,8 @@ def explain_code(code: types.CodeType, globals_: dict[str, Any], *, name: str | 
     except TorchVersionError as exc:
         expl.notes.append(str(exc))
         return expl
+    if kind == "function" and entries and _is_wrap_inline(code):
+        expl.notes.append(WRAP_INLINE_NOTE)
     for index, entry in enumerate(entries, 1):
         expl.cache_entries.append(
             _entry(index, entry, globals_, source_code, observer, expl.notes, _depth, code)

@@ -117,6 +117,7 @@ def _global_state_text(blob: str) -> str:
 
 def readable_check(kind: str, check: str) -> str:
     """One guard's raw check text -> one readable line."""
+    check = re.sub(r"\s*\(HINT: [^)]*\)\s*$", "", check)
     m = _TENSOR.search(check)
     if m:
         src = readable_source(m.group("src"))
