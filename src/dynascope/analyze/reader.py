@@ -488,14 +488,17 @@ class _Template:
     def apply(self, raw: pl.DataFrame, keep: set | None) -> tuple[pl.DataFrame, pl.Series] | None:
         """Typed columns of the rows of `raw` (comma pieces c0, c1, ...) that fit, and the misfit mask."""
         n = self.n
-        exprs = []
-        oks = [pl.col(f"c{n}").is_null()] if f"c{n}" in raw.columns else []
+        exprs = []  # typed values
+        checks = []  # booleans on the raw pieces
+        nonnull = []  # typed values that must not be null
+        if f"c{n}" in raw.columns:
+            checks.append(pl.col(f"c{n}").is_null())
         for i, f in enumerate(self.fields):
             c = pl.col(f"c{i}")
             categorical = raw.schema[f"c{i}"] == pl.Categorical
             if f.kind == "str" and categorical:
                 cats = raw.get_column(f"c{i}").unique().drop_nulls().cast(pl.String).to_list()
-                if len(cats) > 50_000:
+                if len(cats) > 200_000:
                     return None
                 old, new = [], []
                 for s in cats:
@@ -505,29 +508,32 @@ class _Template:
                             old.append(s)
                             new.append(body)
                 expr = c.replace_strict(old, new, default=None, return_dtype=pl.Categorical)
-                oks.append(expr.is_not_null())
+                nonnull.append(f.column)
             else:
                 if categorical:
                     c = c.cast(pl.String)
                 lp, ls = len(f.pre), len(f.suf)
-                oks.append(c.str.starts_with(f.pre))
+                checks.append(c.str.starts_with(f.pre))
                 body = c.str.slice(lp) if not ls else c.str.slice(lp, c.str.len_bytes() - lp - ls)
                 if ls:
-                    oks.append(c.str.ends_with(f.suf))
+                    checks.append(c.str.ends_with(f.suf))
                 if keep is not None and f.column not in keep:
                     continue  # shape checked by the prefix; the value is not kept
                 if f.kind == "str":
-                    oks.append(~body.str.contains('"', literal=True) & ~body.str.contains("\\", literal=True))
+                    checks.append(~body.str.contains('"', literal=True) & ~body.str.contains("\\", literal=True))
                     expr = body.cast(pl.Categorical)
                 else:
                     expr = body.cast(pl.Int64 if f.kind == "int" else pl.Float64, strict=False)
-                    oks.append(expr.is_not_null())
-            if f.column == "ph":  # only complete events take the fast path
-                oks.append(expr.cast(pl.String).is_in(["X", "1"]))
+                    nonnull.append(f.column)
             exprs.append(expr.alias(f.column))
-        out = raw.select(*exprs, pl.all_horizontal(oks).fill_null(False).alias("__ok"))
-        ok = out.get_column("__ok")
-        out = out.filter(ok).drop("__ok")
+        out = raw.select(*exprs, pl.all_horizontal(checks).fill_null(False).alias("__ok"))
+        ok_expr = pl.col("__ok")
+        for col in nonnull:
+            ok_expr = ok_expr & pl.col(col).is_not_null()
+        if "ph" in out.columns:  # only complete events take the fast path
+            ok_expr = ok_expr & pl.col("ph").cast(pl.String).is_in(["X", "1"])
+        ok = out.select(ok_expr.alias("ok")).get_column("ok")
+        out = out.drop("__ok").filter(ok)
         if "ph" in out.columns:
             out = out.drop("ph")
         return out, ~ok
