@@ -377,7 +377,7 @@ def why_recompile(fn: Any, *args: Any, **kwargs: Any) -> RecompileCheck:
     try:
         f_locals = _f_locals(target, args, kwargs)
     except TypeError as exc:
-        raise ExplainTargetError(f"arguments do not match {target.qualname}{'' if not exc else ''}: {exc}") from exc
+        raise ExplainTargetError(f"arguments do not match {target.qualname}: {exc}") from exc
     entries = _torch.cache_entries(target.code)
     if not entries:
         raise NotCompiledError(
