@@ -138,6 +138,7 @@ def add_structured_trace_handler(callback: Any) -> Any:
     handler = _Handler(level=logging.DEBUG)
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
+    logger.propagate = False  # as TORCH_TRACE sets it: these records are not for the user's log
 
     def remove() -> None:
         logger.removeHandler(handler)

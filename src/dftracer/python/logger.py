@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 
 from dynascope.trace import session as _session
 from dynascope.trace.config import TraceConfig, tracing_enabled
-from dynascope.trace.regions import complete_event, region
+from dynascope.trace.regions import complete_event, function_name, region
 
 _LABELS = ("epoch", "step", "image_idx", "image_size")
 
@@ -140,7 +140,7 @@ class dft_fn:
 
     def log(self, func: Callable | None = None, name: str | None = None) -> Any:
         def decorate(fn: Callable) -> Callable:
-            event_name = name or self.name or fn.__qualname__
+            event_name = name or self.name or function_name(fn)
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:

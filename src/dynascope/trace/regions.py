@@ -37,7 +37,7 @@ class region:
         emit(("E", now_ns()))
 
     def __call__(self, fn: Callable) -> Callable:
-        name = self.name or getattr(fn, "__qualname__", getattr(fn, "__name__", "region"))
+        name = self.name or function_name(fn)
         cat, owner = self.cat, self
 
         @functools.wraps(fn)
@@ -49,6 +49,12 @@ class region:
                 emit(("E", now_ns()))
 
         return wrapper
+
+
+def function_name(fn: Callable) -> str:
+    """`Trainer.train_step` for a method, even one defined inside another function."""
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "region"
+    return qualname.rsplit("<locals>.", 1)[-1]
 
 
 def complete_event(name: str, cat: str, ts_us: int, dur_us: int, args: dict | None = None) -> None:
