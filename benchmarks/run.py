@@ -1,0 +1,35 @@
+"""Run every dynascope benchmark; each prints its table and writes benchmarks/results/<name>.json.
+
+    python benchmarks/run.py                 # full runs (several minutes)
+    python benchmarks/run.py --quick         # smoke run
+    python benchmarks/run.py --only capture  # or: analysis
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument("--only", choices=("capture", "analysis"), help="run one benchmark")
+    args = parser.parse_args(argv)
+    status = 0
+    if args.only in (None, "capture"):
+        import bench_capture
+
+        status |= bench_capture.main(["--quick"] if args.quick else [])
+    if args.only in (None, "analysis"):
+        import bench_analysis
+
+        status |= bench_analysis.main(["--events", "1000000"] if args.quick else [])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
