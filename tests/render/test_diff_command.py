@@ -52,7 +52,7 @@ def test_render_diff_says_faster_and_slower():
     import io
 
     buf = io.StringIO()
-    render_diff(diff_tables(make_summary(), after_change()), "a.pfw", "b.pfw", make_console(buf), top=10)
+    render_diff(diff_tables(make_summary(), after_change()), "a.pfw", "b.pfw", make_console(buf, width=150), top=10)
     text = buf.getvalue()
     line = next(l for l in text.splitlines() if "function.addmm.default" in l and "faster" in l)
     assert re.split(r"\s{2,}", line.strip()) == ["function.addmm.default", "4", "4", "4 ms", "2 ms", "-2 ms", "0.50×", "faster"]

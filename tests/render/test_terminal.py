@@ -70,7 +70,8 @@ def test_empty_and_partial_summary_do_not_crash():
     assert "p95" not in text and "function.addmm.default" in text
 
 
-def test_console_on_pipe_is_colourless_and_wide():
+def test_console_on_pipe_is_colourless_and_wide(monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
     buf = io.StringIO()
     console = make_console(buf)
     assert console.width >= 120
@@ -98,3 +99,8 @@ def test_render_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_columns_env_sets_pipe_width(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert make_console(io.StringIO()).width == 200
