@@ -1,0 +1,70 @@
+"""The converted trace opened in a real Perfetto UI (the one vizviewer bundles), in headless Chromium.
+
+Slow (the UI loads its WebAssembly trace processor) and needs both the `view` extra and chromium.
+Asserts Perfetto parsed the file: its process and thread tracks appear and no parse error shows.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from dynascope.render.command_view import find_viewer
+from render_cdp import HeadlessChromium, find_chromium
+from render_fixtures import build_trace
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.browser,
+    pytest.mark.skipif(find_chromium() is None, reason="chromium is not on PATH"),
+    pytest.mark.skipif(find_viewer() is None, reason="no vizviewer (the `view` extra)"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_perfetto_ui_loads_converted_trace(tmp_path):
+    traces = [build_trace(pid=7000 + r, rank=r).write(tmp_path / f"train-{7000 + r}.pfw.gz") for r in range(2)]
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynascope.cli", "view", *map(str, traces), "-o", str(tmp_path / "t.json"),
+         "--no-browser", "--port", str(port), "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(proc.communicate()[0])
+                time.sleep(0.3)
+        with HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
+            page = browser.open(f"http://127.0.0.1:{port}/")
+            text = ""
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                text = page.evaluate("document.body.innerText") or ""
+                if "[rank 1]" in text:
+                    break
+                time.sleep(1)
+            page.screenshot(tmp_path / "perfetto.png", full_page=False)
+            assert "python train.py [rank 0]" in text and "python train.py [rank 1]" in text, text[:2000]
+            lowered = text.lower()
+            assert "failed to parse" not in lowered and "oops" not in lowered
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
