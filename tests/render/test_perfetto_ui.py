@@ -56,7 +56,7 @@ def test_perfetto_ui_loads_converted_trace(tmp_path):
             text = ""
             end = time.monotonic() + 60
             while time.monotonic() < end:
-                text = page.evaluate("document.body.innerText") or ""
+                text = (page.evaluate("document.body.innerText") or "").replace("\n", "")  # labels may wrap
                 if "[rank 1]" in text:
                     break
                 time.sleep(1)
