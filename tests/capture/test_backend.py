@@ -206,3 +206,14 @@ def test_missing_torch_is_one_line_from_the_cli(tmp_path):
 
 def test_errors_share_one_base():
     assert issubclass(ConfigError, DynascopeError) and issubclass(SessionError, DynascopeError)
+
+
+@pytest.mark.slow
+def test_inductor_inner_backend_times_whole_graph_calls(tmp_path):
+    model = torch.compile(Block(), backend=dynascope.backend(inner="inductor"))
+    index, _ = trace(tmp_path, lambda: [model(torch.randn(4, 8)) for _ in range(3)])
+    graphs = op_events(index, "dynamo.graph")
+    kernels = op_events(index)
+    assert len(graphs) == 3 and [e["name"] for e in kernels] == ["inductor.__compiled_fn_1"] * 3
+    assert attrs(index, kernels[0])["backend"] == "inductor"
+    assert all(k["args"]["p_idx"] == g["id"] for g, k in zip(graphs, kernels))
