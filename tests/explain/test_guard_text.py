@@ -113,3 +113,14 @@ def test_terminal_guard_limit_counts_the_rest():
 def test_hint_suffix_dropped():
     assert readable_check("TYPE_MATCH", "___check_type_id(args, 140224034628480), type=<class 'tuple'> (HINT: type tuple)") \
         == "type(args) is tuple"
+
+
+def test_graph_break_that_skipped_the_frame():
+    payload = ("Graph break in user code at /x/m.py:7\n"
+               "Graph Break Reason: Failed to handle graph break gracefully. Skipping the function and falling back "
+               "to eager. Graph break encountered:\n\nData-dependent branching\n  Explanation: Detected ...\n\n"
+               "*** While handling this graph break, another graph break occurred: ***\n\ngraph break in loop\n"
+               "  Explanation: torch.compile detected a graph break in a for/while loop.\n")
+    gb = graph_break(payload, "0/0")
+    assert gb.reason == "Data-dependent branching (the whole function fell back to eager: graph break in loop)"
+    assert (gb.file, gb.line) == ("/x/m.py", 7)

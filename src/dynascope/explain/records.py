@@ -182,6 +182,15 @@ def eager_fallback(row: dict[str, Any], code_info: tuple[str, str, int] | None) 
     return EagerFallback(function=name, file=file, line=line, compile_id=str(row.get("compile_id")), reason=reason)
 
 
+def _first_reason(lines: list[str]) -> str | None:
+    for ln in lines:
+        s = ln.strip()
+        if not s or s.startswith("Encountered graph break when attempting to trace"):
+            continue
+        return s
+    return None
+
+
 _GB_AT = re.compile(r"Graph break in user code at (?P<file>.+):(?P<line>\d+)")
 _TB_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
 
@@ -202,13 +211,16 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
             file, line, fn = mt.group("file"), int(mt.group("line")), mt.group("fn")
     block = head.split("Graph Break Reason:", 1)[-1] if "Graph Break Reason:" in head else head
     lines = [ln.rstrip() for ln in block.splitlines()]
-    reason = None
-    for ln in lines:
-        s = ln.strip()
-        if not s or s.startswith("Encountered graph break when attempting to trace"):
-            continue
-        reason = s.split(" Graph break encountered")[0].rstrip(":").strip()
-        break
+    reason = _first_reason(lines)
+    if reason and reason.startswith("Failed to handle graph break gracefully"):
+        # the frame was skipped: name the break itself, and the one that stopped Dynamo resuming
+        first, _, second = block.partition("*** While handling this graph break, another graph break occurred: ***")
+        head_lines = first.splitlines()
+        cut = next((i for i, ln in enumerate(head_lines) if ln.strip().startswith("Failed to handle graph break")), 0)
+        inner = _first_reason(head_lines[cut + 1:])
+        then = _first_reason(second.splitlines()) if second else None
+        reason = f"{inner or 'graph break'} (the whole function fell back to eager" + (f": {then})" if then else ")")
+
     detail_lines = [ln for ln in lines if not ln.strip().startswith("Developer debug context")]
     detail = "\n".join(detail_lines).strip() or None
     if fn and fn.startswith("torch_dynamo_resume_in_"):
