@@ -165,6 +165,19 @@ def profiler_anchor(args) -> dict:
     }
 
 
+def pydftracer_anchor(python: str) -> dict | None:
+    """Run anchor_pydftracer.py under another interpreter (a venv with pydftracer)."""
+    import subprocess
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "anchor_pydftracer.py")
+    result = subprocess.run([python, script], capture_output=True, text=True, env={**os.environ, "DFTRACER_ENABLE": "1"})
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        print(f"pydftracer anchor failed: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+        return None
+    return json.loads(lines[-1])
+
+
 def render(results: dict) -> str:
     from rich.console import Console
     from rich.table import Table
@@ -188,6 +201,10 @@ def render(results: dict) -> str:
     writer = results["writer"]
     console.print(f"writer throughput: {writer['events_per_s'] / 1e6:.2f} M events/s "
                   f"({writer['events']} events in {writer['seconds'] * 1e3:.0f} ms: decode, format, gzip, write)")  # fmt: skip
+    pyd = results.get("pydftracer")
+    if pyd:
+        console.print(f"pydftracer {pyd.get('version', '')} on the same model (no_grad forward, AOT): "
+                      f"{pyd['us_per_op']:.2f} µs/op (its own venv, same machine, same run)")  # fmt: skip
     anchor = results.get("torch_profiler")
     if anchor:
         console.print(f"torch.profiler on the same loop: {anchor['in_loop_us_per_op']:.2f} µs/op in the loop, "
@@ -201,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--best", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer repeats, for a smoke run")
+    parser.add_argument("--anchor-python", help="a python with pydftracer installed, to measure it in the same run")
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "capture.json"))
     args = parser.parse_args(argv)
     if args.quick:
@@ -213,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             results["cases"].append(measure_case(*case, args, workdir))
         results["writer"] = writer_throughput(args, workdir)
     results["torch_profiler"] = profiler_anchor(args)
+    if args.anchor_python:
+        results["pydftracer"] = pydftracer_anchor(args.anchor_python)
     print(render(results))
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as handle:

@@ -18,12 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", choices=("capture", "analysis"), help="run one benchmark")
+    parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
     args = parser.parse_args(argv)
     status = 0
     if args.only in (None, "capture"):
         import bench_capture
 
-        status |= bench_capture.main(["--quick"] if args.quick else [])
+        extra = ["--anchor-python", args.anchor_python] if args.anchor_python else []
+        status |= bench_capture.main((["--quick"] if args.quick else []) + extra)
     if args.only in (None, "analysis"):
         import bench_analysis
 
