@@ -403,6 +403,7 @@ class _Field:
     pre: str  # text before the value in its comma-separated piece
     suf: str  # text after it
     kind: str  # "int", "str", "float"
+    lowcard: bool = False  # an int with few distinct values: read as categories, mapped once each
 
 
 class _Template:
@@ -429,9 +430,17 @@ class _Template:
             if fields is None:
                 continue
             key = tuple((f.column, f.pre, f.suf, f.kind) for f in fields)
-            shapes.setdefault(key, [0, fields])[0] += 1
+            entry = shapes.setdefault(key, [0, fields, [set() for _ in fields]])
+            entry[0] += 1
+            values = _field_values(obj)
+            for seen, v in zip(entry[2], values):
+                if len(seen) <= 16:
+                    seen.add(v)
+        for count, fields, seen in shapes.values():
+            for f, vals in zip(fields, seen):
+                f.lowcard = f.kind == "int" and count >= 32 and len(vals) <= 4
         ranked = sorted(shapes.values(), key=lambda v: -v[0])
-        found = [cls(fields) for count, fields in ranked[:_MAX_TEMPLATES] if count >= 2]
+        found = [cls(fields) for count, fields, _ in ranked[:_MAX_TEMPLATES] if count >= 2]
         return _Templates(found) if found else None
 
     @staticmethod
@@ -509,6 +518,17 @@ class _Template:
                             new.append(body)
                 expr = c.replace_strict(old, new, default=None, return_dtype=pl.Categorical)
                 nonnull.append(f.column)
+            elif f.kind == "int" and categorical and raw.get_column(f"c{i}").n_unique() <= 4096:
+                old, new = [], []
+                for s in raw.get_column(f"c{i}").unique().drop_nulls().cast(pl.String).to_list():
+                    if s.startswith(f.pre) and s.endswith(f.suf):
+                        try:
+                            new.append(int(s[len(f.pre) : len(s) - len(f.suf)]))
+                        except ValueError:
+                            continue
+                        old.append(s)
+                expr = c.replace_strict(old, new, default=None, return_dtype=pl.Int64)
+                nonnull.append(f.column)
             else:
                 if categorical:
                     c = c.cast(pl.String)
@@ -552,7 +572,7 @@ class _Templates:
         # the first (commonest) shape decides the column types; the others cast what they need
         self.schema = {f"c{i}": pl.String for i in range(width)}
         for i, f in enumerate(first.fields):
-            if f.kind == "str":
+            if f.kind == "str" or f.lowcard:
                 self.schema[f"c{i}"] = pl.Categorical
 
     def parse(self, chunk: bytes, keep: set | None = None) -> tuple[list[pl.DataFrame], pl.Series] | None:
@@ -598,6 +618,16 @@ def _lines_at(chunk: bytes, mask: pl.Series) -> list[bytes] | None:
     idx = np.flatnonzero(mask.to_numpy())
     starts = np.concatenate(([0], nl[:-1] + 1))
     return [chunk[starts[i] : nl[i]] for i in idx.tolist()]
+
+
+def _field_values(obj: dict) -> list:
+    out = []
+    for k, v in obj.items():
+        if k == "args" and isinstance(v, dict):
+            out.extend(v.values())
+        else:
+            out.append(v)
+    return out
 
 
 def _kind(v) -> str | None:

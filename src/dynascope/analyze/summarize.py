@@ -166,28 +166,33 @@ class _OpReducer:
     def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
         if "cat" not in frame.columns:
             return frame
-        is_op = (pl.col("cat") == OP_CAT).fill_null(False)
-        ops = frame.filter(is_op)
-        if ops.height == 0:
+        cats = frame.get_column("cat").unique().to_list()
+        if OP_CAT not in cats:
             return frame
+        is_op = (pl.col("cat") == OP_CAT).fill_null(False)
+        only_ops = cats == [OP_CAT]  # the fast path's op frames: nothing to filter
+        ops = frame.lazy() if only_ops else frame.lazy().filter(is_op)
         extra = []
-        if "p_idx" in ops.columns and "id" in ops.columns:
+        if "p_idx" in frame.columns and "id" in frame.columns:
             need = pl.col("p_idx").is_not_null()
-            if "op" in ops.columns:
+            if "op" in frame.columns:
                 need = need & pl.col("op").is_null()
-            ops = ops.with_columns(
-                pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
-                pl.when(need).then(pl.col("p_idx")).otherwise(None).cast(pl.Int64).alias("__p"),
-                pl.col("pid").cast(pl.Int64),
+            ops = (
+                ops.with_columns(
+                    pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
+                    pl.when(need).then(pl.col("p_idx")).otherwise(None).cast(pl.Int64).alias("__p"),
+                    pl.col("pid").cast(pl.Int64),
+                )
+                .join(self._graph_map().lazy().rename({"p_idx": "__p"}), on=["pid", "__p"], how="left")
+                .with_columns(pl.when(pl.col("__gop").is_null()).then(pl.col("__p")).otherwise(None).alias("__pend"))
             )
-            ops = ops.join(self._graph_map().rename({"p_idx": "__p"}), on=["pid", "__p"], how="left")
-            ops = ops.with_columns(pl.when(pl.col("__gop").is_null()).then(pl.col("__p")).otherwise(None).alias("__pend"))
             extra = ["__gop", "__k", "__pend"]
-        keys = [c for c in _RAW_OP_KEYS if c in ops.columns] + extra
-        self.hists.append(ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")))
-        tcols = [pl.col(c) if c in ops.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
-        self.times.append(ops.select(tcols))
-        return frame.filter(~is_op)
+        keys = [c for c in _RAW_OP_KEYS if c in frame.columns] + extra
+        tcols = [pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
+        hist, times = pl.collect_all([ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")), ops.select(tcols)])
+        self.hists.append(hist)
+        self.times.append(times)
+        return frame.clear() if only_ops else frame.filter(~is_op)
 
     def result(self, state) -> tuple[pl.DataFrame, pl.DataFrame]:
         name = state.name
@@ -386,13 +391,19 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         seg_rows,
         schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "seg": pl.Int64, "rid": pl.UInt32},
     ).sort(gkeys + ["seg"])
-    o = (
-        ops.select(pl.col("trace_file").cast(pl.String), "pid", "tid", "ts", "dur")
-        .filter(pl.col("ts").is_not_null())
-        .sort(gkeys + ["ts"])
-    )
+    o = ops.select(pl.col("trace_file").cast(pl.String), "pid", "tid", "ts", "dur").filter(pl.col("ts").is_not_null())
     if o.height:
-        joined = o.join_asof(segs, left_on="ts", right_on="seg", by=gkeys, strategy="backward", check_sortedness=False)
+        one = o.select([pl.col(k).n_unique() for k in gkeys]).row(0) == (1, 1, 1)
+        if one:  # the common case (one thread per file): no grouping keys to sort or match by
+            key = o.select(gkeys).row(0)
+            s1 = segs.filter((pl.col("trace_file") == key[0]) & (pl.col("pid") == key[1]) & (pl.col("tid") == key[2]))
+            joined = o.select("ts", "dur").sort("ts").join_asof(
+                s1.select("seg", "rid"), left_on="ts", right_on="seg", strategy="backward", check_sortedness=False
+            )
+        else:
+            joined = o.sort(gkeys + ["ts"]).join_asof(
+                segs, left_on="ts", right_on="seg", by=gkeys, strategy="backward", check_sortedness=False
+            )
         per_region = joined.filter(pl.col("rid").is_not_null()).group_by("rid").agg(
             pl.col("dur").sum().alias("op_us"), pl.len().cast(pl.Int64).alias("op_count")
         )
