@@ -7,13 +7,15 @@ Prints one row per function and ends with `decompiler probe: N/M passed (python 
 from __future__ import annotations
 
 import copy
+import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from dynascope.explain.decompiler import decompile, decompile_or_dis
 
-COUNTER = 0
+CALL_TIMEOUT_S = 5.0
 SAMPLES: list["Sample"] = []
 
 
@@ -634,11 +636,30 @@ def none_checks(a, b):
 
 
 # ---------------------------------------------------------------------------------------------
+class _TookTooLong(Exception):
+    pass
+
+
 def _outcome(func: Callable, args: tuple, kwargs: dict):
+    """("ok", result) or ("raised", type, message); a recreated function that loops is stopped."""
+    alarm = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if alarm:
+        previous = signal.signal(signal.SIGALRM, _raise_too_long)
+        signal.setitimer(signal.ITIMER_REAL, CALL_TIMEOUT_S)
     try:
         return ("ok", func(*args, **kwargs))
+    except _TookTooLong:
+        return ("timeout", CALL_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - we compare what each version raises
         return ("raised", type(exc).__name__, str(exc))
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _raise_too_long(signum, frame):
+    raise _TookTooLong
 
 
 def _normalise(value: Any) -> Any:

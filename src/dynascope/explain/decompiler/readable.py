@@ -12,6 +12,7 @@ TEMP_PREFIX = "__t"
 
 
 def tidy(stmts: list, code: CodeType) -> list:
+    stmts = _rewrite_lists(stmts, _empty_then)
     stmts = _rewrite_lists(stmts, _asserts)
     stmts = _rewrite_lists(stmts, _flatten_else)
     stmts = _rewrite_lists(stmts, _decorators)
@@ -34,6 +35,29 @@ def _rewrite_lists(stmts: list, rewrite) -> list:
         for case in getattr(stmt, "cases", ()):
             case.body = _rewrite_lists(case.body, rewrite)
     return rewrite(stmts)
+
+
+NEGATED_COMPARISONS = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+
+
+def negate(test: ast.expr) -> ast.expr:
+    """`not test`, simplified only where that is exact (no `<` -> `>=`: NaN and custom operators)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in NEGATED_COMPARISONS:
+        return ast.Compare(left=test.left, ops=[NEGATED_COMPARISONS[type(test.ops[0])]()], comparators=test.comparators)
+    if isinstance(test, ast.BoolOp):  # De Morgan keeps truthiness and evaluation order
+        flipped = ast.And() if isinstance(test.op, ast.Or) else ast.Or()
+        return ast.BoolOp(op=flipped, values=[negate(v) for v in test.values])
+    return ast.UnaryOp(op=ast.Not(), operand=test)
+
+
+def _empty_then(stmts: list) -> list:
+    """`if c: pass else: body` -> `if not c: body`."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If) and stmt.orelse and all(isinstance(s, ast.Pass) for s in stmt.body):
+            stmt.test, stmt.body, stmt.orelse = negate(stmt.test), stmt.orelse, []
+    return stmts
 
 
 def _terminates(stmts: list) -> bool:
