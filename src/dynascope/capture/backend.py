@@ -43,7 +43,15 @@ class CompileContext:
 
 
 class TracingBackend:
-    """A torch.compile backend that traces every graph op. Build it with `dynascope.backend(...)`."""
+    """A torch.compile backend that traces every graph op into the active trace session.
+
+    `dynascope.backend(...)` is this class. name/epoch/step/image_idx/image_size are recorded on
+    every op event. enable=None follows DYNASCOPE_ENABLE / DFTRACER_ENABLE (on when unset).
+    autograd=True traces the AOT forward, backward and inference graphs' ATen ops (as backend
+    "aot_eager" runs them); autograd=False the Dynamo graph's ops (as backend "eager").
+    inner="inductor" times whole graph calls only. record_shapes adds compile-time input shapes and
+    dtypes (default: DFTRACER_INC_METADATA).
+    """
 
     def __init__(
         self,
@@ -196,26 +204,7 @@ def _graph_name(gm: Any) -> str:
     return _UUID_SUFFIX.sub("", str(name))
 
 
-def backend(
-    name: str | None = None,
-    epoch: int | None = None,
-    step: int | None = None,
-    image_idx: int | None = None,
-    image_size: Any = None,
-    enable: bool | None = None,
-    autograd: bool = True,
-    inner: str | None = None,
-    record_shapes: bool | None = None,
-) -> TracingBackend:
-    """A torch.compile backend that traces every graph op into the active trace session.
-
-    name/epoch/step/image_idx/image_size are recorded on every op event. enable=None follows
-    DYNASCOPE_ENABLE / DFTRACER_ENABLE (on when unset). autograd=True traces the AOT forward,
-    backward and inference graphs' ATen ops (as backend "aot_eager" runs them); autograd=False the
-    Dynamo graph's ops (as backend "eager"). inner="inductor" times whole graph calls only.
-    record_shapes adds compile-time input shapes and dtypes (default: DFTRACER_INC_METADATA).
-    """
-    return TracingBackend(name, epoch, step, image_idx, image_size, enable, autograd, inner, record_shapes)
+backend = TracingBackend  # dynascope.backend(...): the public name of the tracing backend
 
 
 def compile(fn: Callable | None = None, /, **options: Any) -> Any:

@@ -1,0 +1,63 @@
+"""`dynascope run` and `dynascope demo` on real scripts, in subprocesses, as a user runs them."""
+
+import json
+import os
+import subprocess
+import sys
+
+from tracecheck import attrs, check, load, op_events, trace_files
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts_train.py")
+
+
+def dynascope(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_run_traces_explains_and_reports_an_unmodified_script(tmp_path):
+    result = dynascope("run", "--out", "out", SCRIPT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "trained" in result.stdout and "Top" in result.stdout
+    assert "ops are traced under aot_eager" in result.stderr  # inductor was asked for: said once
+    out = tmp_path / "out"
+    [trace] = trace_files(str(out))
+    index = check(load(trace))
+    assert {attrs(index, e)["phase"] for e in op_events(index)} == {"forward", "backward"}
+    assert len(op_events(index, "dynamo.graph")) == 6  # 3 forward + 3 backward calls
+    explanation = json.loads((out / "explanation.json").read_text())
+    assert "forward" in json.dumps(explanation)
+    html = (out / "report.html").read_text()
+    assert "function.addmm.default" in html and "<script src=" not in html
+    assert str(out / "report.html") in result.stdout
+
+
+def test_run_with_eager_traces_the_dynamo_graph(tmp_path):
+    result = dynascope("run", "--out", "out", "--backend", "eager", "--no-html", SCRIPT, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    index = check(load(trace_files(str(tmp_path / "out"))[0]))
+    assert {e["name"] for e in op_events(index)} == {"function.linear", "function.relu"}
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_failing_script_keeps_its_error_and_our_outputs(tmp_path):
+    result = dynascope("run", "--out", "out", SCRIPT, "--fail", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "ValueError: bad batch" in result.stderr and "scripts_train.py" in result.stderr
+    assert (tmp_path / "out" / "report.html").exists()
+    check(load(trace_files(str(tmp_path / "out"))[0]))
+    result = dynascope("run", "--out", "out", "--no-explain", SCRIPT, "--exit3", cwd=tmp_path)
+    assert result.returncode == 3
+
+
+def test_missing_script_is_one_line(tmp_path):
+    result = dynascope("run", "nowhere.py", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "script not found" in result.stderr
+
+
+def test_demo(tmp_path):
+    result = dynascope("demo", "--out", "demo", "--epochs", "1", "--steps", "2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "function.convolution.default" in result.stdout
+    index = check(load(trace_files(str(tmp_path / "demo"))[0]))
+    steps = [e for e in index["events"] if e["name"] == "step"]
+    assert [s["args"]["step"] for s in steps] == [0, 1]
