@@ -293,3 +293,15 @@ def test_empty_file_warns_and_gives_no_rows(tmp_path):
         warnings.simplefilter("always")
         frame = read_trace(p)
     assert frame.height == 0 and any("empty" in str(w.message) for w in caught)
+
+
+def test_pretty_printed_array_and_directory_with_other_json(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "profile.json").write_text(json.dumps(PROFILER["traceEvents"], indent=2))
+    (d / "explanation.json").write_text(json.dumps({"version": 1, "frames": []}))
+    synth.write_pfw(d / "trace-200.pfw.gz", synth.process_b(), gz=True)
+    frame = read_trace(d)  # the explanation beside the traces is not read as one
+    files = set(frame.get_column("trace_file").cast(pl.String).unique().to_list())
+    assert files == {str(d / "profile.json"), str(d / "trace-200.pfw.gz")}
+    assert _rows(frame, name="aten::addmm").height == 1 and frame.height == 3 + 6

@@ -123,8 +123,13 @@ def expand_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list
             continue
         path = Path(s)
         if path.is_dir():
+            # .pfw files are traces by name; a .json beside them (an explanation, a manifest) only
+            # if it looks like Chrome-trace JSON
             found = sorted(
-                q for q in path.rglob("*") if q.is_file() and q.name.endswith(_TRACE_SUFFIXES)
+                q
+                for q in path.rglob("*")
+                if q.is_file()
+                and (q.name.endswith((".pfw", ".pfw.gz")) or (q.name.endswith((".json", ".json.gz")) and _looks_like_chrome(q)))
             )
             if not found:
                 raise TraceFormatError(
@@ -142,6 +147,20 @@ def expand_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list
             seen.add(p)
             unique.append(p)
     return unique
+
+
+def _looks_like_chrome(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16)
+        if head.startswith(_inflate.GZIP_MAGIC):
+            import zlib
+
+            head = zlib.decompressobj(31).decompress(head, 1 << 16)
+    except (OSError, Exception):  # noqa: BLE001 - unreadable: not ours to judge here
+        return False
+    head = head[:8192]
+    return b'"traceEvents"' in head or (head.lstrip().startswith(b"[") and b'"ph"' in head)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -331,9 +350,11 @@ def _sniff(first: bytes, name: str) -> str:
     line = text.split(b"\n", 1)[0].strip()
     if head == b"[":
         if line == b"[":
-            return "lines"
-        if line.rstrip(b",").startswith(b"[{") or line.startswith(b"[ "):
-            return "document"
+            # DFTracer's layout puts one whole object on each following line; a pretty-printed
+            # JSON array does not
+            rest = [ln.strip() for ln in text.split(b"\n", 6)[1:6] if ln.strip()]
+            if not rest or _try_obj(rest[0].rstrip(b",")) is not None:
+                return "lines"
         return "document"
     if head == b"{":
         obj = _try_obj(line.rstrip(b","))
