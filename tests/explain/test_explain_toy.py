@@ -1,6 +1,7 @@
 """The seed 004 toy example: a data-dependent branch gives Dynamo three frames (main + 2 resumes)."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -29,7 +30,7 @@ def test_toy_example_three_frames_with_resume_markers():
     assert entry.backend == "eager"
     # one subgraph: abs, add, div, sum, lt
     (sg,) = entry.subgraphs
-    assert sg.name == "__compiled_fn_1"
+    assert re.fullmatch(r"__compiled_fn_\d+", sg.name)  # the number is process-wide: test order sets it
     assert sg.op_count == 5
     assert "torch.abs(l_a_)" in sg.fx_code
     # two resume functions (one per branch), both resuming on the `if` line, each with its own entry
