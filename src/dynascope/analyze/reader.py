@@ -213,7 +213,7 @@ def concat_frames(frames: list[pl.DataFrame], columns: list[str] | None = None) 
     frames = [f for f in frames if f.width]
     if not frames:
         return _empty_frame(columns)
-    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
     if columns is not None:
         frame = frame.select(columns)
     return frame
@@ -890,7 +890,7 @@ class _FileState:
         self.events = self.reduced
         if not frames:
             return _empty_frame(columns)
-        frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed", rechunk=False)
         frame = frame.with_columns(pl.lit(self.name, dtype=pl.Categorical).alias("trace_file"))
         frame = self._normalize_times(frame)
         frame = self._resolve(frame, columns)
@@ -935,17 +935,15 @@ class _FileState:
             keys = sorted({k for v in self.proc.values() for k in v})
             if want is not None:
                 keys = [k for k in keys if k in want]
-            if keys:
-                table = pl.DataFrame(
-                    {"pid": list(self.proc), **{k: [v.get(k) for v in self.proc.values()] for k in keys}},
-                    strict=False,
-                ).with_columns(pl.col("pid").cast(pl.Int64))
+            if keys:  # per-process facts from `start`, mapped by pid (no copy of the frame)
+                pids = [p for p in self.proc if isinstance(p, int)]
+                exprs = []
                 for k in keys:
-                    if k in frame.columns:
-                        frame = frame.drop(k)
-                frame = frame.with_columns(pl.col("pid").cast(pl.Int64, strict=False)).join(
-                    table, on="pid", how="left", coalesce=True
-                )
+                    vals = _dict_columns_frame({k: [self.proc[p].get(k) for p in pids]}).get_column(k)
+                    exprs.append(
+                        pl.col("pid").cast(pl.Int64, strict=False).replace_strict(pids, vals, default=None, return_dtype=vals.dtype).alias(k)
+                    )
+                frame = frame.with_columns(exprs)
         return frame
 
     def graph_refs(self, frame: pl.DataFrame) -> pl.DataFrame:
@@ -959,24 +957,28 @@ class _FileState:
         )
 
     def _derive_op_refs(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Fill `op` of op events that carry no reference from their parent graph call."""
+        """Fill `op` of op events that carry no reference from their parent graph call.
+
+        Works on a narrow copy (pid, p_idx, id, cat, op) so the frame itself is not copied."""
         if "op" not in frame.columns:
             frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("op"))
         graphs = self.graph_refs(frame)
         if graphs.height == 0:
             return frame
         need = (pl.col("cat") == "dynamo") & pl.col("op").is_null() & pl.col("p_idx").is_not_null()
-        frame = frame.with_columns(
-            pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
+        narrow = frame.select(
             pl.col("pid").cast(pl.Int64),
             pl.col("p_idx").cast(pl.Int64),
+            pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
         )
-        frame = frame.join(graphs, on=["pid", "p_idx"], how="left").join(self.index_table(), on=["__gop", "__k"], how="left")
-        return frame.with_columns(pl.coalesce(_norm_hash_expr("op", frame), pl.col("__ref")).alias("op")).drop(
-            "__k", "__gop", "__ref"
+        narrow = narrow.join(graphs, on=["pid", "p_idx"], how="left", maintain_order="left").join(
+            self.index_table(), on=["__gop", "__k"], how="left", maintain_order="left"
         )
+        ref = narrow.get_column("__ref")
+        return frame.with_columns(pl.coalesce(_norm_hash_expr("op", frame), pl.lit(ref)).alias("op"))
 
     def _join_oh(self, frame: pl.DataFrame, want: set | None) -> pl.DataFrame:
+        """The OH attribution of each row's `op`, one column at a time (no copy of the frame)."""
         keys = list(self.oh)
         attr_names: list[str] = []
         for attrs in self.oh.values():
@@ -987,27 +989,26 @@ class _FileState:
             attr_names = [k for k in attr_names if k in want]
         if not attr_names:
             return frame
-        data = {"__op": keys}
-        for k in attr_names:
-            data[k] = [self.oh[h].get(k) for h in keys]
-        table = _dict_columns_frame(data)
-        table = table.with_columns(pl.col("__op").cast(pl.Categorical))
-        for k in attr_names:
-            if table.schema[k] == pl.String:
-                table = table.with_columns(pl.col(k).cast(pl.Categorical))
+        table = _dict_columns_frame({k: [self.oh[h].get(k) for h in keys] for k in attr_names})
         opcol = frame.get_column("op")
         if opcol.dtype == pl.Categorical:
             key = pl.col("op")
+            present = set(opcol.unique().drop_nulls().cast(pl.String).to_list())
         else:
             key = _norm_hash_expr("op", frame)
-        frame = frame.with_columns(key.cast(pl.String).cast(pl.Categorical).alias("__op"))
-        overlap = [k for k in attr_names if k in frame.columns]
-        frame = frame.join(table, on="__op", how="left", suffix="__oh")
-        if overlap:
-            frame = frame.with_columns(
-                [pl.coalesce(pl.col(k), pl.col(f"{k}__oh")).alias(k) for k in overlap]
-            ).drop([f"{k}__oh" for k in overlap])
-        return frame.drop("__op")
+            present = set(frame.select(key.unique().drop_nulls()).to_series().to_list())
+        use = [i for i, h in enumerate(keys) if h in present]
+        old = [keys[i] for i in use]
+        exprs = []
+        for k in attr_names:
+            col = table.get_column(k)
+            dt = pl.Categorical if col.dtype == pl.String else col.dtype
+            new = col.gather(use).cast(dt) if use else pl.Series(k, [], dtype=dt)
+            mapped = key.replace_strict(old, new, default=None, return_dtype=dt)
+            if k in frame.columns:
+                mapped = pl.coalesce(pl.col(k), mapped) if frame.schema[k] == dt else pl.coalesce(pl.col(k).cast(pl.String), mapped.cast(pl.String))
+            exprs.append(mapped.alias(k))
+        return frame.with_columns(exprs)
 
 
 def graph_refs(frame: pl.DataFrame) -> pl.DataFrame:

@@ -285,17 +285,46 @@ def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
     """Pre-aggregate a frame (any subset of events, as long as each process's events are all in it)."""
     f = _ensure(frame)
     is_op = (pl.col("cat") == OP_CAT).fill_null(False)
-    ops = f.filter(is_op)
-    hist = ops.group_by(_OP_KEYS).agg(pl.len().cast(pl.Int64).alias("n"))
-    times = ops.select("trace_file", "pid", "tid", "ts", "dur")
-    return _core(hist, times, f.filter(~is_op), info)
+    lf = f.lazy()
+    hist, others, span = pl.collect_all(
+        [
+            lf.filter(is_op).group_by(_OP_KEYS).agg(pl.len().cast(pl.Int64).alias("n")),
+            lf.filter(~is_op),
+            lf.filter(is_op).select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")),
+        ]
+    )
+    # op times are needed only where there are regions, and one file at a time bounds the memory
+    regions = _regions(others)
+    steps = []
+    for name in regions.get_column("trace_file").cast(pl.String).unique().sort().to_list():
+        times = lf.filter(is_op & (pl.col("trace_file").cast(pl.String) == name)).select(_TIME_COLUMNS).collect()
+        steps.append(_step_partial(others.filter(pl.col("trace_file").cast(pl.String) == name), times))
+    step = _sum_by(pl.concat(steps), _KEYS["step"]) if steps else pl.DataFrame(schema=_SCHEMAS["step"])
+    return _core(hist, None, others, info, step=step, op_span=span.row(0))
 
 
-def _core(hist: pl.DataFrame, times: pl.DataFrame, others: pl.DataFrame, info: ReadInfo | None) -> Partial:
+_TIME_COLUMNS = ["trace_file", "pid", "tid", "ts", "dur"]
+
+
+def _regions(f: pl.DataFrame) -> pl.DataFrame:
+    return f.filter(
+        ~pl.col("cat").cast(pl.String).is_in(NON_REGION_CATS)
+        & (pl.col("epoch").is_not_null() | pl.col("step").is_not_null())
+    )
+
+
+def _core(
+    hist: pl.DataFrame,
+    times: pl.DataFrame | None,
+    others: pl.DataFrame,
+    info: ReadInfo | None,
+    step: pl.DataFrame | None = None,
+    op_span: tuple | None = None,
+) -> Partial:
     """The partial from op events as a weighted histogram (`hist`: _OP_KEYS + n), their times
-    (trace_file, pid, tid, ts, dur) and every other event as rows (`others`)."""
+    (trace_file, pid, tid, ts, dur) and every other event as rows (`others`). A caller that computed
+    the step table and the ops' (min ts, max end) itself passes them instead of `times`."""
     hist = _str_keys(hist)
-    times = times.with_columns(pl.col("trace_file").cast(pl.String))
     graphs = others.filter(pl.col("cat") == GRAPH_CAT)
     weighted = pl.col("n") * pl.col("dur")
 
@@ -311,7 +340,10 @@ def _core(hist: pl.DataFrame, times: pl.DataFrame, others: pl.DataFrame, info: R
     )
     graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
 
-    step = _step_partial(others, times)
+    if step is None:
+        step = _step_partial(others, times)
+    if op_span is None:
+        op_span = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
     compile_unions = _compile_unions(others)
     process = _process_partial(others, hist, graphs, compile_unions)
     compile_tbl = _sum_by(
@@ -320,15 +352,8 @@ def _core(hist: pl.DataFrame, times: pl.DataFrame, others: pl.DataFrame, info: R
     )
 
     n_ops = int(hist.get_column("n").sum() or 0)
-    lo = [v for v in (others.get_column("ts").min(), times.get_column("ts").min()) if v is not None]
-    hi = [
-        v
-        for v in (
-            others.select((pl.col("ts") + pl.col("dur")).max()).item(),
-            times.select((pl.col("ts") + pl.col("dur")).max()).item(),
-        )
-        if v is not None
-    ]
+    lo = [v for v in (others.get_column("ts").min(), op_span[0]) if v is not None]
+    hi = [v for v in (others.select((pl.col("ts") + pl.col("dur")).max()).item(), op_span[1]) if v is not None]
     names = set(others.get_column("trace_file").cast(pl.String).unique().drop_nulls().to_list())
     names |= set(hist.get_column("trace_file").unique().drop_nulls().to_list())
     meta = {
@@ -364,10 +389,7 @@ def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """by_step rows from the regions in `f` and op times `ops` (trace_file, pid, tid, ts, dur)."""
-    regions = f.filter(
-        ~pl.col("cat").cast(pl.String).is_in(NON_REGION_CATS)
-        & (pl.col("epoch").is_not_null() | pl.col("step").is_not_null())
-    )
+    regions = _regions(f)
     if regions.height == 0:
         return pl.DataFrame(schema=_SCHEMAS["step"])
     gkeys = ["trace_file", "pid", "tid"]
