@@ -204,3 +204,17 @@ def test_refless_ops_resolve_through_their_graph_call(tmp_path, calls):
     assert s.by_process.select("host", "rank").rows() == [("nodeZ", 3)]
     assert s.by_graph.select("calls", "ops").row(0) == (calls, 2 * calls)
     assert_same(summarize_files([p]), s)
+
+
+def test_chrome_category_lists_count_by_their_first_category(files):
+    frame = read_trace(files)
+    converted = frame.with_columns(
+        pl.when(pl.col("cat").cast(pl.String).is_in(["dynamo", "dynamo.graph"]))
+        .then(pl.concat_str([pl.col("cat").cast(pl.String), pl.lit(","), pl.col("phase").cast(pl.String)]))
+        .otherwise(pl.col("cat").cast(pl.String))
+        .alias("cat")
+    )
+    assert "dynamo,forward" in converted["cat"].to_list()
+    a, b = summarize(frame), summarize(converted)
+    for t in ("by_op", "by_layer", "by_graph", "by_step", "by_process", "compile_vs_run"):
+        assert getattr(a, t).equals(getattr(b, t)), t

@@ -436,7 +436,7 @@ class _Template:
 
     @classmethod
     def learn(cls, chunk: bytes) -> _Template | None:
-        lines = chunk[: 1 << 20].split(b"\n")[:400]
+        lines = chunk[: 1 << 19].split(b"\n", 300)[:300]
         shapes: dict[tuple, list] = {}
         for raw in lines:
             raw = raw.strip()

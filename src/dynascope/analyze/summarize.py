@@ -261,6 +261,11 @@ def _ensure(frame: pl.DataFrame) -> pl.DataFrame:
             casts.append(pl.col(c).cast(pl.String))
     if casts:
         frame = frame.with_columns(casts)
+    # Chrome-trace cat is a comma-separated list ("dynamo,forward" in converted files): the first counts
+    cats = [c for c in frame.get_column("cat").unique().drop_nulls().cast(pl.String).to_list() if "," in c]
+    if cats:
+        first = pl.col("cat").cast(pl.String).replace(cats, [c.split(",", 1)[0] for c in cats])
+        frame = frame.with_columns(first.cast(frame.schema["cat"]).alias("cat"))
     return frame.select(SUMMARY_COLUMNS)
 
 
