@@ -217,3 +217,33 @@ def test_inductor_inner_backend_times_whole_graph_calls(tmp_path):
     assert len(graphs) == 3 and [e["name"] for e in kernels] == ["inductor.__compiled_fn_1"] * 3
     assert attrs(index, kernels[0])["backend"] == "inductor"
     assert all(k["args"]["p_idx"] == g["id"] for g, k in zip(graphs, kernels))
+
+
+def test_synchronize_before_every_reading_when_asked():
+    from dynascope.capture.instrument import instrument, uses_cuda
+
+    calls = []
+    seen = {}
+
+    def spy(gm, example_inputs):
+        assert not uses_cuda(gm)
+        instrument(gm, 10_000, synchronize=lambda: calls.append(1))
+        seen["ops"] = sum(1 for n in gm.graph.nodes if n.op.startswith("call"))
+        return gm.forward
+
+    fn = torch.compile(Block(), backend=spy)
+    fn(torch.randn(4, 8))
+    fn(torch.randn(4, 8))
+    assert len(calls) == 2 * (seen["ops"] + 1)  # start reading plus one per op, per call
+
+
+def test_cuda_sync_leaves_cpu_graphs_alone():
+    seen = {}
+
+    def spy(gm, example_inputs):
+        compiled = dynascope.backend(autograd=False, cuda_sync=True)(gm, example_inputs)
+        seen["code"] = gm.code
+        return compiled
+
+    torch.compile(Block(), backend=spy)(torch.randn(4, 8))
+    assert "_dsc_r(_dsc_c())" in seen["code"] and "_dsc_sync" not in seen["code"]

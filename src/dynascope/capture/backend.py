@@ -16,12 +16,12 @@ from typing import Any, Callable
 
 from .. import _torch
 from ..errors import ConfigError
-from ..trace.config import TraceConfig, tracing_enabled
+from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
 from . import compile_events
 from .attribution import attribution, event_name, layers_by_seq_nr
-from .instrument import instrument, traced_nodes
+from .instrument import instrument, traced_nodes, uses_cuda
 
 INNER_BACKENDS = ("aot_eager", "eager", "inductor")
 _UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})$")
@@ -50,7 +50,9 @@ class TracingBackend:
     autograd=True traces the AOT forward, backward and inference graphs' ATen ops (as backend
     "aot_eager" runs them); autograd=False the Dynamo graph's ops (as backend "eager").
     inner="inductor" times whole graph calls only. record_shapes adds compile-time input shapes and
-    dtypes (default: DFTRACER_INC_METADATA).
+    dtypes (default: DFTRACER_INC_METADATA). cuda_sync (default: DYNASCOPE_CUDA_SYNC) synchronises
+    the device before each reading in graphs whose inputs are on CUDA, so that op times are
+    execution times, not launch times (at the cost of serialising the GPU); CPU graphs are untouched.
     """
 
     def __init__(
@@ -64,6 +66,7 @@ class TracingBackend:
         autograd: bool = True,
         inner: str | None = None,
         record_shapes: bool | None = None,
+        cuda_sync: bool | None = None,
     ) -> None:
         _check("name", name, (str,), "a string")
         _check("epoch", epoch, (int,), "a whole number")
@@ -73,6 +76,7 @@ class TracingBackend:
         _check("enable", enable, (bool,), "True or False")
         _check("autograd", autograd, (bool,), "True or False")
         _check("record_shapes", record_shapes, (bool,), "True or False")
+        _check("cuda_sync", cuda_sync, (bool,), "True or False")
         inner = inner or ("aot_eager" if autograd else "eager")
         if inner not in INNER_BACKENDS:
             raise ConfigError(f"inner backend {inner!r} is not one of {', '.join(INNER_BACKENDS)}")
@@ -91,6 +95,7 @@ class TracingBackend:
         self.autograd = autograd
         self.inner = inner
         self.record_shapes = record_shapes
+        self.cuda_sync = env_flag("CUDA_SYNC", False) if cuda_sync is None else cuda_sync
         self.__name__ = f"dynascope_{inner}"  # Dynamo names backends by __name__ in logs
         if self.enabled:
             compile_events.install()
@@ -166,8 +171,15 @@ class TracingBackend:
             f"{context.graph}.{phase}", "dynamo.graph", grad, {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
         )
         gid = TABLE.register_graph(graph, ops)
-        instrument(gm, gid)
+        instrument(gm, gid, self._synchronize(gm))
         return gid
+
+    def _synchronize(self, gm: Any) -> Any:
+        if not (self.cuda_sync and uses_cuda(gm)):
+            return None
+        import torch
+
+        return torch.cuda.synchronize
 
     def _graph_level(self, gm: Any, example_inputs: list, context: CompileContext, **kwargs: Any) -> Callable:
         """Inductor fuses ops into kernels, so only whole-graph calls can be timed (forward only)."""

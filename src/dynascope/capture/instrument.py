@@ -25,22 +25,37 @@ def traced_nodes(gm: Any) -> list[Any]:
     return [node for node in gm.graph.nodes if node.op in TRACED_OPS]
 
 
-def instrument(gm: Any, gid: int) -> None:
-    """Regenerate `gm.forward` with clock readings for graph id `gid` (in place)."""
+def uses_cuda(gm: Any) -> bool:
+    """Whether any graph input is a CUDA tensor (from compile-time metadata)."""
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            device = getattr(node.meta.get("val", node.meta.get("example_value")), "device", None)
+            if getattr(device, "type", None) == "cuda":
+                return True
+    return False
+
+
+def instrument(gm: Any, gid: int, synchronize: Any = None) -> None:
+    """Regenerate `gm.forward` with clock readings for graph id `gid` (in place).
+
+    With `synchronize` (e.g. torch.cuda.synchronize), it is called before every reading, so that an
+    op's time is its execution on the device rather than its launch.
+    """
     nodes = list(gm.graph.nodes)
     traced = {index for index, node in enumerate(nodes) if node.op in TRACED_OPS}
+    reading = "_dsc_sync(); _dsc_r(_dsc_c())\n" if synchronize else "_dsc_r(_dsc_c())\n"
 
     def add_readings(body: list[str]) -> list[str]:
-        out = [f"_dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r({-gid}); _dsc_r(_dsc_c())\n"]
+        out = [f"_dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r({-gid}); {reading}"]
         current = None
         for piece in body:
             if piece.startswith(_COUNTER):
                 if current in traced:
-                    out.append("_dsc_r(_dsc_c())\n")
+                    out.append(reading)
                 current = int(piece[len(_COUNTER) :])
             out.append(piece)
         if current in traced:  # a graph whose last node is an op (no output node seen after it)
-            out.append("_dsc_r(_dsc_c())\n")
+            out.append(reading)
         return out
 
     gm.graph.on_generate_code(lambda previous: _chain(previous, add_readings))
@@ -51,6 +66,8 @@ def instrument(gm: Any, gid: int) -> None:
     namespace = gm.forward.__globals__
     namespace["_dsc_sink"] = buffers.sink
     namespace["_dsc_clock"] = buffers.now_ns
+    if synchronize:
+        namespace["_dsc_sync"] = synchronize
 
 
 def _chain(previous, transform):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import time
+
 import numpy as np
 import orjson
 
@@ -147,6 +149,7 @@ class Decoder:
         gids = -values[headers]
         if int(gids.max()) >= len(n_ops):  # a graph registered after the table snapshot
             graph_spec, op_base, n_ops = TABLE.arrays()
+        gids = np.where(gids < len(n_ops), gids, 0)  # graph 0 has no spec and no ops: its readings drop
         segment = np.cumsum(is_header) - 1
         position = np.arange(values.size) - headers[segment]
         expected = n_ops[gids] + 2  # header, start, one reading per op
@@ -163,6 +166,7 @@ class Decoder:
         start_at = headers + 1
         has_start = start_at < values.size
         has_start[has_start] = ~is_header[start_at[has_start]]
+        has_start &= gids > 0
         is_graph = np.zeros(values.size, dtype=bool)
         is_graph[headers[has_start]] = True
         is_event = is_graph | is_op
@@ -211,6 +215,10 @@ class Decoder:
         templates = self.templates()
         pieces = []
         for start in range(0, columns.shape[1], slice_rows):
+            if start:
+                # Let the traced program have the GIL back now rather than at the next 5 ms switch: an
+                # op that released it must not be charged for our formatting.
+                time.sleep(0)
             spec, level, parent, ids, ts, dur = columns[:, start : start + slice_rows].tolist()
             pieces.append(
                 "\n".join([templates[s] % (tid, lv, p, i, t, d) for s, lv, p, i, t, d in zip(spec, level, parent, ids, ts, dur)])

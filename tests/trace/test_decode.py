@@ -1,0 +1,50 @@
+"""The decoder on hand-made raw streams: cut calls, truncated calls, unknown graphs, regions."""
+
+import json
+
+from dynascope.trace.decode import Decoder, ThreadStream
+from dynascope.trace.ops import TABLE, OpSpec
+
+
+def graph_with(n_ops: int) -> int:
+    ops = [OpSpec.make(f"function.op{i}", "dynamo", True, {"kind": "op", "node": f"op{i}"}) for i in range(n_ops)]
+    return TABLE.register_graph(OpSpec.make("g.forward", "dynamo.graph", True, {"kind": "graph", "n_ops": n_ops}), ops)
+
+
+def events(decoder, stream, *chunks, final=True):
+    lines = []
+    for i, chunk in enumerate(chunks):
+        lines += decoder.decode(stream, list(chunk), final and i == len(chunks) - 1)
+    records = [json.loads(line) for piece in lines for line in piece.split("\n")]
+    return [r for r in records if r["ph"] == "X"]
+
+
+def test_a_call_cut_by_a_drain_is_joined_and_a_truncated_call_keeps_its_ops():
+    gid = graph_with(3)
+    decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
+    stream = ThreadStream(tid=1)
+    first = [-gid, 1000, 2000]  # the drain cut this call after its first op
+    second = [3000, 5000, -gid, 10000, 11000]  # its last two ops, then a call that raised after one op
+    got = events(decoder, stream, first, second)
+    names = [e["name"] for e in got]
+    assert names == ["g.forward", "function.op0", "function.op1", "function.op2", "g.forward", "function.op0"]
+    assert [(e["ts"], e["dur"]) for e in got[:4]] == [(1, 4), (1, 1), (2, 1), (3, 2)]
+    assert [e["id"] - e["args"]["p_idx"] - 1 for e in got[1:4]] == [0, 1, 2]  # op index from ids
+    assert decoder.dropped == 0
+
+
+def test_unknown_graphs_and_stray_readings_are_dropped_not_fatal():
+    decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
+    got = events(decoder, ThreadStream(tid=1), [5, 6, -999_999, 1000, 2000])
+    assert got == [] and decoder.dropped == 3  # two readings before any call, one of the unknown graph
+
+
+def test_regions_wrap_graph_calls_and_are_closed_at_the_end():
+    gid = graph_with(1)
+    decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
+    chunk = [("B", "epoch", "region", {"epoch": 0}, 0), ("B", "step", "region", {"step": 1}, 500),
+             -gid, 1000, 3000, ("E", 4000)]  # fmt: skip
+    got = {e["name"]: e for e in events(decoder, ThreadStream(tid=1), chunk)}
+    assert got["step"]["args"]["p_idx"] == got["epoch"]["id"] and got["step"]["dur"] == 4
+    assert got["g.forward"]["args"]["p_idx"] == got["step"]["id"] and got["g.forward"]["args"]["level"] == 3
+    assert got["epoch"]["dur"] > 0  # closed at the end of the trace, not lost
