@@ -305,3 +305,16 @@ def test_pretty_printed_array_and_directory_with_other_json(tmp_path):
     files = set(frame.get_column("trace_file").cast(pl.String).unique().to_list())
     assert files == {str(d / "profile.json"), str(d / "trace-200.pfw.gz")}
     assert _rows(frame, name="aten::addmm").height == 1 and frame.height == 3 + 6
+
+
+@pytest.mark.parametrize("where", ["start", "end", "middle", "spread"])
+def test_lines_at_finds_the_misfit_lines(where):
+    from dynascope.analyze.reader import _lines_at
+
+    n = 5000
+    lines = [b'{"i":%d}' % i for i in range(n)]
+    chunk = b"\n".join(lines) + b"\n"
+    pick = {"start": [0, 3, 1999], "end": [n - 1, n - 7, n - 2000], "middle": [2500], "spread": [0, 2500, n - 1]}[where]
+    mask = pl.Series([i in pick for i in range(n)])
+    assert _lines_at(chunk, mask) == [lines[i] for i in sorted(pick)]
+    assert _lines_at(chunk + b"x\n", mask) is None  # row count and line count disagree

@@ -633,12 +633,26 @@ class _Templates:
 
 def _lines_at(chunk: bytes, mask: pl.Series) -> list[bytes] | None:
     """The lines of `chunk` (which ends with a newline) where `mask` is true; None if counts differ."""
-    nl = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
-    if len(nl) != mask.len():
+    idx = mask.arg_true().to_list()
+    n = mask.len()
+    if chunk.count(b"\n") != n:
         return None
-    idx = np.flatnonzero(mask.to_numpy())
+    if idx and idx[-1] < 2000:  # only near the start (a file's header): walk the first lines
+        lines = chunk.split(b"\n", idx[-1] + 1)
+        if len(lines) < idx[-1] + 1:
+            return None
+        return [lines[i] for i in idx]
+    if idx and idx[0] >= n - 2000:  # only near the end (the `end` record)
+        back = n - idx[0]
+        lines = chunk[:-1].rsplit(b"\n", back)
+        if len(lines) < back:
+            return None
+        tail = lines[-back:]
+        return [tail[i - (n - back)] for i in idx]
+    nl = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+    arr = np.asarray(idx, dtype=np.int64)
     starts = np.concatenate(([0], nl[:-1] + 1))
-    return [chunk[starts[i] : nl[i]] for i in idx.tolist()]
+    return [chunk[starts[i] : nl[i]] for i in arr.tolist()]
 
 
 def _field_values(obj: dict) -> list:
