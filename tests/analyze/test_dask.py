@@ -26,3 +26,20 @@ def test_dask_local_cluster_equals_single_machine(tmp_path):
     assert_same(on_dask, local)
     assert on_dask.by_process.height == 3
     assert on_dask.by_step.filter(on_dask.by_step["step"] == 5).select("op_count").item() == 101  # ts 10000..11000, both ends in
+
+
+def test_dask_scheduler_address(tmp_path):
+    from distributed import LocalCluster
+
+    files = synth.write_two_process_trace(tmp_path / "t")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        on_dask = summarize_files(files, top=3, scheduler=cluster.scheduler_address)
+    assert_same(on_dask, summarize(read_trace(files), top=3))
+
+
+def test_dask_bad_workers_is_a_clear_error(tmp_path):
+    from dynascope.errors import ConfigError
+
+    files = synth.write_two_process_trace(tmp_path / "t")
+    with pytest.raises(ConfigError, match="workers must be at least 1"):
+        summarize_files(files, workers=0)
