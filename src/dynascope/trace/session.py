@@ -178,7 +178,7 @@ class TraceSession:
         label = f"{exec_name} [rank {rank}]" if rank >= 0 else f"{exec_name} (pid {self.pid})"
         tid = threading.get_native_id()
         assert self._writer is not None
-        self._writer._named_threads.add(tid)
+        self._writer.thread_named(tid)
         start_args = {
             "hhash": self.hhash,
             "cmd_hash": hashes["cmd"],

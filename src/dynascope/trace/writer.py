@@ -8,15 +8,16 @@ killed process leaves every earlier line readable.
 from __future__ import annotations
 
 import sys
-
+import threading
 import zlib
+from typing import Callable
+
+import orjson
 
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same gzip format
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
     _fast_zlib = None
-import threading
-from typing import Callable
 
 from . import buffers
 from .decode import Decoder, ThreadStream
@@ -76,9 +77,11 @@ class TraceWriter:
             lines.insert(0, self.thread_name_line(buffer))
         return lines
 
-    def thread_name_line(self, buffer: buffers.ThreadBuffer) -> str:
-        import orjson
+    def thread_named(self, tid: int) -> None:
+        """The header already named this thread."""
+        self._named_threads.add(tid)
 
+    def thread_name_line(self, buffer: buffers.ThreadBuffer) -> str:
         args = {"hhash": self.decoder.hhash, "name": buffer.thread_name, "value": "thread_name"}
         record = {"name": "thread_name", "cat": "dftracer", "pid": self.decoder.pid, "tid": buffer.tid, "ph": "M", "args": args}
         return orjson.dumps(record).decode()
