@@ -15,7 +15,7 @@ import synth
 
 from dynascope.analyze.diff import diff_summaries
 from dynascope.analyze.reader import read_trace, read_trace_with_info
-from dynascope.analyze.summarize import file_partial, finish, merge, partial, summarize, summarize_files
+from dynascope.analyze.summarize import file_partial, finish, merge, summarize, summarize_files
 
 TABLES = ("by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops")
 

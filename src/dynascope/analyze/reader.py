@@ -31,7 +31,6 @@ JSON *document* is the exception: it is parsed whole).
 from __future__ import annotations
 
 import glob as _glob
-import io
 import math
 import os
 import warnings
@@ -1131,6 +1130,3 @@ def _standard_types(frame: pl.DataFrame) -> pl.DataFrame:
             exprs.append(pl.col(c).cast(pl.String).cast(pl.Categorical))
     return frame.with_columns(exprs) if exprs else frame
 
-
-def _csv_bytes(chunk: bytes) -> io.BytesIO:  # kept for debugging with older polars
-    return io.BytesIO(chunk)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from .reader import ReadInfo, concat_frames, expand_paths, graph_refs, map_files, norm_hash, read_file_state
+from .reader import ReadInfo, expand_paths, graph_refs, map_files, norm_hash, read_file_state
 from .summary import Summary
 
 __all__ = [
@@ -678,7 +678,4 @@ def frame_with_info(frame: pl.DataFrame, info: ReadInfo) -> pl.DataFrame:
         pass
     return frame
 
-
-def concat(frames, columns=None):  # re-export for the Dask module
-    return concat_frames(frames, columns)
 
