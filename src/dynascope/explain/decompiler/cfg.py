@@ -183,27 +183,40 @@ class ControlFlowGraph:
 
     def _post_dominator(self, block, region, cut):
         nodes = [b for b in self.reachable() if (region is None or b in region) and b is not cut]
-        exit_ = None
         node_set = set(nodes)
-        pdom: dict[Block, set] = {b: set(nodes) | {exit_} for b in nodes}
+        exits = self._can_exit(nodes, node_set)
+        if block not in exits:
+            return None  # only an endless loop (or an exception) leaves: nothing to merge at
+        exit_ = None
+        pdom: dict[Block, set] = {b: set(exits) | {exit_} for b in nodes if b in exits}
         changed = True
         while changed:
             changed = False
             for b in reversed(nodes):
-                sets = [pdom[s] if s in node_set else {exit_} for s in b.succs] or [{exit_}]
-                new = set.intersection(*sets) | {b}
+                if b not in exits:
+                    continue
+                sets = [pdom[s] if s in node_set else {exit_} for s in b.succs if s not in node_set or s in exits]
+                new = set.intersection(*(sets or [{exit_}])) | {b}
                 if new != pdom[b]:
                     pdom[b] = new
                     changed = True
-        if block not in pdom:
-            return None
-        strict = pdom[block] - {block}
-        for candidate in strict:
-            if candidate is exit_:
-                continue
+        strict = pdom[block] - {block, exit_}
+        for candidate in sorted(strict, key=lambda b: b.index):
             if all(other is candidate or other in pdom[candidate] for other in strict):
                 return candidate
         return None
+
+    def _can_exit(self, nodes: list[Block], node_set: set[Block]) -> set[Block]:
+        """Blocks with a normal-flow path that returns, raises or leaves the region."""
+        result = {b for b in nodes if not b.succs or any(s not in node_set for s in b.succs)}
+        changed = True
+        while changed:
+            changed = False
+            for b in nodes:
+                if b not in result and any(s in result for s in b.succs):
+                    result.add(b)
+                    changed = True
+        return result
 
     def merge_point(self, block: Block, region: set[Block] | None, cut: Block | None) -> Block | None:
         """Where the arms of a branch meet again.  The post-dominator when there is one; when paths

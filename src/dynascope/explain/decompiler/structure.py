@@ -20,6 +20,9 @@ from .values import (
 )
 
 
+MAX_BLOCK_VISITS = 20_000
+
+
 @dataclass
 class Loop:
     header: Block
@@ -76,6 +79,7 @@ class Structurer:
         self.active_handlers: list[Block] = []
         self.exception_names: set[str] = set()
         self.entering_loop = False  # a try/with that starts at the loop header being emitted
+        self.steps = 0
 
     # ---- entry ---------------------------------------------------------------------------
     def function_body(self) -> list:
@@ -113,6 +117,7 @@ class Structurer:
                 if stack is None:
                     return Walked(out, None)
                 continue
+            self.count_step()
             executor = BlockExecutor(self.frame, stack, out)
             instrs = [i for i in block.body if skip_until is None or i.offset >= skip_until]
             skip_until = None
@@ -139,6 +144,12 @@ class Structurer:
             else:
                 raise DecompileError(f"block at offset {block.start} has no successor")
         return Walked(out, stack, None)
+
+    def count_step(self) -> None:
+        """Blocks may be emitted more than once (duplicated exits); stop before that blows up."""
+        self.steps += 1
+        if self.steps > MAX_BLOCK_VISITS:
+            raise DecompileError(f"gave up after visiting {MAX_BLOCK_VISITS} blocks (control flow too tangled)")
 
     def drop_exception_name_cleanup(self, instrs: list[Instr]) -> list[Instr]:
         """`except E as e` ends with `e = None; del e`, which the syntax implies; drop it."""
@@ -483,7 +494,9 @@ class Structurer:
             return self.emit_with(block, handler, stack, out, region)
         return self.emit_try(block, handler, stack, out, region)
 
-    def protected_body(self, block, handler, stack, early_exit=None) -> Walked:
+    def protected_body(self, block, handler, stack, early_exit=None, rebound=frozenset()) -> Walked:
+        """The statements a try/with protects.  Values still on the stack at its end were computed
+        inside, so they are saved there; `rebound` names (assigned by a finally) are saved too."""
         self.active_handlers.append(handler)
         region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit=early_exit)
         entering, self.entering_loop = self.entering_loop, False
@@ -493,7 +506,7 @@ class Structurer:
             self.active_handlers.pop()
         if walked.stack is not None:  # values computed inside must be computed inside
             executor = BlockExecutor(self.frame, walked.stack, walked.stmts)
-            executor.flush(_all_names(walked.stack), True)
+            executor.flush(set(rebound), True)
         return walked
 
     def emit_with(self, block, handler, stack, out, region):
@@ -514,7 +527,7 @@ class Structurer:
         finally_stmts = self.finally_clause(handler, h_stack)
         if finally_stmts is not None:
             length = self._finally_length
-            body = self.protected_body(block, handler, stack,
+            body = self.protected_body(block, handler, stack, rebound=_assigned_names(finally_stmts),
                                        early_exit=lambda b: self.finally_early_return(b, length))
             return self.finish_finally(body, finally_stmts, length, out)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
@@ -637,13 +650,9 @@ class Structurer:
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
 
 
-def _all_names(stack) -> set:
-    from .executor import names_read
-
-    result = set()
-    for value in stack:
-        result |= names_read(value)
-    return result
+def _assigned_names(stmts: list) -> set[str]:
+    module = ast.Module(body=stmts, type_ignores=[])
+    return {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
 
 
 def _is_bare_raise(stmt) -> bool:
