@@ -12,20 +12,26 @@ Columns of the frame (those a file has; `columns=` keeps a subset):
 - every `args` key as a column (`hhash`, `p_idx`, `level`, `grad_enabled`, `op`, `epoch`, `step`,
   `compile_id`, ...); an args key that clashes with a top-level one is named `arg_<key>`;
   nested values become JSON text;
-- `host` (the `hhash` resolved through `HH`), `fname` (`fhash` through `FH`), and in `start` rows
-  `cmd`/`exec` (SH) and `cwd` (FH) resolved;
-- the attribution columns of the `OH` record an event's `op` refers to: `kind`, `compile_id`, `graph`,
+- `host` (the `hhash` resolved through `HH`; rows without `hhash`, such as op events, get the file's
+  host when it has one `HH` record), `fname` (`fhash` through `FH`), and in `start` rows `cmd`/`exec`
+  (SH) and `cwd` (FH) resolved;
+- the attribution columns of the `OH` record an event's `op` refers to (an op event without `op` is
+  op k = id - p_idx - 1 of its parent graph call, whose `op` names the graph; its record is the one
+  with that `graph_op` and `index` k; `op` is then filled in): `kind`, `compile_id`, `graph`,
   `phase`, `node`, `op_type`, `target`, `layer`, `module_type`, `file`, `line`, `code`, `backend`,
   `tracer`, `epoch`, `step`, `image_idx`, `image_size`, `n_ops`, `shapes`, `dtypes` (and any other
   key an OH record has);
 - `rank`, `world_size`, `local_rank` from the process's `start` record, attached to all its rows.
 
+Not rows: metadata (`M`), counters (`C`), instants, flows and pydftracer's aggregated records.
+
 Speed: our lines have a fixed shape, so the bulk of each file is split at commas by polars' CSV reader
 (multi-threaded) against a template learned from the file's own lines and checked field by field;
-any line that does not fit the template exactly (metadata, user regions, escapes, commas inside
-strings, other layouts) is parsed with orjson. Memory: files are inflated and parsed in chunks of a
-few MB, so the peak is the kept columns plus a few chunks, not the raw file size (a Chrome-trace
-JSON *document* is the exception: it is parsed whole).
+up to three shapes are learned per file (ops, graph calls, regions); any line that fits none exactly
+(metadata, escapes, commas inside strings, other layouts) is parsed with orjson. Memory: files are
+inflated and parsed in 16 MB chunks, so the peak is the kept columns plus a few chunks, not the raw
+file size (a Chrome-trace JSON *document* is the exception: it is parsed whole). For summaries of
+big traces use `summarize.summarize_files`, which never holds op events as rows.
 """
 
 from __future__ import annotations
