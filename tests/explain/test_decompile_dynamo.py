@@ -140,3 +140,98 @@ def test_print_graph_break_round_trips(backend, capsys):
         if owner is not toy_print:
             source, ok = decompile_or_dis(entry.code)
             assert ok, source
+
+
+def grad_break(x):
+    with torch.no_grad():
+        y = x * 2
+        print("inside")
+        y = y + 1
+    return y.sum(), torch.is_grad_enabled()
+
+
+def many_live_values(a, b, c):
+    u = a + b
+    v = b * c
+    w = {"k": u, "j": [v, a]}
+    if u.sum() > v.sum():
+        out = w["k"] - w["j"][0]
+    else:
+        out = w["j"][1]
+    return out, len(w)
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, scale=2.0):
+        h = self.lin(x)
+        if h.sum() > 0:
+            h = h * scale
+        print("m")
+        return torch.relu(h), h.mean()
+
+
+def _assert_same(got, expected):
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            _assert_same(g, e)
+    elif isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected)
+    else:
+        assert got == expected
+
+
+def _clones(args):
+    return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _check_main_entries(fn, compiled, calls):
+    """Decompile every cache entry of `fn`; each must match the compiled function on `calls`."""
+    entries = _debug_get_cache_entry_list(fn)
+    assert entries
+    for entry in entries:
+        rebuilt = _rebuild(decompile(entry.code), entry.code, fn.__globals__)
+        for args in calls:
+            _assert_same(rebuilt(*_clones(args)), compiled(*_clones(args)))
+
+
+def test_graph_break_inside_no_grad(capsys):
+    compiled = torch.compile(grad_break, backend="eager")
+    x = torch.randn(5, requires_grad=True)
+    compiled(x)
+    _check_main_entries(grad_break, compiled, [(x,), (torch.randn(5, requires_grad=True),)])
+    assert torch.is_grad_enabled()  # the decompiled code restored grad mode like Dynamo's did
+    for owner, entry in _entries_with_resume_functions(grad_break):
+        source, ok = decompile_or_dis(entry.code)
+        assert ok, source
+
+
+def test_values_live_across_a_data_dependent_branch():
+    compiled = torch.compile(many_live_values, backend=returns_forward)
+    g = torch.Generator().manual_seed(7)
+    a, b, c = (torch.randn(6, generator=g) for _ in range(3))
+    compiled(a, b, c)
+    compiled(-10 * a.abs(), b, c)
+    _check_main_entries(many_live_values, compiled, [(a, b, c), (-10 * a.abs(), b, c), (10 * a.abs(), b, c)])
+
+
+def test_module_forward_with_break_and_branch(capsys):
+    module = Branchy()
+    compiled = torch.compile(module, backend="eager")
+    x = torch.randn(3, 4)
+    compiled(x)
+    compiled(-x)
+    forward = type(module).forward
+    for entry in _debug_get_cache_entry_list(forward):
+        source = decompile(entry.code)
+        # a code object has no defaults: the caller passes `scale` explicitly
+        rebuilt = _rebuild(source, entry.code, forward.__globals__)
+        for inputs in (x, -x, 3 * x):
+            _assert_same(rebuilt(module, inputs.clone(), 2.0), compiled(inputs.clone()))
+    for owner, entry in _entries_with_resume_functions(forward):
+        source, ok = decompile_or_dis(entry.code)
+        assert ok, source
