@@ -19,8 +19,8 @@ CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_GENERATOR, inspect.C
 
 
 def function_body(code: CodeType) -> tuple[list, Frame]:
-    if code.co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR):
-        raise DecompileError("generators and coroutines are not supported")
+    if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
+        raise DecompileError("coroutines and async generators are not supported")
     frame = Frame(code, render_nested)
     body = Structurer(ControlFlowGraph(code), frame).function_body()
     declarations = []

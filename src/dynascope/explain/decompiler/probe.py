@@ -7,6 +7,7 @@ Prints one row per function and ends with `decompiler probe: N/M passed (python 
 from __future__ import annotations
 
 import copy
+import inspect
 import signal
 import sys
 import threading
@@ -628,6 +629,15 @@ def try_at_loop_start(items):
     return total
 
 
+@sample((3,), (0,), (10,))
+def generator(n):
+    """Results are compared by driving the generator (next, then send) to its return value."""
+    while n > 0:
+        got = yield n
+        n -= 1 if got is None else got
+    return "done"
+
+
 @sample(("a", None), (None, "b"), (None, None))
 def none_checks(a, b):
     if a is None and b is None:
@@ -662,7 +672,22 @@ def _raise_too_long(signum, frame):
     raise _TookTooLong
 
 
+def _drive(gen) -> list:
+    """Every value a generator yields when sent None and 2 in turn, then what it returns."""
+    seen = []
+    try:
+        value = next(gen)
+        while len(seen) < 1000:
+            seen.append(value)
+            value = gen.send(None if len(seen) % 2 else 2)
+    except StopIteration as stop:
+        seen.append(("returned", stop.value))
+    return seen
+
+
 def _normalise(value: Any) -> Any:
+    if inspect.isgenerator(value):
+        return _drive(value)
     if isinstance(value, Box):
         return ("Box", value.v)
     if isinstance(value, (list, tuple)):
