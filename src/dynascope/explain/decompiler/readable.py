@@ -18,6 +18,7 @@ def tidy(stmts: list, code: CodeType) -> list:
     stmts = _rewrite_lists(stmts, _decorators)
     stmts = _rewrite_lists(stmts, _return_inside_try)
     stmts = _chained_assignments(stmts)
+    stmts = _rewrite_lists(stmts, _while_loops)
     _strip_loop_continues(stmts)
     _drop_unread_walrus_names(stmts)
     return stmts
@@ -153,6 +154,76 @@ def _return_inside_try(stmts: list) -> list:
                 continue
         result.append(stmt)
     return result
+
+
+def _while_loops(stmts: list) -> list:
+    """3.11+ compile `while c: body` as `if c:` + a loop that re-tests `c` at its bottom:
+
+        if c:                       if c:                       if c:
+            while True:                 while True:                 while True:
+                body                        body                        body
+                if c: continue              if c: continue              if c: continue
+                break                       rest                        e; break
+                                        rest                        else: e
+
+    Each is `while c: body` (then `rest`; or with `else: e`), provided `body` has no `continue`
+    of its own (that would skip the test at the bottom)."""
+    result = []
+    i = 0
+    while i < len(stmts):
+        stmt = stmts[i]
+        rest = stmts[i + 1:]
+        loop = _guarded_loop(stmt)
+        if loop is not None:
+            test, body, exit_path = loop
+            if _same(exit_path[-1:], [ast.Break()]) and _same(exit_path[:-1], stmt.orelse):
+                result.append(ast.While(test=test, body=body, orelse=exit_path[:-1]))
+                i += 1
+                continue
+            if not stmt.orelse and _terminates(exit_path) and _same(exit_path, rest):
+                result.append(ast.While(test=test, body=body, orelse=[]))
+                i += 1
+                continue
+        result.append(stmt)
+        i += 1
+    return result
+
+
+def _guarded_loop(stmt):
+    """(test, body, exit path) when `stmt` is `if c: while True: body; if c: continue; exit`."""
+    if not isinstance(stmt, ast.If) or len(stmt.body) != 1 or not isinstance(stmt.body[0], ast.While):
+        return None
+    loop = stmt.body[0]
+    if not (isinstance(loop.test, ast.Constant) and loop.test.value is True) or loop.orelse:
+        return None
+    for split, latch in enumerate(loop.body):
+        if (isinstance(latch, ast.If) and not latch.orelse and _same(latch.body, [ast.Continue()])
+                and _same([latch.test], [stmt.test])):
+            body, exit_path = loop.body[:split], loop.body[split + 1:]
+            if exit_path and _terminates(exit_path) and not _has_own_continue(body):
+                return stmt.test, body or [ast.Pass()], exit_path
+    return None
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b))
+
+
+def _has_own_continue(stmts: list) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, ast.Continue):
+            return True
+        if isinstance(stmt, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
+            if _has_own_continue(stmt.orelse) if isinstance(stmt, (ast.For, ast.While)) else False:
+                return True
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            if _has_own_continue(getattr(stmt, field, None) or []):
+                return True
+        for handler in getattr(stmt, "handlers", ()):
+            if _has_own_continue(handler.body):
+                return True
+    return False
 
 
 def _chained_assignments(stmts: list) -> list:
