@@ -8,6 +8,7 @@ Imports nothing from torch: it runs on every CPython from 3.10 to 3.13.
 from __future__ import annotations
 
 import ast
+import builtins
 from types import CodeType
 from typing import Any
 
@@ -32,19 +33,24 @@ def _code_of(obj: Any) -> tuple[CodeType, Any]:
 def _defaults(func: Any) -> tuple[list, dict]:
     if func is None:
         return [], {}
-    defaults = [_literal(v) for v in (getattr(func, "__defaults__", None) or ())]
-    kwdefaults = {k: _literal(v) for k, v in (getattr(func, "__kwdefaults__", None) or {}).items()}
+    scope = {**vars(builtins), **getattr(func, "__globals__", {})}
+    defaults = [_default_expr(v, scope) for v in (getattr(func, "__defaults__", None) or ())]
+    kwdefaults = {k: _default_expr(v, scope) for k, v in (getattr(func, "__kwdefaults__", None) or {}).items()}
     return defaults, kwdefaults
 
 
-def _literal(value: Any) -> ast.expr:
+def _default_expr(value: Any, scope: dict) -> ast.expr:
+    """A default value as source: a literal, or the global/builtin name bound to that very object."""
     text = repr(value)
     try:
         if ast.literal_eval(text) == value:
             return ast.parse(text, mode="eval").body
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
-    raise DecompileError(f"default value {text[:60]} has no literal form")
+    for name, bound in scope.items():
+        if bound is value and name.isidentifier():
+            return ast.Name(id=name, ctx=ast.Load())
+    raise DecompileError(f"default value {text[:60]} has neither a literal form nor a global name")
 
 
 def decompile(obj: Any) -> str:

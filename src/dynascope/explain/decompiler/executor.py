@@ -15,7 +15,7 @@ from typing import Any, Callable
 from .opcodes import FEATURES, VERSION, Instr
 from .values import (
     Accumulator, CaughtException, DecompileError, ExcInfo, ExcMatch, FunctionValue, Inplace, Iter,
-    KwNames, LastI, LoopValue, SavedLocal, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
+    ImportedModule, ImportedName, KwNames, LastI, LoopValue, SavedLocal, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
     is_marker,
 )
 
@@ -40,8 +40,12 @@ UNARY = {"UNARY_NEGATIVE": ast.USub, "UNARY_NOT": ast.Not, "UNARY_INVERT": ast.I
 SIMPLE_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_GLOBAL", "STORE_NAME")
 
 
-class AssertionErrorName(ast.Name):
-    """AssertionError loaded by LOAD_ASSERTION_ERROR: the raise came from an `assert`."""
+def assertion_error_name() -> ast.Name:
+    """AssertionError as LOAD_ASSERTION_ERROR loads it: marked, so the raise can become `assert`.
+    (A plain attribute, not a subclass: ast.unparse mishandles unknown node classes.)"""
+    node = name("AssertionError")
+    node.from_assert = True
+    return node
 
 
 def name(identifier: str, ctx=None) -> ast.Name:
@@ -137,6 +141,11 @@ class BlockExecutor:
             return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
         if isinstance(value, Accumulator):
             return self.comprehension_of(value)
+        if isinstance(value, ImportedModule):
+            return _call("__import__", const(value.name), _call("globals"), const(None), const(value.fromlist),
+                         const(value.level))
+        if isinstance(value, ImportedName):
+            return ast.Attribute(value=self.expr(value.module), attr=value.name, ctx=ast.Load())
         raise DecompileError(f"{type(value).__name__} used as a value")
 
     def comprehension_of(self, acc: Accumulator) -> ast.expr:
@@ -221,6 +230,11 @@ class BlockExecutor:
         if isinstance(value, WithEnter):
             value.target = target
             return
+        if isinstance(value, (ImportedModule, ImportedName)):
+            statement = self.import_statement(target, value)
+            if statement is not None:
+                self.emit(statement, writes=target_names)
+                return
         if isinstance(value, Unpacked):
             self.store_unpacked(target, value)
             return
@@ -311,7 +325,7 @@ class BlockExecutor:
         self.push(attribute)
 
     def op_LOAD_ASSERTION_ERROR(self, ins):
-        self.push(AssertionErrorName(id="AssertionError", ctx=ast.Load()))
+        self.push(assertion_error_name())
 
     def op_LOAD_BUILD_CLASS(self, ins):
         raise DecompileError("class definitions are not supported")
@@ -785,6 +799,34 @@ class BlockExecutor:
                            ctx=ast.Load())
         test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
         self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)))
+
+    # imports
+    def op_IMPORT_NAME(self, ins):
+        fromlist, level = self.expr(self.pop()), self.expr(self.pop())
+        self.push(ImportedModule(ins.argval, fromlist.value, level.value))
+
+    def op_IMPORT_FROM(self, ins):
+        module = self.stack[-1]
+        if not isinstance(module, ImportedModule):
+            raise DecompileError("IMPORT_FROM without IMPORT_NAME")
+        self.push(ImportedName(module, ins.argval))
+
+    def import_statement(self, target: ast.expr, value) -> ast.stmt | None:
+        """`import m` / `import m as x` / `from m import n as x`, when the store allows it."""
+        if not isinstance(target, ast.Name):
+            return None
+        if isinstance(value, ImportedModule) and value.fromlist is None and value.level == 0:
+            top = value.name.split(".")[0]
+            if target.id == top:
+                return ast.Import(names=[ast.alias(name=value.name)])
+            if "." not in value.name:
+                return ast.Import(names=[ast.alias(name=value.name, asname=target.id)])
+        if isinstance(value, ImportedName) and value.module.fromlist is not None:
+            alias = ast.alias(name=value.name, asname=None if target.id == value.name else target.id)
+            return ast.ImportFrom(module=value.module.name or None, names=[alias], level=value.module.level)
+        if isinstance(value, ImportedName) and value.module.level == 0 and value.module.name.endswith("." + value.name):
+            return ast.Import(names=[ast.alias(name=value.module.name, asname=target.id)])  # import a.b as c
+        return None
 
     def op_YIELD_VALUE(self, ins):
         self.push(ast.Yield(value=self.expr(self.pop())))

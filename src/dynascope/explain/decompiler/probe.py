@@ -638,6 +638,16 @@ def generator(n):
     return "done"
 
 
+@sample(("a/b.txt",), ("c",))
+def imports(path):
+    import os
+    import os.path as osp
+    from collections import OrderedDict as OD, deque
+    from json import dumps
+
+    return os.sep, osp.basename(path), list(OD(a=1)), deque([1]).pop(), dumps(path)
+
+
 @sample(("a", None), (None, "b"), (None, None))
 def none_checks(a, b):
     if a is None and b is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 from types import CodeType
 
-from .executor import AssertionErrorName
 
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 TEMP_PREFIX = "__t"
@@ -93,9 +92,9 @@ def _assert_raise(stmt) -> tuple[bool, ast.expr | None]:
     """Is `stmt` the raise an `assert` compiles to?  (and its message)"""
     if not isinstance(stmt, ast.Raise) or stmt.cause is not None:
         return False, None
-    if isinstance(stmt.exc, AssertionErrorName):
+    if getattr(stmt.exc, "from_assert", False):
         return True, None
-    if isinstance(stmt.exc, ast.Call) and isinstance(stmt.exc.func, AssertionErrorName) and len(stmt.exc.args) == 1:
+    if isinstance(stmt.exc, ast.Call) and getattr(stmt.exc.func, "from_assert", False) and len(stmt.exc.args) == 1:
         return True, stmt.exc.args[0]
     return False, None
 

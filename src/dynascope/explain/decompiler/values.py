@@ -100,6 +100,23 @@ class Inplace:
 
 
 @dataclass(eq=False)
+class ImportedModule:
+    """IMPORT_NAME's result, kept symbolic so its store can read as an import statement."""
+
+    name: str
+    fromlist: Any
+    level: int
+
+
+@dataclass(eq=False)
+class ImportedName:
+    """IMPORT_FROM's result: `name` taken from `module`."""
+
+    module: ImportedModule
+    name: str
+
+
+@dataclass(eq=False)
 class KwNames:
     names: tuple
 
