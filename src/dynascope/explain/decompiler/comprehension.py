@@ -35,8 +35,8 @@ def _is_trailing_return(stmt, kind) -> bool:
 def _walk(stmts: list, generators: list) -> list:
     while stmts and isinstance(stmts[-1], (ast.Continue, ast.Pass)):
         stmts = stmts[:-1]
-    if len(stmts) == 2 and isinstance(stmts[0], ast.If) and _ends_in_continue(stmts[0].body) and not stmts[0].orelse:
-        generators[-1].ifs.append(_negate(stmts[0].test))
+    if len(stmts) >= 2 and isinstance(stmts[0], ast.If) and _ends_in_continue(stmts[0].body) and not stmts[0].orelse:
+        generators[-1].ifs.append(_negate(stmts[0].test))  # `if not c: continue` filters like `if c`
         return _walk(stmts[1:], generators)
     if len(stmts) != 1:
         raise DecompileError("comprehension body is not a single loop")

@@ -173,9 +173,15 @@ class BlockExecutor:
         self.out.append(stmt)
 
     def flush(self, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
-        """Save stack values the next statement could disturb into temporaries, in stack order."""
+        """Save stack values the next statement could disturb into temporaries, in stack order.
+        Values below a comprehension being rebuilt stay: the comprehension's loop statements
+        become one expression evaluated after them, as in the original."""
+        first = 0
         for i, value in enumerate(self.stack):
-            self.stack[i] = self.saved(value, writes, side_effects)
+            if isinstance(value, Accumulator):
+                first = i + 1
+        for i in range(first, len(self.stack)):
+            self.stack[i] = self.saved(self.stack[i], writes, side_effects)
 
     def saved(self, value: Any, writes, side_effects: bool) -> Any:
         if isinstance(value, SymList):
@@ -322,6 +328,17 @@ class BlockExecutor:
         """Pushes [method, self] or [NULL, attribute]; CALL treats both alike, so model the second."""
         attribute = ast.Attribute(value=self.expr(self.pop()), attr=ins.argval, ctx=ast.Load())
         self.push(NULL)
+        self.push(attribute)
+
+    def op_LOAD_SUPER_ATTR(self, ins):
+        """3.12+: `super().name` (or `super(cls, self).name`), possibly loaded as a method."""
+        self_value, cls, super_fn = self.pop(), self.pop(), self.pop()
+        # zero-argument form: cls and self come from the __class__ cell and the first argument
+        args = [self.expr(cls), self.expr(self_value)] if ins.arg & 2 else []
+        call = ast.Call(func=self.expr(super_fn), args=args, keywords=[])
+        attribute = ast.Attribute(value=call, attr=ins.argval, ctx=ast.Load())
+        if ins.arg & 1:
+            self.push(NULL)
         self.push(attribute)
 
     def op_LOAD_ASSERTION_ERROR(self, ins):
@@ -837,12 +854,13 @@ class BlockExecutor:
         self.push(WithEnter())
 
     def op_POP_EXCEPT(self, ins):
-        for i in range(len(self.stack) - 1, -1, -1):
-            if isinstance(self.stack[i], ExcInfo):
-                del self.stack[i]
-                self.left_handler = True
-                return
-        raise DecompileError("POP_EXCEPT without an active handler")
+        """Drops the saved exception (one value; three in 3.10), wherever a return value left it."""
+        for _ in range(FEATURES["exception_values"]):
+            index = next((i for i in range(len(self.stack) - 1, -1, -1) if isinstance(self.stack[i], ExcInfo)), None)
+            if index is None:
+                raise DecompileError("POP_EXCEPT without an active handler")
+            del self.stack[index]
+        self.left_handler = True
 
     def op_RERAISE(self, ins):
         self.emit(ast.Raise(exc=None, cause=None), side_effects=False)

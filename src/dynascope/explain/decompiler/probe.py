@@ -648,6 +648,24 @@ def imports(path):
     return os.sep, osp.basename(path), list(OD(a=1)), deque([1]).pop(), dumps(path)
 
 
+class Base:
+    def describe(self, suffix=""):
+        return "base" + suffix
+
+
+class Derived(Base):
+    def describe(self, suffix=""):
+        return "derived" + suffix
+
+
+@sample((Derived(),), (Base(),))
+def explicit_super(obj):
+    try:
+        return super(Derived, obj).describe("!"), obj.describe()
+    except TypeError as exc:
+        return "not derived", type(exc).__name__
+
+
 @sample(("a", None), (None, "b"), (None, None))
 def none_checks(a, b):
     if a is None and b is None:

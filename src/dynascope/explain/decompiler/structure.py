@@ -523,7 +523,8 @@ class Structurer:
     def emit_try(self, block, handler, stack, out, region):
         depth, lasti = next((d, l) for _s, _e, t, d, l in self.cfg.entries if t == handler.start)
         base = stack[:depth]
-        h_stack = copy_stack(base) + ([LastI()] if lasti else []) + [ExcInfo(), CaughtException()]
+        saved_exception = [ExcInfo() for _ in range(FEATURES["exception_values"])]  # 3.10: a triple
+        h_stack = copy_stack(base) + ([LastI()] if lasti else []) + saved_exception + [CaughtException()]
         finally_stmts = self.finally_clause(handler, h_stack)
         if finally_stmts is not None:
             length = self._finally_length
