@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import re
 import subprocess
@@ -97,3 +98,37 @@ def test_probe_on_other_interpreters(version):
     assert reported == version
     assert total >= 40
     assert passed >= total - 3, proc.stdout
+
+
+def _stdlib_functions():
+    import bisect
+    import fnmatch
+    import heapq
+    import posixpath
+    import shlex
+    import statistics
+    import textwrap
+
+    for module in (bisect, fnmatch, heapq, posixpath, shlex, statistics, textwrap):
+        for value in vars(module).values():
+            if inspect.isfunction(value) and value.__module__ == module.__name__:
+                yield value
+            elif inspect.isclass(value) and value.__module__ == module.__name__:
+                yield from (v for v in vars(value).values() if inspect.isfunction(v))
+
+
+def test_stdlib_sweep_only_ever_raises_decompile_error():
+    """Real-world code: most decompiles to source that compiles, the rest fails cleanly."""
+    functions = list(_stdlib_functions())
+    compiled = 0
+    for func in functions:
+        try:
+            source = decompile(func)
+        except DecompileError:
+            text, ok = decompile_or_dis(func)
+            assert not ok and "# reason:" in text
+            continue
+        compile(source, func.__qualname__, "exec")
+        compiled += 1
+    assert len(functions) > 100
+    assert compiled >= 0.9 * len(functions)
