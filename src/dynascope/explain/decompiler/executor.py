@@ -8,15 +8,13 @@ is emitted, anything the statement could disturb is first saved to a temporary.
 from __future__ import annotations
 
 import ast
-import operator
 from types import CodeType
 from typing import Any, Callable
 
 from .opcodes import FEATURES, VERSION, Instr
 from .values import (
-    Accumulator, CaughtException, DecompileError, ExcInfo, ExcMatch, FunctionValue, Inplace, Iter,
-    ImportedModule, ImportedName, KwNames, LastI, LoopValue, SavedLocal, Null, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone,
-    is_marker,
+    Accumulator, DecompileError, ExcInfo, FunctionValue, ImportedModule, ImportedName, Inplace, Iter, LoopValue,
+    Null, SavedLocal, SymList, Unpacked, UnpackGroup, WithEnter, WithExit, WithExitDone, is_marker,
 )
 
 NULL = Null()
@@ -566,17 +564,19 @@ class BlockExecutor:
                                           args=[self.expr(value)], keywords=[])))
 
     def op_SET_UPDATE(self, ins):
-        value = self.pop()
-        target = self.stack[-ins.arg]
-        elts = value.elts if isinstance(value, ast.Constant) is False and isinstance(value, (ast.Tuple, ast.Set)) else None
+        """`{a, *b}` and set displays of constants (built as `set()` then updated with a frozenset)."""
+        value = self.expr(self.pop())
+        target = self.expr(self.stack[-ins.arg])
         if isinstance(value, ast.Constant) and isinstance(value.value, frozenset):
-            elts = [const(v) for v in value.value]
-        if isinstance(target, ast.Set) and elts is not None:
-            target.elts.extend(elts)
-        elif isinstance(target, ast.Set):
-            target.elts.append(ast.Starred(value=self.expr(value), ctx=ast.Load()))
-        elif isinstance(target, ast.Call) and not target.args:  # set()
-            self.stack[-ins.arg] = ast.Set(elts=elts if elts is not None else [ast.Starred(value=self.expr(value), ctx=ast.Load())])
+            items = [const(v) for v in value.value]
+        elif isinstance(value, (ast.Tuple, ast.Set)):
+            items = list(value.elts)
+        else:
+            items = [ast.Starred(value=value, ctx=ast.Load())]
+        if isinstance(target, ast.Set):
+            target.elts.extend(items)
+        elif isinstance(target, ast.Call) and not target.args:  # the empty `set()`
+            self.stack[-ins.arg] = ast.Set(elts=items)
         else:
             raise DecompileError("SET_UPDATE on an unknown set")
 

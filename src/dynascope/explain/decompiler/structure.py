@@ -9,7 +9,7 @@ meet with different values they become conditional expressions or temporaries.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .cfg import Block, ControlFlowGraph

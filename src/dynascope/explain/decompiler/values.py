@@ -117,11 +117,6 @@ class ImportedName:
 
 
 @dataclass(eq=False)
-class KwNames:
-    names: tuple
-
-
-@dataclass(eq=False)
 class WithExit:
     """The bound __exit__ that BEFORE_WITH leaves on the stack."""
 
@@ -154,12 +149,6 @@ class ExcInfo:
 class LastI:
     """The lasti integer pushed for cleanup handlers."""
 
-
-@dataclass(eq=False)
-class ExcMatch:
-    """CHECK_EXC_MATCH's result: the handler's type test."""
-
-    types: ast.expr
 
 
 def is_marker(value: Any) -> bool:
