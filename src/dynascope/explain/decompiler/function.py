@@ -8,6 +8,7 @@ from types import CodeType
 from typing import Any
 
 from .cfg import ControlFlowGraph
+from .comprehension import from_statements
 from .executor import Frame, const, name
 from .opcodes import VERSION
 from .readable import tidy
@@ -82,8 +83,6 @@ def lambda_expr(fn: FunctionValue) -> ast.Lambda:
 
 def comprehension(code: CodeType, iterable: ast.expr) -> ast.expr:
     """Rebuild `[elt for x in it if c]` from the nested code object's `for`/`if`/append tree."""
-    from .comprehension import from_statements
-
     frame = Frame(code, render_nested)
     body = Structurer(ControlFlowGraph(code), frame).function_body()
     if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, COMPREHENSIONS):

@@ -151,5 +151,8 @@ class LastI:
 
 
 
+NULL = Null()
+
+
 def is_marker(value: Any) -> bool:
     return not isinstance(value, ast.AST)

@@ -1,0 +1,55 @@
+"""`match` statements, written as the explicit tests the MATCH_* opcodes perform."""
+
+from __future__ import annotations
+
+import ast
+
+from .nodes import abc_attribute, call_named, const, name
+from .opcodes import FEATURES
+from .values import DecompileError
+
+
+class PatternOps:
+    """Mixed into BlockExecutor: uses its stack helpers (push, pop, expr, emit, store)."""
+
+    def op_MATCH_SEQUENCE(self, ins):
+        subject = self.expr(self.stack[-1])
+        abc = abc_attribute("Sequence")
+        text_types = ast.Tuple(elts=[name("str"), name("bytes"), name("bytearray")], ctx=ast.Load())
+        self.push(ast.BoolOp(op=ast.And(), values=[
+            call_named("isinstance", subject, abc),
+            ast.UnaryOp(op=ast.Not(), operand=call_named("isinstance", subject, text_types))]))
+
+    def op_MATCH_MAPPING(self, ins):
+        self.push(call_named("isinstance", self.expr(self.stack[-1]), abc_attribute("Mapping")))
+
+    def op_GET_LEN(self, ins):
+        self.push(call_named("len", self.expr(self.stack[-1])))
+
+    def op_MATCH_KEYS(self, ins):
+        keys, subject = self.expr(self.stack[-1]), self.expr(self.stack[-2])
+        if not isinstance(keys, ast.Constant) or not isinstance(keys.value, tuple):
+            raise DecompileError("match mapping pattern with computed keys")
+        present = [ast.Compare(left=const(k), ops=[ast.In()], comparators=[subject]) for k in keys.value]
+        values = ast.Tuple(elts=[ast.Subscript(value=subject, slice=const(k), ctx=ast.Load()) for k in keys.value],
+                           ctx=ast.Load())
+        test = present[0] if len(present) == 1 else ast.BoolOp(op=ast.And(), values=present)
+        self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)) if present else values)
+
+    def push_match_result(self, values: ast.expr) -> None:
+        self.push(values)
+        if FEATURES["match_pushes_bool"]:
+            self.push(ast.Compare(left=values, ops=[ast.IsNot()], comparators=[const(None)]))
+
+    def op_MATCH_CLASS(self, ins):
+        names, cls, subject = self.expr(self.pop()), self.expr(self.pop()), self.expr(self.pop())
+        if ins.arg:
+            raise DecompileError("positional class patterns in match statements are not supported")
+        attributes = list(names.value) if isinstance(names, ast.Constant) else None
+        if attributes is None:
+            raise DecompileError("match class pattern with computed attribute names")
+        tests = [call_named("isinstance", subject, cls)] + [call_named("hasattr", subject, const(a)) for a in attributes]
+        values = ast.Tuple(elts=[ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in attributes],
+                           ctx=ast.Load())
+        test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
+        self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)))
