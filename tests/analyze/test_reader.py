@@ -318,3 +318,31 @@ def test_lines_at_finds_the_misfit_lines(where):
     mask = pl.Series([i in pick for i in range(n)])
     assert _lines_at(chunk, mask) == [lines[i] for i in sorted(pick)]
     assert _lines_at(chunk + b"x\n", mask) is None  # row count and line count disagree
+
+
+def test_shapes_are_learned_again_when_a_file_changes(tmp_path, monkeypatch):
+    import dynascope.analyze.reader as reader
+
+    monkeypatch.setattr(reader, "_CHUNK", 64 << 10)
+    monkeypatch.setattr(reader, "_FAST_MIN_LINES", 100)
+    learned = []
+    real_learn = reader._Template.learn.__func__
+
+    def spy(cls, chunk):
+        out = real_learn(cls, chunk)
+        learned.append(out is not None and out.templates[0].fields[0].column)
+        return out
+
+    monkeypatch.setattr(reader._Template, "learn", classmethod(spy))
+    # first 2000 compile events (one shape), then 4000 op events of another shape
+    events = [synth.x(i + 2, "phase", "dynamo.compile", 9, i, 1, {"compile_id": "0/0", "fn_name": "f"}) for i in range(2000)]
+    events += [
+        {"name": "function.f", "cat": "dynamo", "pid": 9, "tid": 9, "ph": "X", "args": {"grad_enabled": 1, "level": 2, "p_idx": 1}, "id": 5000 + i, "ts": 9000 + i, "dur": i % 7}
+        for i in range(4000)
+    ]  # fmt: skip
+    p = synth.write_pfw(tmp_path / "late.pfw", events)
+    frame = read_trace(p)
+    assert frame.height == 6000
+    ops = _rows(frame, name="function.f")
+    assert ops.height == 4000 and ops["dur"].sum() == sum(i % 7 for i in range(4000))
+    assert learned[0] == "id" and "name" in learned[1:]  # op lines start with "name": learned later

@@ -278,11 +278,13 @@ def read_file_state(path, *, columns: list[str] | None = None, reducer=None):
         state.flush_rows()
     else:
         template: _Templates | None = None
-        template_tried = False
+        attempts = 0
         for chunk in _chain([first], chunks):
-            if not template_tried:
-                template = _Template.learn(chunk)
-                template_tried = True
+            # learn the line shapes from the first chunk; learn again when a chunk mostly misfits
+            # (a file whose op events start late, or whose shapes change)
+            if (template is None or state.misfit > 0.25) and attempts < 8:
+                attempts += 1
+                template = _Template.learn(chunk) or template
             state.parse_chunk(chunk, template)
         state.check_is_trace()
     frame = state.finish(columns)
@@ -706,6 +708,7 @@ class _FileState:
         self.mode = ""
         self.reducer = None
         self.reduced = 0
+        self.misfit = 0.0  # share of the last fast-path chunk's lines that fit no template
         self.events = 0
         self.seen_objects = 0
         self.seen_bad = 0
@@ -724,6 +727,8 @@ class _FileState:
             res = template.parse(chunk, self.keep)
             if res is not None:
                 goods, bad_mask = res
+                bad_n = bad_mask.sum()
+                self.misfit = bad_n / max(1, bad_mask.len()) if bad_mask.len() >= 256 else 0.0
                 lines: list | None = []
                 if bad_mask.any():
                     lines = _lines_at(chunk, bad_mask)
