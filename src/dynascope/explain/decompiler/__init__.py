@@ -13,6 +13,7 @@ from types import CodeType
 from typing import Any
 
 from .fallback import dis_listing
+from .function import function_def
 from .opcodes import SUPPORTED_VERSIONS, VERSION
 from .values import DecompileError
 
@@ -55,8 +56,6 @@ def _default_expr(value: Any, scope: dict) -> ast.expr:
 
 def decompile(obj: Any) -> str:
     """Python source of a `def` equivalent to `obj` (function, method, or code object)."""
-    from .function import function_def
-
     code, func = _code_of(obj)
     if VERSION not in SUPPORTED_VERSIONS:
         raise DecompileError(f"Python {VERSION[0]}.{VERSION[1]} bytecode is not supported")
@@ -64,13 +63,11 @@ def decompile(obj: Any) -> str:
     def_name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
     try:
         node = function_def(code, def_name, defaults, kwdefaults)
-        module = ast.Module(body=[node], type_ignores=[])
-        source = ast.unparse(ast.fix_missing_locations(module))
+        source = ast.unparse(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])))
         compile(source, "<decompiled>", "exec")
     except DecompileError:
         raise
-    except (RecursionError, SyntaxError, ValueError, TypeError, AttributeError, IndexError, KeyError,
-            StopIteration, AssertionError) as exc:  # an unmodelled pattern, not the user's fault
+    except Exception as exc:  # noqa: BLE001 - an unmodelled pattern is ours to report, not a crash
         raise DecompileError(f"internal: {type(exc).__name__}: {exc}") from exc
     return source + "\n"
 

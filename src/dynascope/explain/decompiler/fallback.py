@@ -14,5 +14,5 @@ def dis_listing(code: CodeType, reason: str) -> str:
     out.write(f"# reason: {reason}\n")
     out.write(f"# python {sys.version_info.major}.{sys.version_info.minor}; bytecode follows\n")
     out.write(f"# arguments: {code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]}\n")
-    dis.dis(code, file=out, depth=0) if sys.version_info >= (3, 11) else dis.dis(code, file=out)
+    dis.dis(code, file=out, depth=0)
     return out.getvalue()

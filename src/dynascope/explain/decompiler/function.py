@@ -9,7 +9,8 @@ from typing import Any
 
 from .cfg import ControlFlowGraph
 from .comprehension import from_statements
-from .executor import Frame, const, name
+from .executor import Frame
+from .nodes import const
 from .opcodes import VERSION
 from .readable import tidy
 from .structure import Structurer

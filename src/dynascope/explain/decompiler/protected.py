@@ -1,0 +1,234 @@
+"""`try`/`except`/`finally` and `with`: regions recovered from the exception table.
+
+A handler whose code starts with PUSH_EXC_INFO is one the user wrote; the others (re-raising
+cleanups, `except ... as e` name cleanup, inlined-comprehension restores) are implied by the syntax
+and never become statements.  `finally` bodies and `__exit__` calls are compiled twice (normal path
+and exception path): the handler's copy is the one shown, the inline copy is skipped.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .cfg import Block
+from .executor import BlockExecutor
+from .opcodes import FEATURES, Instr
+from .regions import Region, Walked, copy_stack
+from .values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
+
+
+class ProtectedRegions:
+    """Mixed into Structurer: uses its walk(), loops and frame."""
+
+    def new_handler(self, block: Block) -> Block | None:
+        """The outermost try/with handler protecting `block` that no enclosing statement covers."""
+        chain = self.handler_chain(block)
+        for i, handler in enumerate(chain):
+            if handler in self.active_handlers:
+                chain = chain[:i]
+                break
+        real = [h for h in chain if h.instrs and h.instrs[0].name == "PUSH_EXC_INFO"]
+        return real[-1] if real else None
+
+    def handler_chain(self, block: Block) -> list[Block]:
+        chain = []
+        handler = block.handler
+        while handler is not None and handler not in chain:
+            chain.append(handler)
+            handler = handler.handler
+        return chain
+
+    def emit_protected(self, block, handler, stack, out, region, entering_loop=False):
+        self.entering_loop = entering_loop
+        names = [i.name for i in handler.instrs[:3]]
+        if "WITH_EXCEPT_START" in names:
+            return self.emit_with(block, handler, stack, out, region)
+        return self.emit_try(block, handler, stack, out, region)
+
+    def protected_body(self, block, handler, stack, early_exit=None, rebound=frozenset()) -> Walked:
+        """The statements a try/with protects.  Values still on the stack at its end were computed
+        inside, so they are saved there; `rebound` names (assigned by a finally) are saved too."""
+        self.active_handlers.append(handler)
+        region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit=early_exit)
+        entering, self.entering_loop = self.entering_loop, False
+        try:
+            walked = self.walk(block, stack, region, entering_loop=entering)
+        finally:
+            self.active_handlers.pop()
+        if walked.stack is not None:  # values computed inside must be computed inside
+            executor = BlockExecutor(self.frame, walked.stack, walked.stmts)
+            executor.flush(set(rebound), True)
+        return walked
+
+    def emit_with(self, block, handler, stack, out, region):
+        if len(stack) < 2 or not isinstance(stack[-2], WithExit) or not isinstance(stack[-1], WithEnter):
+            raise DecompileError("with-block without BEFORE_WITH")
+        exit_marker, entered = stack[-2], stack[-1]
+        walked = self.protected_body(block, handler, stack, early_exit=self.with_early_return)
+        item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
+        out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
+        if walked.stack is None:
+            return None, None, None
+        return walked.exit, walked.stack, None
+
+    def with_early_return(self, block: Block):
+        """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
+        names = [i.name for i in block.instrs]
+        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 and len(names) <= 8:
+            return block, None  # the inlined __exit__ call is a no-op for the executor
+        return None
+
+    def emit_try(self, block, handler, stack, out, region):
+        depth, lasti = next((d, l) for _s, _e, t, d, l in self.cfg.entries if t == handler.start)
+        base = stack[:depth]
+        saved_exception = [ExcInfo() for _ in range(FEATURES["exception_values"])]  # 3.10: a triple
+        h_stack = copy_stack(base) + ([LastI()] if lasti else []) + saved_exception + [CaughtException()]
+        finally_stmts = self.finally_clause(handler, h_stack)
+        if finally_stmts is not None:
+            length = self._finally_length
+            body = self.protected_body(block, handler, stack, rebound=_assigned_names(finally_stmts),
+                                       early_exit=lambda b: self.finally_early_return(b, length))
+            return self.finish_finally(body, finally_stmts, length, out)
+        body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
+        clauses, after = self.except_clauses(handler, h_stack)
+        statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
+        out.append(statement)
+        if body.stack is None:
+            return (after, base, None) if after is not None else (None, None, None)
+        if after is None or body.exit is after:
+            return body.exit, body.stack, None
+        if self.same_exit_code(body.exit, after):
+            return after, body.stack, None
+        orelse = self.walk(body.exit, body.stack, Region(stop=after, leaves=region.leaves, early_exit=region.early_exit))
+        if orelse.stack is not None and orelse.exit is not after and not self.same_exit_code(orelse.exit, after):
+            raise DecompileError("the else path and the except clauses of a try leave it at different places")
+        statement.orelse = orelse.stmts
+        return after, (orelse.stack if orelse.stack is not None else base), None
+
+    def except_clauses(self, handler: Block, stack: list):
+        """The `except` clauses of a handler, and the block where they rejoin normal flow."""
+        clauses = []
+        after = None
+        block, instrs = handler, handler.body[1:]
+        while True:
+            kind = self.classify_clause(instrs)
+            if kind == "reraise":
+                break
+            if kind == "finally":
+                raise DecompileError("unrecognised exception handler")
+            type_expr, exc_name, start, skip = self.clause_header(block, instrs, stack, kind)
+            if exc_name:
+                self.exception_names.add(exc_name)
+            walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True), skip_until=skip)
+            if walked.stack is not None:
+                after = after or walked.exit
+            clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=walked.stmts or [ast.Pass()]))
+            if kind == "bare":
+                break
+            block = block.succs[1]
+            instrs = block.body
+        return clauses, after
+
+    def classify_clause(self, instrs) -> str:
+        names = [i.name for i in instrs]
+        if names and names[0] == "RERAISE":
+            return "reraise"
+        if "CHECK_EXC_MATCH" in names:
+            return "typed"
+        if names and names[0] == "POP_TOP":
+            return "bare"
+        return "finally"
+
+    def clause_header(self, block, instrs, stack, kind):
+        """(type expression, `as` name, block and offset where the clause body starts).
+        The caught exception is one stack value from 3.11 on, three (type, value, traceback) in 3.10;
+        the `as` name stores the value."""
+        count = FEATURES["exception_values"]
+        if kind == "bare":
+            return (None, None) + self.after_instrs(block, instrs[0], count)
+        out: list = []
+        executor = BlockExecutor(self.frame, copy_stack(stack), out)
+        check = next(i for i, ins in enumerate(instrs) if ins.name == "CHECK_EXC_MATCH")
+        executor.run(instrs[:check])
+        type_expr = executor.expr(executor.pop())
+        if out:
+            raise DecompileError("statements inside an except clause's type test")
+        matched = block.succs[0]
+        value_ins = matched.instrs[count // 2] if len(matched.instrs) > count // 2 else None
+        if value_ins is None:
+            raise DecompileError("unrecognised except clause")
+        if value_ins.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
+            return (type_expr, value_ins.argval) + self.after_instrs(matched, matched.instrs[0], count)
+        if value_ins.name == "POP_TOP":
+            return (type_expr, None) + self.after_instrs(matched, matched.instrs[0], count)
+        raise DecompileError("unrecognised except clause")
+
+    def after_instrs(self, block: Block, instr: Instr, count: int):
+        index = block.instrs.index(instr) + count - 1
+        return self.after_instr(block, block.instrs[index])
+
+    def after_instr(self, block: Block, instr: Instr):
+        index = block.instrs.index(instr)
+        if index + 1 < len(block.instrs):
+            return block, block.instrs[index + 1].offset
+        return block.succs[0], None
+
+    def finally_clause(self, handler: Block, stack: list):
+        """The statements of a `finally` handler (PUSH_EXC_INFO, body, RERAISE), else None."""
+        if self.classify_clause(handler.body[1:]) != "finally":
+            return None
+        start, skip = self.after_instr(handler, handler.instrs[0])
+        self.active_handlers.append(handler)
+        try:
+            walked = self.walk(start, copy_stack(stack), Region(), skip_until=skip)
+        finally:
+            self.active_handlers.pop()
+        stmts = walked.stmts
+        if walked.stack is not None or not stmts or not _is_bare_raise(stmts[-1]):
+            raise DecompileError("unrecognised finally handler")
+        stmts.pop()
+        self._finally_length = self.instructions_between(start, skip, handler)
+        return stmts
+
+    def instructions_between(self, start: Block, skip, handler: Block) -> int:
+        """How many instructions the finally body spans in the handler (to skip its inline copy)."""
+        first = skip if skip is not None else start.start
+        i = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == first)
+        count = 0
+        while self.cfg.instrs[i].name != "RERAISE":
+            i += 1
+            count += 1
+        return count
+
+    def finally_early_return(self, block: Block, length: int):
+        """A `return` inside try...finally: the finally body inlined (`length` instructions) first."""
+        resume = self.instr_after(block.start, length)
+        if resume is None:
+            return None
+        rest = [i.name for i in self.cfg.by_offset[resume.offset].instrs if i.offset >= resume.offset]
+        # the value must already be on the stack: `return v` after the try statement loads it here
+        if rest in (["RETURN_VALUE"], ["LOAD_CONST", "RETURN_VALUE"]):
+            resume_block = self.cfg.by_offset[resume.offset]
+            return resume_block, (resume.offset if resume.offset != resume_block.start else None)
+        return None
+
+    def instr_after(self, offset: int, count: int):
+        index = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == offset)
+        return self.cfg.instrs[index + count] if index + count < len(self.cfg.instrs) else None
+
+    def finish_finally(self, body: Walked, final_stmts: list, length: int, out: list):
+        out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[], finalbody=final_stmts or [ast.Pass()]))
+        if body.stack is None:
+            return None, None, None
+        resume = self.instr_after(body.exit.start, length)
+        block = self.cfg.by_offset[resume.offset]
+        return block, body.stack, (resume.offset if resume.offset != block.start else None)
+
+
+def _assigned_names(stmts: list) -> set[str]:
+    module = ast.Module(body=stmts, type_ignores=[])
+    return {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+
+
+def _is_bare_raise(stmt) -> bool:
+    return isinstance(stmt, ast.Raise) and stmt.exc is None

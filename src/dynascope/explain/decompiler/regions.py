@@ -1,0 +1,59 @@
+"""What a structuring walk carries: loops, regions, results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .cfg import Block
+from .values import SymList
+
+MAX_BLOCK_VISITS = 20_000
+
+
+@dataclass
+class Loop:
+    header: Block
+    body: set[Block] | None  # None: an exit path, where every block counts as inside
+    follow: Block | None
+    target: Any = None
+
+
+@dataclass
+class Region:
+    """Where a walk stops: at `stop`, or at a block `leaves(block)` says is outside (try bodies)."""
+
+    stop: Block | None = None
+    leaves: Callable[[Block], bool] | None = None
+    expression_only: bool = False
+    handler_exit: bool = False  # an except clause: stop after POP_EXCEPT where it rejoins
+    # inside `with`/`try...finally`: a `return` inlines the __exit__ call / finally body before
+    # RETURN_VALUE.  Given such a block, where the return resumes after the inlined copy (None
+    # when the block is not one).
+    early_exit: Callable[[Block], tuple | None] | None = None
+
+
+@dataclass
+class Walked:
+    stmts: list
+    stack: list | None  # None when every path ended (return, raise, break, continue)
+    exit: Block | None = None
+
+
+class NotAnExpression(Exception):
+    """An arm tried in expression mode emitted a statement."""
+
+
+def copy_stack(stack: list) -> list:
+    """Copy the mutable markers (lists Dynamo builds) so each arm changes its own; keep aliasing."""
+    memo: dict[int, Any] = {}
+
+    def copy(value):
+        if isinstance(value, SymList):
+            if id(value) not in memo:
+                memo[id(value)] = SymList(list(value.items), value.escaped)
+                memo[id(value)].items = [copy(v) for v in value.items]
+            return memo[id(value)]
+        return value
+
+    return [copy(v) for v in stack]
