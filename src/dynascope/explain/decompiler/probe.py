@@ -666,6 +666,82 @@ def explicit_super(obj):
         return "not derived", type(exc).__name__
 
 
+class _Ctx:
+    def __init__(self, log, tag):
+        self.log, self.tag = log, tag
+
+    def __enter__(self):
+        self.log.append("in " + self.tag)
+        return self.tag
+
+    def __exit__(self, kind, value, tb):
+        self.log.append("out " + self.tag)
+        return kind is KeyError  # swallow KeyError only
+
+
+@sample((0,), (1,), (2,))
+def multiple_with_items(mode):
+    log = []
+    with _Ctx(log, "a") as a, _Ctx(log, "b") as b:
+        log.append(a + b)
+        if mode == 1:
+            raise KeyError("swallowed")
+        if mode == 2:
+            log.append({}.get("k", "default"))
+    return log
+
+
+@sample((3,), (0,))
+def raise_from(x):
+    try:
+        try:
+            return 1 / x
+        except ZeroDivisionError as exc:
+            raise ValueError("bad x") from exc
+    except ValueError as err:
+        return type(err.__cause__).__name__, str(err)
+
+
+@sample(([1, 2, 3, 4, 5, 6],))
+def slice_assignment(xs):
+    ys = list(xs)
+    ys[1:3] = ["a", "b", "c"]
+    del ys[::2]
+    ys[-1:] = []
+    return ys, xs[1:-1:2], "%s-%d" % ("p", len(ys))
+
+
+@sample(({"a": 1}, {"b": 2}), ({}, {"a": 3}))
+def merged_kwargs(first, second):
+    def collect(**kw):
+        return sorted(kw.items())
+
+    return collect(**first, **second), collect(z=0, **first)
+
+
+@sample((5,), (1,))
+def nonlocal_in_loop(n):
+    total = 0
+
+    def add(v):
+        nonlocal total
+        total += v
+
+    for i in range(n):
+        if i % 2:
+            add(i)
+    return total
+
+
+@sample(([3, -1, 4],), ([],))
+def enumerate_unpack_else(xs):
+    for i, (v, sq) in enumerate((x, x * x) for x in xs):
+        if v < 0:
+            return i, sq
+    else:
+        return None
+
+
 @sample(("a", None), (None, "b"), (None, None))
 def none_checks(a, b):
     if a is None and b is None:
