@@ -218,3 +218,42 @@ def test_chrome_category_lists_count_by_their_first_category(files):
     a, b = summarize(frame), summarize(converted)
     for t in ("by_op", "by_layer", "by_graph", "by_step", "by_process", "compile_vs_run"):
         assert getattr(a, t).equals(getattr(b, t)), t
+
+
+def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
+    import random
+
+    from dynascope.analyze.summarize import _innermost_segments
+
+    def brute(rids, starts, ends, t):
+        best = None
+        for r, s, e in zip(rids, starts, ends):
+            if s <= t <= e and (best is None or (s, -e, r) > best):
+                best = (s, -e, r)
+        return None if best is None else best[2]
+
+    def lookup(segs, t):
+        cur = None
+        for b, r in segs:
+            if b <= t:
+                cur = r
+        return cur
+
+    rnd = random.Random(5)
+    for case in range(60):
+        n = rnd.randint(1, 8)
+        if case % 2:  # disjoint steps, some touching
+            starts, ends, t = [], [], 0
+            for _ in range(n):
+                t += rnd.randint(0, 3)
+                starts.append(t)
+                t += rnd.randint(0, 5)
+                ends.append(t)
+                t += 1
+        else:  # anything: nested, overlapping, equal
+            starts = [rnd.randint(0, 20) for _ in range(n)]
+            ends = [s + rnd.randint(0, 10) for s in starts]
+        rids = list(range(n))
+        segs = _innermost_segments(rids, starts, ends)
+        for t in range(-1, 35):
+            assert lookup(segs, t) == brute(rids, starts, ends, t), (case, t, starts, ends, segs)

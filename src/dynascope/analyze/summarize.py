@@ -450,6 +450,17 @@ def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int,
     closed interval [ts, ts + dur]. O(R log R)."""
     import heapq
 
+    order = sorted(range(len(rids)), key=lambda i: (starts[i], -ends[i]))
+    if all(starts[order[j + 1]] > ends[order[j]] for j in range(len(order) - 1)):
+        # disjoint regions (steps one after another): each covers itself, gaps belong to none
+        out = []
+        for i in order:
+            if out and out[-1][0] == starts[i]:
+                out.pop()  # the previous gap ends where this region starts
+            out.append((starts[i], rids[i]))
+            out.append((ends[i] + 1, None))
+        return out
+
     opens = sorted(range(len(rids)), key=lambda i: starts[i])
     closes = sorted(range(len(rids)), key=lambda i: ends[i] + 1)
     bounds = sorted({starts[i] for i in opens} | {ends[i] + 1 for i in opens})
