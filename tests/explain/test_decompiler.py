@@ -90,7 +90,7 @@ def test_probe_on_other_interpreters(version):
         pytest.skip(f"no CPython {version} under {PYENV}")
     env = dict(os.environ, PYTHONPATH=str(SRC))
     proc = subprocess.run([str(candidates[-1]), "-m", "dynascope.explain.decompiler.probe", "--quiet"],
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     match = re.search(r"decompiler probe: (\d+)/(\d+) passed \(python (\d+\.\d+)\)", proc.stdout)
     assert match, proc.stdout[-2000:]

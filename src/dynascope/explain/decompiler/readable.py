@@ -139,20 +139,30 @@ def _decorator_chain(value, function_name: str) -> list | None:
 
 
 def _return_inside_try(stmts: list) -> list:
-    """`try: ...; __t = e` + `return __t`, with every handler leaving -> `try: ...; return e`."""
+    """`try: ...; __t = e` + `return __t`, with every handler leaving -> `try: ...; return e`
+    (also through nested such trys)."""
     result = []
     for stmt in stmts:
         previous = result[-1] if result else None
-        if (isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) and stmt.value.id.startswith(TEMP_PREFIX)
-                and isinstance(previous, ast.Try) and not previous.orelse and not previous.finalbody
-                and all(_terminates(h.body) for h in previous.handlers) and previous.body):
-            last = previous.body[-1]
-            if (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)
-                    and last.targets[0].id == stmt.value.id):
-                previous.body[-1] = ast.Return(value=last.value)
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) and stmt.value.id.startswith(TEMP_PREFIX):
+            body = _body_ending_in_assignment(previous, stmt.value.id)
+            if body is not None:
+                body[-1] = ast.Return(value=body[-1].value)
                 continue
         result.append(stmt)
     return result
+
+
+def _body_ending_in_assignment(stmt, temp: str) -> list | None:
+    """The try body (searched through trailing nested trys) whose last statement is `temp = ...`."""
+    if not (isinstance(stmt, ast.Try) and stmt.body and not stmt.orelse and not stmt.finalbody
+            and all(_terminates(h.body) for h in stmt.handlers)):
+        return None
+    last = stmt.body[-1]
+    if (isinstance(last, ast.Assign) and len(last.targets) == 1 and isinstance(last.targets[0], ast.Name)
+            and last.targets[0].id == temp):
+        return stmt.body
+    return _body_ending_in_assignment(last, temp)
 
 
 def _while_loops(stmts: list) -> list:
