@@ -89,7 +89,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, FunctionValue):
             return self.function_expr(value)
         if isinstance(value, Inplace):
-            return self.inplacecall_named(value)
+            return self.inplace_call(value)
         if isinstance(value, Iter):
             return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
         if isinstance(value, Accumulator):
@@ -99,14 +99,29 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
                          const(value.level))
         if isinstance(value, ImportedName):
             return ast.Attribute(value=self.expr(value.module), attr=value.name, ctx=ast.Load())
+        if isinstance(value, Unpacked):
+            return self.unpack_into_temporaries(value)
         raise DecompileError(f"{type(value).__name__} used as a value")
+
+    def unpack_into_temporaries(self, item: Unpacked) -> ast.expr:
+        """An unpacked item used as a value (match sub-patterns): unpack everything into temporaries."""
+        group = item.group
+        if any(t is not None for t in group.targets) or group.parent is not None or group.star_index is not None:
+            raise DecompileError("unpacked item used as a value after part of it was stored")
+        temps = [self.frame.new_temp() for _ in range(group.count)]
+        target = ast.Tuple(elts=[name(t, ast.Store()) for t in temps], ctx=ast.Store())
+        self.emit(ast.Assign(targets=[target], value=self.expr(group.source), lineno=0))
+        for i, value in enumerate(self.stack):
+            if isinstance(value, Unpacked) and value.group is group:
+                self.stack[i] = name(temps[value.index])
+        return name(temps[item.index])
 
     def comprehension_of(self, acc: Accumulator) -> ast.expr:
         stmts = acc.out[acc.start:]
         del acc.out[acc.start:]
         return from_statements(stmts, acc.kind)
 
-    def inplacecall_named(self, value: Inplace) -> ast.expr:
+    def inplace_call(self, value: Inplace) -> ast.expr:
         func = ast.Attribute(value=ast.Call(func=name("__import__"), args=[const("operator")], keywords=[]),
                              attr=INPLACE_FUNCTIONS[value.op], ctx=ast.Load())
         return ast.Call(func=func, args=[value.target, value.value], keywords=[])

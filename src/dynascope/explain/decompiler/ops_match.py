@@ -42,14 +42,26 @@ class PatternOps:
             self.push(ast.Compare(left=values, ops=[ast.IsNot()], comparators=[const(None)]))
 
     def op_MATCH_CLASS(self, ins):
+        """`case C(p0, p1, k=p2)`: positional sub-patterns read `C.__match_args__` (or, for the
+        builtins that match themselves, the subject), keywords read attributes."""
         names, cls, subject = self.expr(self.pop()), self.expr(self.pop()), self.expr(self.pop())
-        if ins.arg:
-            raise DecompileError("positional class patterns in match statements are not supported")
-        attributes = list(names.value) if isinstance(names, ast.Constant) else None
-        if attributes is None:
+        if not isinstance(names, ast.Constant):
             raise DecompileError("match class pattern with computed attribute names")
-        tests = [call_named("isinstance", subject, cls)] + [call_named("hasattr", subject, const(a)) for a in attributes]
-        values = ast.Tuple(elts=[ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in attributes],
-                           ctx=ast.Load())
+        positional = self.positional_captures(ins.arg or 0, cls, subject)
+        keywords = [ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in names.value]
+        tests = [call_named("isinstance", subject, cls)] + [call_named("hasattr", subject, const(a)) for a in names.value]
         test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
+        values = ast.Tuple(elts=positional + keywords, ctx=ast.Load())
         self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)))
+
+    def positional_captures(self, count: int, cls: ast.expr, subject: ast.expr) -> list:
+        if count == 1 and isinstance(cls, ast.Name) and cls.id in SELF_MATCHING_BUILTINS:
+            return [subject]
+        match_args = ast.Attribute(value=cls, attr="__match_args__", ctx=ast.Load())
+        return [call_named("getattr", subject, ast.Subscript(value=match_args, slice=const(i), ctx=ast.Load()))
+                for i in range(count)]
+
+
+SELF_MATCHING_BUILTINS = frozenset({
+    "bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple",
+})

@@ -443,6 +443,25 @@ def match_statement(value):
             return "other"
 
 
+class Point:
+    __match_args__ = ("x", "y")
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+@sample((Point(0, 5),), (Point(3, 4),), (7,), ("s",))
+def match_positional(value):
+    match value:
+        case Point(0, y):
+            return ("on y axis", y)
+        case Point(x, y=yy):
+            return ("point", x, yy)
+        case int(n):
+            return ("int", n)
+    return "other"
+
+
 @sample((1,), (2,), (9,))
 def match_literals(x):
     match x:
