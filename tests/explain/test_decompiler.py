@@ -132,3 +132,24 @@ def test_stdlib_sweep_only_ever_raises_decompile_error():
         compiled += 1
     assert len(functions) > 100
     assert compiled >= 0.9 * len(functions)
+
+
+def _make_counter():
+    count = 0
+
+    def bump(step=1):
+        nonlocal count
+        count += step
+        return count
+
+    return bump
+
+
+def test_closure_that_assigns_a_free_variable_comes_with_its_scope():
+    bump = _make_counter()
+    source = decompile(bump)
+    assert "nonlocal count" in source
+    namespace: dict = {}
+    exec(source, namespace)
+    recreated = namespace["__closure_bump"](10)
+    assert recreated() == 11 and recreated(5) == 16

@@ -62,7 +62,7 @@ def decompile(obj: Any) -> str:
     defaults, kwdefaults = _defaults(func)
     def_name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
     try:
-        node = function_def(code, def_name, defaults, kwdefaults)
+        node = _closure_if_needed(function_def(code, def_name, defaults, kwdefaults), code)
         source = ast.unparse(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])))
         compile(source, "<decompiled>", "exec")
     except DecompileError:
@@ -70,6 +70,21 @@ def decompile(obj: Any) -> str:
     except Exception as exc:  # noqa: BLE001 - an unmodelled pattern is ours to report, not a crash
         raise DecompileError(f"internal: {type(exc).__name__}: {exc}") from exc
     return source + "\n"
+
+
+def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef:
+    """A function that assigns its free variables needs `nonlocal`, which only compiles inside an
+    enclosing function: return `def __closure_<name>(<free vars>): def <name>...; return <name>`."""
+    if not any(isinstance(stmt, ast.Nonlocal) for stmt in node.body):
+        return node
+    params = ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in code.co_freevars], vararg=None,
+                           kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    wrapper = ast.FunctionDef(name=f"__closure_{node.name}", args=params,
+                              body=[node, ast.Return(value=ast.Name(id=node.name, ctx=ast.Load()))],
+                              decorator_list=[], returns=None, type_comment=None, lineno=0)
+    if VERSION >= (3, 12):
+        wrapper.type_params = []
+    return wrapper
 
 
 def decompile_or_dis(obj: Any) -> tuple[str, bool]:
