@@ -859,10 +859,10 @@ def check(s: Sample) -> ProbeResult:
 def run(verbose: bool = False) -> list[ProbeResult]:
     results = [check(s) for s in SAMPLES]
     width = max(len(r.name) for r in results)
-    print(f"{'function':<{width}}  {'result':<4}  detail")
-    print(f"{'-' * width}  ----  ------")
+    print(f"{'function':<{width}}  {'result':<6}  detail")
+    print(f"{'-' * width}  {'-' * 6}  {'-' * 6}")
     for r in results:
-        print(f"{r.name:<{width}}  {'PASS' if r.passed else 'FAIL'}  {r.detail[:100]}")
+        print(f"{r.name:<{width}}  {'PASS' if r.passed else 'FAIL':<6}  {r.detail[:100]}")
         if verbose or (not r.passed and "--quiet" not in sys.argv):
             print("    " + r.source.replace("\n", "\n    ").rstrip())
     passed = sum(r.passed for r in results)
