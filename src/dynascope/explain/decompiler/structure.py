@@ -334,6 +334,8 @@ class Structurer(ProtectedRegions):
             return None
         if then.stack is None or other.stack is None or then.exit is not merge or other.exit is not merge:
             return None
+        if then.stmts or other.stmts:  # a loop or try inside an arm: not an expression after all
+            return None
         if len(then.stack) != len(other.stack):
             return None
         merged = []
