@@ -153,3 +153,43 @@ def test_closure_that_assigns_a_free_variable_comes_with_its_scope():
     exec(source, namespace)
     recreated = namespace["__closure_bump"](10)
     assert recreated() == 11 and recreated(5) == 16
+
+
+def _stdlib_behaviour_cases():
+    import colorsys
+    import posixpath
+    import shlex
+    import statistics
+    import string
+    import textwrap
+    import urllib.parse
+
+    return [
+        (textwrap.indent, [("a\nb\n", "> "), ("a\n\nb", "+", None)]),
+        (textwrap.shorten, [("Hello  world, this is long", 12), ("hi", 10)]),
+        (shlex.quote, [("a b",), ("",), ("safe",), ("it's",)]),
+        (posixpath.normpath, [("a//b/../c/.",), ("/../x",), ("",)]),
+        (posixpath.join, [("a", "b", "/c", "d")]),
+        (posixpath.relpath, [("/a/b/c", "/a/d")]),
+        (statistics.median, [([3, 1, 2],), ([1, 2],), ([],)]),
+        (string.capwords, [("hello  world",), ("a-b c", "-")]),
+        (colorsys.rgb_to_hsv, [(0.2, 0.4, 0.6), (0, 0, 0), (1, 1, 1)]),
+        (colorsys.hls_to_rgb, [(0.5, 0.5, 0.5), (0.1, 0.9, 0.2)]),
+        (urllib.parse.quote, [("a b/c?d",)]),
+        (urllib.parse.urlsplit, [("http://u@h:80/p?q#f",)]),
+    ]
+
+
+def test_stdlib_functions_behave_the_same_after_decompiling():
+    checked = 0
+    for func, inputs in _stdlib_behaviour_cases():
+        source, ok = decompile_or_dis(func)
+        if not ok:
+            continue
+        namespace = dict(func.__globals__)
+        exec(source, namespace)
+        recreated = namespace[func.__code__.co_name]
+        for args in inputs:
+            assert probe._outcome(recreated, args, {}) == probe._outcome(func, args, {}), (func, args, source)
+            checked += 1
+    assert checked >= 20
