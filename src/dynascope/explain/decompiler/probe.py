@@ -752,6 +752,20 @@ def nonlocal_in_loop(n):
     return total
 
 
+@sample((["abcd", "abxy", "ab"],), (["x"],), ([],))
+def break_as_last_statement(words):
+    prefix = None
+    for word in words:
+        if prefix is None:
+            prefix = word
+        else:
+            for i, (a, b) in enumerate(zip(prefix, word)):
+                if a != b:
+                    prefix = prefix[:i]
+                    break
+    return prefix
+
+
 @sample(([3, -1, 4],), ([],))
 def enumerate_unpack_else(xs):
     for i, (v, sq) in enumerate((x, x * x) for x in xs):

@@ -17,6 +17,7 @@ class Loop:
     body: set[Block] | None  # None: an exit path, where every block counts as inside
     follow: Block | None
     target: Any = None
+    exhausted: Block | None = None  # a `for` loop's exit when its iterator runs out
 
 
 @dataclass

@@ -128,13 +128,32 @@ class Structurer(ProtectedRegions):
             return "exit"
         for outer in self.loops[:-1]:
             if block is outer.header:
+                if self.is_break_then_continue(block):
+                    return "break"
                 raise DecompileError("continue of an outer loop from an inner one")
         return None
+
+    def is_break_then_continue(self, outer_header: Block) -> bool:
+        """A jump from inside a `for` loop straight to the enclosing loop's header is `break` when
+        the loop, run out, also goes straight there (CPython threads break -> continue jumps)."""
+        inner = [loop for loop in self.loops if loop.body is not None]
+        if len(inner) < 2 or inner[-2].header is not outer_header or inner[-1].exhausted is None:
+            return False
+        block, seen = inner[-1].exhausted, set()
+        while block is not outer_header:
+            if block in seen or len(block.succs) != 1 or any(i.name not in ("POP_TOP", "JUMP") for i in block.instrs):
+                return False
+            seen.add(block)
+            block = block.succs[0]
+        return True
 
     def finish_loop_jump(self, out, stack, block, jump, skip_until) -> Walked:
         loop = self.loops[-1]
         if jump == "continue":
             out.append(ast.Continue())
+            return Walked(out, None)
+        if jump == "break":
+            out.append(ast.Break())
             return Walked(out, None)
         if block is loop.follow:
             out.append(ast.Break())
@@ -195,7 +214,7 @@ class Structurer(ProtectedRegions):
         if not isinstance(iterator, Iter):
             raise DecompileError("FOR_ITER without GET_ITER")
         body_start, exhausted = header.succs
-        loop = Loop(header=header, body=body, follow=follow)
+        loop = Loop(header=header, body=body, follow=follow, exhausted=exhausted)
         self.loops.append(loop)
         try:
             walked = self.walk(body_start, copy_stack(stack) + [LoopValue(iterator.iterable)], Region())
