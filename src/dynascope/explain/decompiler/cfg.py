@@ -11,6 +11,8 @@ from .opcodes import BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, TERMINATORS, Instr,
 
 @dataclass(eq=False)
 class Block:
+    """A straight run of canonical instructions; only its last one may jump."""
+
     start: int
     instrs: list[Instr]
     handler: "Block | None" = None  # where an exception raised here goes
@@ -31,15 +33,14 @@ class Block:
             return self.instrs[:-1]
         return self.instrs
 
-    @property
-    def fallthrough(self) -> "Block | None":
-        return self._fallthrough
-
     def __repr__(self) -> str:
         return f"<Block {self.start}>"
 
 
 class ControlFlowGraph:
+    """Blocks in offset order, normal-flow edges, exception handlers, and the analyses the
+    structurer asks for (dominators, natural loops, post-dominators, merge points)."""
+
     def __init__(self, code: CodeType):
         self.code = code
         self.instrs = canonical_instructions(code)
@@ -99,7 +100,6 @@ class ControlFlowGraph:
     def _link(self) -> None:
         for i, block in enumerate(self.blocks):
             following = self.blocks[i + 1] if i + 1 < len(self.blocks) else None
-            block._fallthrough = following
             last = block.last
             handler = self._handler_at(block.start)
             if handler is not None:
