@@ -442,7 +442,7 @@ class _Template:
         self.n = len(fields)
 
     @classmethod
-    def learn(cls, chunk: bytes) -> _Template | None:
+    def learn(cls, chunk: bytes) -> _Templates | None:
         lines = chunk[: 1 << 19].split(b"\n", 300)[:300]
         shapes: dict[tuple, list] = {}
         for raw in lines:
