@@ -54,6 +54,8 @@ class ControlFlowGraph:
         self._split()
         self._link()
         self.dominators = self._dominators()
+        if self._fold_bottom_tests():
+            self.dominators = self._dominators()
         self._pdom_cache: dict = {}
         self._rpo: dict | None = None
 
@@ -116,6 +118,53 @@ class ControlFlowGraph:
         for block in self.blocks:
             for succ in block.succs:
                 succ.preds.append(block)
+
+    def _fold_bottom_tests(self) -> bool:
+        """3.11+ compile `while c:` as a test `c` before the loop plus a copy of it at the bottom,
+        and `continue` jumps to the top one: two loop headers for one loop.  Where the bottom copy
+        matches the top test, it becomes a jump to the top test, leaving one loop."""
+        changed = False
+        for latch in self.blocks:
+            header = self._bottom_test_target(latch)
+            if header is None:
+                continue
+            guard = self._top_test(latch, header)
+            if guard is None:
+                continue
+            size = len(guard.instrs)
+            jump = Instr("JUMP", None, None, latch.instrs[-size].offset, guard.start, latch.instrs[-size].line, "(folded)")
+            latch.instrs = latch.instrs[:-size] + [jump]
+            for succ in latch.succs:
+                succ.preds.remove(latch)
+            latch.succs = [guard]
+            guard.preds.append(latch)
+            changed = True
+        return changed
+
+    def _bottom_test_target(self, latch: Block) -> Block | None:
+        if len(latch.succs) != 2 or latch.last.name not in POP_JUMPS:
+            return None
+        for succ in map(_through_jump, latch.succs):
+            if succ in self.dominators.get(latch, ()):
+                return succ
+        return None
+
+    def _top_test(self, latch: Block, header: Block) -> Block | None:
+        entries = [p for p in header.preds if header not in self.dominators.get(p, ())]
+        if len(entries) != 1:
+            return None
+        guard = entries[0]
+        size = len(guard.instrs)
+        if (guard is latch or len(guard.succs) != 2 or guard.last.name not in POP_JUMPS or guard.handler is not latch.handler
+                or len(latch.instrs) < size or header not in guard.succs):
+            return None
+        same_test = [(i.name, repr(i.argval)) for i in guard.instrs[:-1]] == \
+                    [(i.name, repr(i.argval)) for i in latch.instrs[-size:-1]]
+        if not same_test or _loops_when(guard, header) != _loops_when(latch, header):
+            return None
+        guard_exit = next(s for s in map(_through_jump, guard.succs) if s is not header)
+        latch_exit = next(s for s in map(_through_jump, latch.succs) if s is not header)
+        return guard if guard_exit is latch_exit else None
 
     def all_succs(self, block: Block) -> list[Block]:
         """Normal and exceptional successors (for dominance)."""
@@ -257,3 +306,26 @@ class ControlFlowGraph:
             visit(self.blocks[0])
             self._rpo = {b: i for i, b in enumerate(reversed(order))}
         return self._rpo
+
+
+POP_JUMPS = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
+
+
+def _through_jump(block: Block) -> Block:
+    """Where a block that only jumps (3.12+ puts the loop's back jump in one) leads."""
+    if len(block.instrs) == 1 and block.last.name == "JUMP" and block.succs:
+        return block.succs[0]
+    return block
+
+
+def _loops_when(block: Block, header: Block) -> tuple[str, bool]:
+    """Which outcome of the block's test leads to `header`: ("truthy"|"none", value)."""
+    taken = _through_jump(block.succs[1]) is header  # succs: [fallthrough, jump target]
+    kind = block.last.name
+    if kind == "POP_JUMP_IF_FALSE":
+        return "truthy", not taken
+    if kind == "POP_JUMP_IF_TRUE":
+        return "truthy", taken
+    if kind == "POP_JUMP_IF_NONE":
+        return "none", taken
+    return "none", not taken

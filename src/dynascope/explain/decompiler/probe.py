@@ -76,6 +76,18 @@ def while_loop(n):
     return steps
 
 
+@sample(([1, -2, 3, -4, 5],), ([],))
+def while_continue(xs):
+    out = []
+    i = 0
+    while i < len(xs):
+        i += 1
+        if xs[i - 1] < 0:
+            continue
+        out.append(xs[i - 1])
+    return out
+
+
 @sample((5,), (50,), (-1,))
 def while_true_break(limit):
     i = 0

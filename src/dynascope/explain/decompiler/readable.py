@@ -18,6 +18,7 @@ def tidy(stmts: list, code: CodeType) -> list:
     stmts = _rewrite_lists(stmts, _return_inside_try)
     stmts = _chained_assignments(stmts)
     stmts = _rewrite_lists(stmts, _while_loops)
+    _while_true_with_test(stmts)
     _strip_loop_continues(stmts)
     _drop_unread_walrus_names(stmts)
     return stmts
@@ -196,6 +197,22 @@ def _while_loops(stmts: list) -> list:
         result.append(stmt)
         i += 1
     return result
+
+
+def _while_true_with_test(stmts: list) -> None:
+    """`while True: if not c: break; rest` -> `while c: rest` (also `if c: rest... else: break`)."""
+    for node in [n for stmt in stmts for n in ast.walk(stmt)]:
+        if not (isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value is True
+                and not node.orelse and node.body):
+            continue
+        first = node.body[0]
+        if isinstance(first, ast.If) and _same(first.body, [ast.Break()]) and not first.orelse:
+            node.test, node.body = negate(first.test), node.body[1:] or [ast.Pass()]
+        elif isinstance(first, ast.If) and len(node.body) == 1 and _same(first.orelse, [ast.Break()]):
+            node.test, node.body = first.test, first.body or [ast.Pass()]
+        elif (len(node.body) == 2 and isinstance(first, ast.If) and not first.orelse and _terminates(first.body)
+              and _same(node.body[1:], [ast.Break()])):
+            node.test, node.body = first.test, first.body
 
 
 def _guarded_loop(stmt):
