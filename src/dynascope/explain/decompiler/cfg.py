@@ -154,6 +154,8 @@ class ControlFlowGraph:
         if len(entries) != 1:
             return None
         guard = entries[0]
+        if not self.is_loop_header(guard):
+            return None  # only `continue` makes the top test a jump target, and starts it a block
         size = len(guard.instrs)
         if (guard is latch or len(guard.succs) != 2 or guard.last.name not in POP_JUMPS or guard.handler is not latch.handler
                 or len(latch.instrs) < size or header not in guard.succs):

@@ -88,6 +88,19 @@ def while_continue(xs):
     return out
 
 
+@sample((0, 5), (3, 3))
+def while_after_same_statement(i, n):
+    seen = []
+    i += 1
+    while i < n:
+        seen.append(i)
+        if i == 2:
+            i += 2
+            continue
+        i += 1
+    return seen
+
+
 @sample((5,), (50,), (-1,))
 def while_true_break(limit):
     i = 0
