@@ -2,6 +2,7 @@
 
 import json
 
+from dynascope.trace.buffers import MARK
 from dynascope.trace.decode import Decoder, ThreadStream
 from dynascope.trace.ops import TABLE, OpSpec
 
@@ -12,9 +13,18 @@ def graph_with(n_ops: int) -> int:
 
 
 def events(decoder, stream, *chunks, final=True):
+    """Decode chunks written as the hot path writes them: tuples go to a side list, MARK in their place."""
     lines = []
     for i, chunk in enumerate(chunks):
-        lines += decoder.decode(stream, list(chunk), final and i == len(chunks) - 1)
+        side = [record for record in chunk if isinstance(record, tuple)]
+        ints = [MARK if isinstance(record, tuple) else record for record in chunk]
+
+        def take(count, side=side):
+            taken = side[:count]
+            del side[:count]
+            return taken
+
+        lines += decoder.decode(stream, ints, take, final and i == len(chunks) - 1)
     records = [json.loads(line) for piece in lines for line in piece.split("\n")]
     return [r for r in records if r["ph"] == "X"]
 

@@ -2,9 +2,10 @@
 
 A compiled graph's generated code calls `sink()` once per call and gets the current thread's
 `list.append`; it then appends `-graph_id`, a start clock reading, and one clock reading after each
-op. Python-side events (user regions, compile phases) append tuples to the same list, so one
-thread's records stay in order. The writer thread drains the lists; nothing here formats or locks
-on the hot path.
+op. Python-side events (user regions, compile phases) go to a side list as tuples, with MARK in the
+main list where they happened, so the main list stays pure ints (cheap to turn into an array) and
+one thread's records stay in order. The writer thread drains the lists; nothing here formats or
+locks on the hot path.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 now_ns = time.perf_counter_ns
+MARK = -(1 << 62)  # in the main list: "the next side record happened here" (graph ids are small)
 _discard = collections.deque(maxlen=0).append  # a sink that keeps nothing: tracing is off
 
 
@@ -22,12 +24,14 @@ _discard = collections.deque(maxlen=0).append  # a sink that keeps nothing: trac
 class ThreadBuffer:
     tid: int
     thread_name: str
-    records: list
+    records: list  # ints: graph headers, clock readings, MARKs
+    side: list  # tuples, one per MARK, in order
 
 
 class _ThreadState(threading.local):
     generation = -1
     append = staticmethod(_discard)
+    side = staticmethod(_discard)
 
 
 _state = _ThreadState()
@@ -48,13 +52,15 @@ def sink():
 def _attach(state: _ThreadState) -> None:
     state.generation = _generation
     if not _recording:
-        state.append = _discard
+        state.append = state.side = _discard
         return
     records: list = []
+    side: list = []
     thread = threading.current_thread()
     with _lock:
-        _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records))
+        _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records, side))
     state.append = records.append
+    state.side = side.append
 
 
 def start_recording() -> None:
@@ -92,7 +98,11 @@ def registered() -> list[ThreadBuffer]:
 
 
 def take(buffer: ThreadBuffer) -> list:
-    """Remove and return what the buffer holds now; appends racing with this stay for next time."""
+    """Remove and return what the main list holds now; appends racing with this stay for next time.
+
+    The side records for the MARKs taken are read with `take_side` (a side record is appended
+    before its MARK, so it is always there when its MARK is).
+    """
     records = buffer.records
     n = len(records)
     chunk = records[:n]
@@ -100,6 +110,17 @@ def take(buffer: ThreadBuffer) -> list:
     return chunk
 
 
+def take_side(buffer: ThreadBuffer, count: int) -> list:
+    side = buffer.side
+    taken = side[:count]
+    del side[:count]
+    return taken
+
+
 def emit(record: tuple) -> None:
-    """Append a Python-side record (region begin/end, complete event) for the current thread."""
-    sink()(record)
+    """Record a Python-side event (region begin/end, complete event) for the current thread."""
+    state = _state
+    if state.generation != _generation:
+        _attach(state)
+    state.side(record)
+    state.append(MARK)

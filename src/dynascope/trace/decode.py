@@ -3,23 +3,27 @@
 A thread's raw stream is a run of ints broken by the odd tuple:
   -gid, t_start, t_op1, t_op2, ... t_opN   one call of graph `gid` (N = its op count); op k ran
                                            from the reading before it to its own reading
+and, in a side list, one tuple per MARK in the int stream:
   ("B", name, cat, args, t_ns)             a user region opens
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
   ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
-Integer runs are decoded with numpy; each event is then one `%` format of a per-op template.
+Integer runs are decoded with numpy and formatted by polars, mostly off the GIL.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import time
+from typing import Callable
 
 import numpy as np
 import orjson
+import polars as pl
 
+from .buffers import MARK
 from .ops import TABLE, OpSpec
+
+_EMPTY = np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -36,7 +40,7 @@ class ThreadStream:
     """Decoding state that must survive from one drain of a thread's buffer to the next."""
 
     tid: int
-    pending: list = field(default_factory=list)  # the tail of a graph call cut by the drain
+    pending: np.ndarray = field(default_factory=lambda: _EMPTY)  # the tail of a graph call cut by the drain
     regions: list[OpenRegion] = field(default_factory=list)
 
 
@@ -49,32 +53,31 @@ class Decoder:
         self.next_id = 2  # 1 is the start record
         self.events = 0
         self.dropped = 0
-        self._templates: list[str] = []
+        self._heads: dict[int, pl.Series] = {}
         self._op_numbers: dict[int, int] = {}
         self.described: set[int] = set()  # graph ids whose OH records are in the file
 
     # -- static strings -------------------------------------------------------------------------
 
-    def _template(self, index: int) -> str:
-        """The line of one spec's events with %d slots for tid, level, p_idx, id, ts, dur.
+    def _head(self, index: int, tid: int) -> str:
+        """The static start of one spec's event lines on thread `tid`, up to `,"level":`.
 
-        What changes from event to event comes last, so that deflate matches each line's long static
-        part in one piece. Op events carry no reference of their own: op k of a graph call has
-        id = p_idx + 1 + k, and the parent graph event names the graph's OH record.
+        What changes from event to event (level, p_idx, id, ts, dur) comes after it, so that deflate
+        matches each line's long static part in one piece. Op events carry no reference of their own:
+        op k of a graph call has id = p_idx + 1 + k, and the parent graph event names the graph's OH.
         """
         spec = TABLE.specs[index]
         if self.inline_args:
             fields = orjson.dumps(spec.attrs).decode()[1:-1]
-            attribution = ("," + fields if fields else "").replace("%", "%%")
+            attribution = "," + fields if fields else ""
         elif spec.cat == "dynamo.graph":
             attribution = ',"op":%d' % self.op_number(index)
         else:
             attribution = ""
         host = "" if spec.cat == "dynamo" else '"hhash":"%s",' % self.hhash  # constant; the HH record has it
-        head = '{"name":%s,"cat":"%s","pid":%d,"tid":%%d,"ph":"X","args":{%s"grad_enabled":%d%s' % (
-            orjson.dumps(spec.name).decode().replace("%", "%%"), spec.cat, self.pid, host, spec.grad_enabled, attribution,
+        return '{"name":%s,"cat":"%s","pid":%d,"tid":%d,"ph":"X","args":{%s"grad_enabled":%d%s' % (
+            orjson.dumps(spec.name).decode(), spec.cat, self.pid, tid, host, spec.grad_enabled, attribution,
         )  # fmt: skip
-        return head + ',"level":%d,"p_idx":%d},"id":%d,"ts":%d,"dur":%d}'
 
     def op_number(self, index: int) -> int:
         """The small integer events use to refer to a spec's OH record in this file."""
@@ -83,11 +86,15 @@ class Decoder:
             number = self._op_numbers[index] = len(self._op_numbers) + 1
         return number
 
-    def templates(self) -> list[str]:
+    def heads(self, tid: int) -> pl.Series:
+        """Every spec's line head for thread `tid`, indexable by spec index."""
+        heads = self._heads.get(tid)
         specs = len(TABLE.specs)
-        while len(self._templates) < specs:
-            self._templates.append(self._template(len(self._templates)))
-        return self._templates
+        if heads is None or len(heads) < specs:
+            known = [] if heads is None else heads.to_list()
+            known += [self._head(index, tid) for index in range(len(known), specs)]
+            heads = self._heads[tid] = pl.Series(known, dtype=pl.String)
+        return heads
 
     def describe(self, gids: np.ndarray, tid: int) -> list[str]:
         """OH metadata lines for graphs not yet described in this file."""
@@ -116,30 +123,55 @@ class Decoder:
 
     # -- one drained chunk ----------------------------------------------------------------------
 
-    def decode(self, stream: ThreadStream, chunk: list, final: bool) -> list[str]:
-        """Lines for `chunk`; with `final`, nothing is held back for a later drain."""
-        if stream.pending:
-            chunk = stream.pending + chunk
-            stream.pending = []
+    def decode(self, stream: ThreadStream, chunk: list, side: Callable[[int], list], final: bool) -> list[str]:
+        """Lines for `chunk`; `side(n)` hands over the side records of its n MARKs.
+
+        With `final`, nothing is held back for a later drain.
+        """
+        values = np.fromiter(chunk, dtype=np.int64, count=len(chunk))
+        if stream.pending.size:
+            values = np.concatenate([stream.pending, values])
+            stream.pending = _EMPTY
+        marks = np.flatnonzero(values == MARK)
+        records = side(marks.size) if marks.size else []
         lines: list[str] = []
-        for run, is_last in _split_runs(chunk):
-            if isinstance(run, tuple):
-                line = self._python_record(stream, run)
-                if line:
-                    lines.append(line)
-            else:
-                lines.extend(self._int_run(stream, run, hold_tail=is_last and not final))
+        start = 0
+        for position, record in zip(marks.tolist(), records):
+            if position > start:
+                lines.extend(self._int_runs(stream, values[start:position], hold_tail=False))
+            line = self._python_record(stream, record)
+            if line:
+                lines.append(line)
+            start = position + 1
+        self.dropped += max(marks.size - len(records), 0)
+        if start < values.size:
+            lines.extend(self._int_runs(stream, values[start:], hold_tail=not final))
         if final:
             lines.extend(self.close_regions(stream, None))
         return lines
 
-    def _int_run(self, stream: ThreadStream, run: list, hold_tail: bool) -> list[str]:
-        values = np.fromiter(run, dtype=np.int64, count=len(run))
+    def _int_runs(self, stream: ThreadStream, run: np.ndarray, hold_tail: bool, size: int = 1 << 16) -> list[str]:
+        """Decode a run of ints in pieces of about `size`, cut at graph-call headers.
+
+        numpy over a few hundred thousand fresh elements costs more than the same work in
+        cache-sized pieces; cutting at headers means no call is split.
+        """
+        if run.size <= size:
+            return self._int_run(stream, run, hold_tail)
+        headers = np.flatnonzero(run < 0)
+        cuts = np.unique(headers[np.minimum(np.searchsorted(headers, np.arange(size, run.size, size)), headers.size - 1)])
+        cuts = cuts[cuts > 0]
+        lines: list[str] = []
+        for index, piece in enumerate(np.split(run, cuts)):
+            lines.extend(self._int_run(stream, piece, hold_tail and index == len(cuts)))
+        return lines
+
+    def _int_run(self, stream: ThreadStream, values: np.ndarray, hold_tail: bool) -> list[str]:
         graph_spec, op_base, n_ops = TABLE.arrays()
         is_header = values < 0
         headers = np.flatnonzero(is_header)
         if headers.size == 0:
-            self.dropped += len(run)
+            self.dropped += values.size
             return []
         if headers[0] > 0:  # readings with no graph call to belong to
             self.dropped += int(headers[0])
@@ -154,7 +186,7 @@ class Decoder:
         position = np.arange(values.size) - headers[segment]
         expected = n_ops[gids] + 2  # header, start, one reading per op
         if hold_tail and position[-1] < expected[-1] - 1:
-            stream.pending = run[len(run) - values.size + int(headers[-1]) :]
+            stream.pending = values[int(headers[-1]) :].copy()
             keep = int(headers[-1])
             if keep == 0:
                 return []
@@ -192,37 +224,44 @@ class Decoder:
         g_ts = (values[g_idx + 1] + offset) // 1000
         g_end = (values[last_reading[g_seg]] + offset) // 1000
 
-        order = np.concatenate([g_idx, op_idx])
-        columns = np.stack(
-            [
-                np.concatenate([graph_spec[gids[g_seg]], op_spec]),
-                np.concatenate([np.full(g_idx.size, depth + 1, dtype=np.int64), np.full(op_idx.size, depth + 2, dtype=np.int64)]),
-                np.concatenate([np.full(g_idx.size, parent, dtype=np.int64), op_parent]),
-                ids[order],
-                np.concatenate([g_ts, op_ts]),
-                np.concatenate([g_end - g_ts, op_end - op_ts]),
-            ]
-        )[:, np.argsort(order, kind="stable")]
+        frame = pl.DataFrame(
+            {
+                "pos": np.concatenate([g_idx, op_idx]),
+                "spec": np.concatenate([graph_spec[gids[g_seg]], op_spec]),
+                "level": np.concatenate([np.full(g_idx.size, depth + 1), np.full(op_idx.size, depth + 2)]),
+                "p_idx": np.concatenate([np.full(g_idx.size, parent), op_parent]),
+                "ts": np.concatenate([g_ts, op_ts]),
+                "dur": np.concatenate([g_end - g_ts, op_end - op_ts]),
+            }
+        ).sort("pos")
+        frame = frame.with_columns(pl.Series("id", ids[frame["pos"].to_numpy()]))
         lines = self.describe(gids[g_seg], stream.tid)
-        lines.extend(self._format(columns, stream.tid))
+        lines.extend(self._format(frame, stream.tid))
         return lines
 
-    def _format(self, columns: np.ndarray, tid: int, slice_rows: int = 2048) -> list[str]:
-        """Event lines, joined into pieces of `slice_rows` lines; columns are spec, level, p_idx, id, ts, dur.
+    def _format(self, frame: pl.DataFrame, tid: int, slice_rows: int = 8192) -> list[str]:
+        """Event lines, in pieces of `slice_rows` lines joined by newlines.
 
-        Small pieces keep the working set in cache: formatting a whole drain at once is slower.
+        polars builds the strings in Rust without holding the GIL, so the traced program keeps
+        running meanwhile; small pieces keep the working set in cache.
         """
-        templates = self.templates()
+        heads = self.heads(tid)
+        line = pl.concat_str(
+            [
+                pl.col("head"),
+                pl.lit(',"level":'), pl.col("level").cast(pl.String),
+                pl.lit(',"p_idx":'), pl.col("p_idx").cast(pl.String),
+                pl.lit('},"id":'), pl.col("id").cast(pl.String),
+                pl.lit(',"ts":'), pl.col("ts").cast(pl.String),
+                pl.lit(',"dur":'), pl.col("dur").cast(pl.String),
+                pl.lit("}"),
+            ]
+        ).str.join("\n")  # fmt: skip
         pieces = []
-        for start in range(0, columns.shape[1], slice_rows):
-            if start:
-                # Let the traced program have the GIL back now rather than at the next 5 ms switch: an
-                # op that released it must not be charged for our formatting.
-                time.sleep(0)
-            spec, level, parent, ids, ts, dur = columns[:, start : start + slice_rows].tolist()
-            pieces.append(
-                "\n".join([templates[s] % (tid, lv, p, i, t, d) for s, lv, p, i, t, d in zip(spec, level, parent, ids, ts, dur)])
-            )
+        for start in range(0, frame.height, slice_rows):
+            part = frame.slice(start, slice_rows)
+            part = part.with_columns(heads.gather(part["spec"]).alias("head"))
+            pieces.append(part.select(line).item())
         return pieces
 
     # -- Python-side records --------------------------------------------------------------------
@@ -289,17 +328,3 @@ class Decoder:
         }
         return orjson.dumps(record, default=str).decode()
 
-
-def _split_runs(chunk: list):
-    """Yield (int list or single tuple, is_last_piece) in order."""
-    if not chunk:
-        return
-    tuples = [i for i, record in enumerate(chunk) if record.__class__ is tuple]
-    start = 0
-    for index in tuples:
-        if index > start:
-            yield chunk[start:index], False
-        yield chunk[index], index == len(chunk) - 1
-        start = index + 1
-    if start < len(chunk):
-        yield (chunk if start == 0 else chunk[start:]), True

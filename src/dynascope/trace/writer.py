@@ -69,9 +69,9 @@ class TraceWriter:
         if stream is None:
             stream = self._streams[key] = ThreadStream(buffer.tid)
         chunk = buffers.take(buffer)
-        if not (chunk or (final and (stream.pending or stream.regions))):
+        if not (chunk or (final and (stream.pending.size or stream.regions))):
             return []
-        lines = self.decoder.decode(stream, chunk, final)
+        lines = self.decoder.decode(stream, chunk, lambda count: buffers.take_side(buffer, count), final)
         if lines and buffer.tid not in self._named_threads:
             self._named_threads.add(buffer.tid)
             lines.insert(0, self.thread_name_line(buffer))
