@@ -123,6 +123,17 @@ def summarize_files(
 def file_partial(path: str | os.PathLike) -> Partial:
     """Read one file (only the columns summaries need) and pre-aggregate it.
 
+    dynascope's own op lines are found and parsed at the byte level (`fastpath`); everything else goes
+    through the general reader. Same Partial as `_file_partial_general(path)`.
+    """
+    from .fastpath import file_partial_fast
+
+    return file_partial_fast(path)
+
+
+def _file_partial_general(path: str | os.PathLike) -> Partial:
+    """Read one file (only the columns summaries need) and pre-aggregate it, with the general reader.
+
     Op events are aggregated chunk by chunk as they are parsed (a histogram over their raw keys and
     a compact copy of their times), so the file is never held as rows; the histogram is resolved
     through the file's OH/HH records at the end. Same numbers as `partial(read_file(path)[0])`.
