@@ -30,6 +30,8 @@ _EXPORTS = {
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",
+    "summarize_files": "dynascope.analyze.summarize",
+    "diff_summaries": "dynascope.analyze.diff",
     "Summary": "dynascope.analyze.summary",
 }
 
