@@ -30,17 +30,26 @@ __all__ = ["file_partial_fast"]
 # below this many lines in a chunk (or this share of matching lines) the general reader takes the chunk
 _MIN_LINES = 256
 _MIN_SHARE = 0.5
+_MIN_BYTES = 4096
 
-# fixed windows, each ending at a colon counted from the line end (c1 = dur's colon ... c10 = pid's)
-_P_NAME = b'{"name":"'
-_P_CAT_PID = b'","cat":"dynamo","pid":'  # ends at c10
-_P_TID = b',"tid":'  # c9
-_P_ARGS = b',"ph":"X","args":{"grad_enabled":'  # c6 (c8, c7 inside)
-_P_LEVEL = b',"level":'  # c5
-_P_PIDX = b',"p_idx":'  # c4
-_P_ID = b'},"id":'  # c3
-_P_TS = b',"ts":'  # c2
+# fixed windows, each ending at a colon counted from the line end (c1 = dur's colon, c2 = ts's, ...)
+_P_NAME = b'{"name":'  # at the line start
 _P_DUR = b',"dur":'  # c1
+_P_TS = b',"ts":'  # c2
+_P_ID = b'},"id":'  # c3
+_P_PIDX = b',"p_idx":'  # c4
+_P_LEVEL = b',"level":'  # c5
+# op lines: c6 grad_enabled (c7 args, c8 ph inside the window), c9 tid, c10 pid
+_P_OP_ARGS = b',"ph":"X","args":{"grad_enabled":'  # c6
+_P_TID = b',"tid":'
+_P_OP_CAT = b'","cat":"dynamo","pid":'  # c10
+# graph lines: c6 op, c7 grad_enabled, c8 hhash (c9 args, c10 ph inside), c11 tid, c12 pid
+_P_G_OP = b',"op":'  # c6
+_P_G_GRAD = b'","grad_enabled":'  # c7 = c8 + 34 (a 16-hex hash between)
+_P_G_ARGS = b',"ph":"X","args":{"hhash":'  # c8
+_P_G_CAT = b'","cat":"dynamo.graph","pid":'  # c12
+
+_BLOCK = 1 << 20  # bytes scanned at once: the gathers stay in cache
 
 
 def _words(buf: bytes) -> np.ndarray:
@@ -69,18 +78,19 @@ _SIX = np.uint64(0x06 * _ONES)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
+_LOW = np.array([((1 << (8 * (8 - n))) - 1) if n > 0 else 0xFFFFFFFFFFFFFFFF for n in range(9)], dtype=np.uint64)
+
+
 def _swar8(word: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Up to 8 decimal digits in the high `length` bytes of each little-endian word (SWAR)."""
-    shift = ((8 - length) * 8).astype(np.uint64)
-    low = np.where(length > 0, (np.uint64(1) << np.minimum(shift, np.uint64(63))) - np.uint64(1), _ALL)
-    low = np.where(length >= 8, np.uint64(0), low)
-    v = (word & ~low) | (_ZEROS & low)  # bytes before the number read as leading '0's
+    low = _LOW[length]  # the bytes before the number
+    v = (word & ~low) | (_ZEROS & low)  # ... read as leading '0's
     ok = ((v & _HIGH) == _ZEROS) & (((v + _SIX) & _HIGH) == _ZEROS)
-    v = v - _ZEROS
+    v -= _ZEROS
     v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
     v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
     v = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
-    return v.astype(np.int64), ok
+    return v.view(np.int64), ok
 
 
 def _ints(w: np.ndarray, lo: np.ndarray, hi: np.ndarray, wide: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -99,129 +109,255 @@ def _ints(w: np.ndarray, lo: np.ndarray, hi: np.ndarray, wide: bool = True) -> t
     return vals, ok
 
 
+def _scan(buf, lo: int, hi: int):
+    """Op and graph-call lines of buf[lo:hi] (whole lines). Returns (ops, graphs, fast) where ops is a
+    dict of arrays (positions global in buf), graphs (pid, id, op) arrays, and `fast` marks the op lines
+    by line; or None when too few lines fit."""
+    mv = memoryview(buf)[lo:hi]
+    a = np.frombuffer(mv, dtype=np.uint8)
+    nl = np.flatnonzero(a == 10)
+    if not len(nl):
+        return None
+    starts = np.empty_like(nl)
+    starts[0] = 0
+    starts[1:] = nl[:-1] + 1
+    c = np.flatnonzero(a == 58)
+    jall = np.searchsorted(c, nl)
+    ncol = jall.copy()
+    ncol[1:] -= jall[:-1]  # colons per line
+    cand = np.flatnonzero((ncol >= 12) & (nl - starts >= 100) & (a[nl - 1] == 125))  # '}'
+    if len(cand) < _MIN_SHARE * len(nl):
+        return None
+    j = jall[cand]
+    s = starts[cand]
+    e = nl[cand]
+    w = _words(mv)
+    c1, c2, c3, c4, c5, c6 = (c[j - i] for i in range(1, 7))
+    ok = _match_end(w, s + 7, _P_NAME)
+    ok &= _match_end(w, c1, _P_DUR)
+    ok &= _match_end(w, c2, _P_TS)
+    ok &= _match_end(w, c3, _P_ID)
+    ok &= _match_end(w, c4, _P_PIDX)
+    ok &= _match_end(w, c5, _P_LEVEL)
+    is_op = ok & _match_end(w, c6, _P_OP_ARGS)
+    # graph calls (a few percent of lines): their id -> op, for their ops' attribution
+    gi = np.flatnonzero(ok & ~is_op)
+    graphs = None
+    if len(gi):
+        gj = j[gi]
+        g6, g5, g3, g2 = c6[gi], c5[gi], c3[gi], c2[gi]
+        g7, g8, g11, g12 = (c[np.maximum(gj - i, 0)] for i in (7, 8, 11, 12))
+        gok = (gj - np.searchsorted(c, s[gi]) >= 14) & _match_end(w, g6, _P_G_OP)
+        gok &= _match_end(w, g7, _P_G_GRAD) & (g7 == g8 + 34) & (g6 - 5 == g7 + 2)
+        gok &= _match_end(w, g8, _P_G_ARGS) & _match_end(w, g11, _P_TID) & _match_end(w, g12, _P_G_CAT)
+        gsel = np.flatnonzero(gok)
+        if len(gsel):
+            gpid, k1 = _ints(w, g12[gsel] + 1, g11[gsel] - 6)
+            gid, k2 = _ints(w, g3[gsel] + 1, g2[gsel] - 5)
+            gop, k3 = _ints(w, g6[gsel] + 1, g5[gsel] - 8)
+            k = k1 & k2 & k3
+            graphs = (gpid[k], gid[k], gop[k])
+    sel = np.flatnonzero(is_op)
+    if len(sel) < _MIN_SHARE * len(nl):
+        return None
+    cand, s, e, j = cand[sel], s[sel], e[sel], j[sel]
+    c1, c2, c3, c4, c5, c6 = c1[sel], c2[sel], c3[sel], c4[sel], c5[sel], c6[sel]
+    c9, c10 = c[j - 9], c[j - 10]
+    ok = (c10 - 22 > s + 8) & (c5 - 8 == c6 + 2)  # grad_enabled: one digit
+    ok &= _match_end(w, c10, _P_OP_CAT)
+    ok &= _match_end(w, c9, _P_TID)
+    g = a[c6 + 1]
+    ok &= (g == 48) | (g == 49)
+    level_len = c4 - 8 - c5 - 1
+    ok &= (level_len >= 1) & (level_len <= 4)
+    pid, k1 = _ints(w, c10 + 1, c9 - 6)
+    tid, k2 = _ints(w, c9 + 1, c6 - 32)
+    # a negative p_idx (an op at top level, no graph call) fails here: the general reader takes it
+    p_idx, k4 = _ints(w, c4 + 1, c3 - 6)
+    ident, k5 = _ints(w, c3 + 1, c2 - 5)
+    ts, k6 = _ints(w, c2 + 1, c1 - 6)
+    dur, k7 = _ints(w, c1 + 1, e - 1)
+    good = ok & k1 & k2 & k4 & k5 & k6 & k7 & (ident > p_idx)
+    sel = np.flatnonzero(good)
+    if len(sel) < _MIN_SHARE * len(nl):
+        return None
+    ops = {
+        "pid": pid[sel], "tid": tid[sel], "p_idx": p_idx[sel], "k": ident[sel] - p_idx[sel] - 1,
+        "ts": ts[sel], "dur": dur[sel], "name_lo": s[sel] + (lo + 8), "name_hi": c10[sel] + (lo - 21),
+    }  # fmt: skip
+    fast = np.zeros(len(nl), dtype=bool)
+    fast[cand[sel]] = True
+    return ops, graphs, fast, starts + lo, nl + lo
+
+
 class _Ops:
-    """Op lines of one chunk, found and parsed; `rest` is every other line of the chunk."""
+    """Op lines of one chunk, found and parsed block by block; `rest` is every other line."""
 
     def __init__(self, chunk: bytes):
         self.n = 0
         self.rest = chunk
-        if len(chunk) < 4096:
-            return
-        a = np.frombuffer(chunk, dtype=np.uint8)
-        nl = np.flatnonzero(a == 10)
-        if len(nl) < _MIN_LINES:
-            return
-        starts = np.empty_like(nl)
-        starts[0] = 0
-        starts[1:] = nl[:-1] + 1
-        cand = np.flatnonzero((nl - starts >= 100) & (a[nl - 1] == 125))  # '}'
-        if len(cand) < _MIN_SHARE * len(nl):
-            return
-        c = np.flatnonzero(a == 58)
-        j = np.searchsorted(c, nl[cand])
-        js = np.searchsorted(c, starts[cand])
-        keep = j - js >= 11
-        cand, j = cand[keep], j[keep]
-        s = starts[cand]
-        e = nl[cand]
-        cs = [None] + [c[j - i] for i in range(1, 11)]  # cs[i]: the i-th colon from the line end
-        w = _words(chunk)
-        ok = cs[10] - 22 > s + 8
-        ok &= _match_end(w, s + 8, _P_NAME)
-        ok &= _match_end(w, cs[10], _P_CAT_PID)
-        ok &= _match_end(w, cs[9], _P_TID)
-        ok &= _match_end(w, cs[6], _P_ARGS)
-        ok &= _match_end(w, cs[5], _P_LEVEL)
-        ok &= _match_end(w, cs[4], _P_PIDX)
-        ok &= _match_end(w, cs[3], _P_ID)
-        ok &= _match_end(w, cs[2], _P_TS)
-        ok &= _match_end(w, cs[1], _P_DUR)
-        ok &= cs[5] - 8 == cs[6] + 2  # grad_enabled: one digit
-        g = a[cs[6] + 1]
-        ok &= (g == 48) | (g == 49)
-        sel = np.flatnonzero(ok)
-        cand, s, e = cand[sel], s[sel], e[sel]
-        cs = [None] + [x[sel] for x in cs[1:]]
-        pid, k1 = _ints(w, cs[10] + 1, cs[9] - 6)
-        tid, k2 = _ints(w, cs[9] + 1, cs[6] - 32)
-        level, k3 = _ints(w, cs[5] + 1, cs[4] - 8, wide=False)
-        # a negative p_idx (an op at top level, no graph call) fails here: the general reader takes it
-        p_idx, k4 = _ints(w, cs[4] + 1, cs[3] - 6)
-        ident, k5 = _ints(w, cs[3] + 1, cs[2] - 5)
-        ts, k6 = _ints(w, cs[2] + 1, cs[1] - 6)
-        dur, k7 = _ints(w, cs[1] + 1, e - 1)
-        good = k1 & k2 & k3 & k4 & k5 & k6 & k7 & (ident > p_idx)
-        sel = np.flatnonzero(good)
-        if len(sel) < _MIN_SHARE * len(nl):
-            return
-        self.n = len(sel)
-        self.pid, self.tid, self.p_idx, self.ident = pid[sel], tid[sel], p_idx[sel], ident[sel]
-        self.ts, self.dur = ts[sel], dur[sel]
-        self.name_lo = s[sel] + 8
-        self.name_hi = cs[10][sel] - 21
         self.chunk = chunk
-        fast = np.zeros(len(nl), dtype=bool)
-        fast[cand[sel]] = True
-        self.rest = _other_lines(chunk, starts, nl, fast)
+        self.graphs = None
+        if len(chunk) < _MIN_BYTES or chunk.count(b"\n", 0, 1 << 16) * (len(chunk) >> 16 or 1) < _MIN_LINES:
+            return
+        end = chunk.rfind(b"\n") + 1
+        parts: list = []
+        ops_list: list = []
+        graphs: list = []
+        pos = 0
+        while pos < end:
+            stop = chunk.find(b"\n", min(pos + _BLOCK, end - 1)) + 1 or end
+            res = _scan(chunk, pos, stop)
+            if res is None:
+                parts.append(chunk[pos:stop])
+            else:
+                ops, g, fast, starts, nl = res
+                ops_list.append(ops)
+                if g is not None:
+                    graphs.append(g)
+                parts.append(_other_lines(chunk, starts, nl, fast))
+            pos = stop
+        if end < len(chunk):
+            parts.append(chunk[end:])
+        if not ops_list:
+            return
+        self.rest = b"".join(parts)
+        self.ops = {k: np.concatenate([o[k] for o in ops_list]) for k in ops_list[0]}
+        self.n = len(self.ops["pid"])
+        if graphs:
+            self.graphs = tuple(np.concatenate([g[i] for g in graphs]) for i in range(3))
 
 
 def _other_lines(chunk: bytes, starts: np.ndarray, nl: np.ndarray, fast: np.ndarray) -> bytes:
-    """The lines of chunk not marked fast (and any text after the last newline), joined."""
+    """The lines of chunk not marked fast, joined (starts, nl: each line's start and newline)."""
     slow = ~fast
     # runs of consecutive slow lines: copy each run in one slice
     edges = np.flatnonzero(np.diff(np.concatenate(([False], slow, [False])).astype(np.int8)))
     run_start, run_end = edges[0::2], edges[1::2]
     parts = [chunk[a:b] for a, b in zip(starts[run_start].tolist(), (nl[run_end - 1] + 1).tolist())]
-    tail = int(nl[-1]) + 1
-    if tail < len(chunk):
-        parts.append(chunk[tail:])
     return b"".join(parts)
 
 
 class _FastReducer:
-    """Feeds the op reducer of the summaries (`summarize._OpReducer`) with pre-aggregated fast ops."""
+    """Feeds the op reducer of the summaries (`summarize._OpReducer`) with pre-aggregated fast ops, in
+    the shape its own per-chunk histograms have: pid, name, cat, dur, __gop, __k, __pend, n."""
 
     def __init__(self, red):
         self.red = red
         self.names: dict[tuple, str] = {}
         self.count = 0
+        self.gmap: dict[tuple[int, int], int] = {}  # (pid, graph call id) -> its `op`
 
     def add(self, ops: _Ops) -> None:
+        if ops.graphs is not None:
+            gpid, gid, gop = ops.graphs
+            for key, value in zip(zip(gpid.tolist(), gid.tolist()), gop.tolist()):
+                self.gmap.setdefault(key, value)
         if not ops.n:
             return
-        self.count += ops.n
-        k = ops.ident - ops.p_idx - 1
-        frame = pl.DataFrame(
-            {"pid": ops.pid, "p_idx": ops.p_idx, "__k": k, "dur": ops.dur, "__row": np.arange(ops.n, dtype=np.int64)}
+        o = ops.ops
+        n = ops.n
+        self.count += n
+        pid, p_idx = o["pid"], o["p_idx"]
+        # the ops of one graph call are consecutive: look their parent up once per run
+        brk = np.flatnonzero((p_idx[1:] != p_idx[:-1]) | (pid[1:] != pid[:-1])) + 1
+        run_start = np.concatenate(([0], brk))
+        run_len = np.diff(np.append(run_start, n))
+        gmap = self.gmap
+        rpid = pid[run_start]
+        rgop = np.array(
+            [gmap.get(key, -1) for key in zip(rpid.tolist(), p_idx[run_start].tolist())], dtype=np.int64
         )
-        gmap = self.red._graph_map()
-        frame = frame.join(gmap, on=["pid", "p_idx"], how="left")
-        frame = frame.with_columns(
-            pl.when(pl.col("__gop").is_null()).then(pl.col("p_idx")).otherwise(None).alias("__pend")
-        )
-        hist = frame.group_by(["pid", "__gop", "__k", "__pend", "dur"]).agg(
-            pl.len().cast(pl.Int64).alias("n"), pl.col("__row").first()
-        )
-        # the name is the same for every event of one (pid, graph, k): read it once per spec
-        specs = hist.group_by(["pid", "__gop", "__k", "__pend"]).agg(pl.col("__row").first())
-        names = []
-        chunk = ops.chunk
-        lo, hi = ops.name_lo, ops.name_hi
-        for pid, gop, kk, pend, row in specs.iter_rows():
-            key = (pid, gop, kk, pend)
+        known = rgop >= 0
+        if not known.all():  # graph call not seen (yet): the op reducer resolves these at the end
+            rows = np.repeat(~known, run_len)
+            self._add_pending({c: v[rows] for c, v in o.items()}, ops.chunk)
+            keep = np.repeat(known, run_len)
+            o = {c: v[keep] for c, v in o.items()}
+            rpid, rgop, run_len = rpid[known], rgop[known], run_len[known]
+            if not len(rgop):
+                self._add_times(o)
+                return
+        # a dense code per (pid, graph, k), then a histogram over (code, dur)
+        upid, pid_c = np.unique(rpid, return_inverse=True)
+        ugop, gop_c = np.unique(rgop, return_inverse=True)
+        k = o["k"]
+        kn = int(k.max()) + 1
+        spec = np.repeat(pid_c * len(ugop) + gop_c, run_len) * kn + k
+        n_spec = len(upid) * len(ugop) * kn
+        dur = o["dur"]
+        d_small = max(1, min(int(dur.max()) + 1, (1 << 22) // max(n_spec, 1)))
+        small = dur < d_small
+        codes, durs, counts = [], [], []
+        if small.all():
+            cnt = np.bincount(spec * d_small + dur, minlength=0)
+        else:
+            cnt = np.bincount(spec[small] * d_small + dur[small], minlength=0)
+            big = ~small
+            ukey, ucnt = np.unique(np.stack([spec[big], dur[big]], axis=1), axis=0, return_counts=True)
+            codes.append(ukey[:, 0])
+            durs.append(ukey[:, 1])
+            counts.append(ucnt)
+        nz = np.flatnonzero(cnt)
+        codes.insert(0, nz // d_small)
+        durs.insert(0, nz % d_small)
+        counts.insert(0, cnt[nz])
+        code = np.concatenate(codes)
+        # names: one per spec, read from its first line the first time it is seen
+        uspec = np.unique(code)
+        kk = uspec % kn
+        gg = (uspec // kn) % len(ugop)
+        pp = (uspec // kn) // len(ugop)
+        names = {}
+        lo, hi, chunk = o["name_lo"], o["name_hi"], ops.chunk
+        for sc, pv, gv, kv in zip(uspec.tolist(), upid[pp].tolist(), ugop[gg].tolist(), kk.tolist()):
+            key = (pv, gv, kv)
             name = self.names.get(key)
             if name is None:
-                name = orjson.loads(chunk[int(lo[row]) : int(hi[row])])
-                if gop is not None:  # pending keys are one graph call's: not worth keeping
-                    self.names[key] = name
-            names.append(name)
-        specs = specs.drop("__row").with_columns(pl.Series("name", names, dtype=pl.String))
-        hist = hist.drop("__row").join(specs, on=["pid", "__gop", "__k", "__pend"], how="left", nulls_equal=True)
-        hist = hist.select(
-            "pid", "name", pl.lit("dynamo", dtype=pl.String).alias("cat"), "dur", "__gop", "__k", "__pend", "n"
-        )
+                row = int(np.argmax(spec == sc))
+                name = self.names[key] = orjson.loads(chunk[int(lo[row]) : int(hi[row])])
+            names[sc] = name
+        ci = np.searchsorted(uspec, code)
+        hist = pl.DataFrame(
+            {
+                "pid": upid[pp][ci],
+                "name": pl.Series([names[sc] for sc in uspec.tolist()], dtype=pl.String).gather(ci),
+                "cat": pl.Series(["dynamo"], dtype=pl.String).gather(np.zeros(len(code), dtype=np.int64)),
+                "dur": np.concatenate(durs).astype(np.int64),
+                "__gop": ugop[gg][ci],
+                "__k": kk[ci].astype(np.int64),
+                "__pend": pl.Series([None] * len(code), dtype=pl.Int64),
+                "n": np.concatenate(counts).astype(np.int64),
+            }
+        ).with_columns(pl.col("__gop").cast(pl.String))
         self.red.hists.append(hist)
-        self.red.times.append(pl.DataFrame({"pid": ops.pid, "tid": ops.tid, "ts": ops.ts, "dur": ops.dur}))
+        self._add_times(o)
+
+    def _add_times(self, o: dict) -> None:
+        if len(o["pid"]):
+            self.red.times.append(pl.DataFrame({"pid": o["pid"], "tid": o["tid"], "ts": o["ts"], "dur": o["dur"]}))
+
+    def _add_pending(self, o: dict, chunk: bytes) -> None:
+        """Ops whose graph call is unknown: keyed by their parent (__pend) and k."""
+        frame = pl.DataFrame({"pid": o["pid"], "__pend": o["p_idx"], "__k": o["k"], "dur": o["dur"], "__row": np.arange(len(o["pid"]))})
+        keys = ["pid", "__pend", "__k"]
+        hist = frame.group_by([*keys, "dur"]).agg(pl.len().cast(pl.Int64).alias("n"), pl.col("__row").first())
+        specs = hist.group_by(keys).agg(pl.col("__row").first())
+        lo, hi = o["name_lo"], o["name_hi"]
+        names = [orjson.loads(chunk[int(lo[r]) : int(hi[r])]) for r in specs.get_column("__row").to_list()]
+        specs = specs.drop("__row").with_columns(pl.Series("name", names, dtype=pl.String))
+        hist = hist.drop("__row").join(specs, on=keys, how="left")
+        self.red.hists.append(
+            hist.select(
+                "pid", "name", pl.lit("dynamo", dtype=pl.String).alias("cat"), "dur",
+                pl.lit(None, dtype=pl.String).alias("__gop"), "__k", pl.col("__pend").cast(pl.Int64), "n",
+            )  # fmt: skip
+        )
+        self._add_times(o)
+
+
+# other lines are handed to the general reader in batches of about this many bytes
+_REST_BATCH = 8 << 20
 
 
 def read_fast(path: str | os.PathLike, columns: list[str], reducer):
@@ -244,20 +380,41 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
     mode = state.mode = _reader._sniff(first, name)
     if mode == "document":
         return None
+    del data
     fast = _FastReducer(reducer)
     template = None
     attempts = 0
+    rest: list[bytes] = []
+    rest_size = 0
+
+    def flush():
+        nonlocal template, attempts, rest, rest_size
+        text = b"".join(rest)
+        rest, rest_size = [], 0
+        if not text.strip():
+            return
+        if (template is None or state.misfit > 0.25) and attempts < 8:
+            attempts += 1
+            template = _reader._Template.learn(text) or template
+        state.parse_chunk(text, template)
+
     for chunk in _reader._chain([first], chunks):
         ops = _Ops(chunk)
-        rest = ops.rest
-        if rest.strip():
-            if (template is None or state.misfit > 0.25) and attempts < 8:
-                attempts += 1
-                template = _reader._Template.learn(rest) or template
-            state.parse_chunk(rest, template)
-        fast.add(ops)  # after the chunk's graph calls were seen
+        if ops.rest:
+            if not ops.rest.endswith(b"\n"):  # a last line without newline: keep the general reader's view
+                flush()
+                rest.append(ops.rest)
+                flush()
+            else:
+                rest.append(ops.rest)
+                rest_size += len(ops.rest)
+        fast.add(ops)
         del ops
+        if rest_size >= _REST_BATCH:
+            flush()
+    flush()
     state.seen_objects += fast.count
+    state.fast_ops = fast.count
     state.reduced += fast.count
     state.check_is_trace()
     frame = state.finish(columns)
