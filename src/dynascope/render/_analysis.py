@@ -68,15 +68,14 @@ def summarize_paths(
         except ImportError as exc:
             raise DynascopeError(f"--scheduler/--workers need Dask: pip install 'dynascope[dask]' ({exc})") from None
         return _fill_meta(summary, paths, None)
-    read = _find("read_trace_with_info", ("dynascope.analyze.reader",))
-    summarize = _find("summarize", ("dynascope.analyze.summarize",))
-    if read is None or summarize is None:
-        raise DynascopeError("trace analysis (dynascope.analyze reader/summarize) is not available in this install; reinstall dynascope")
+    summarize_files = _find("summarize_files", ("dynascope.analyze.summarize",))
+    if summarize_files is None:
+        raise DynascopeError("trace analysis (dynascope.analyze summarize_files) is not available in this install; reinstall dynascope")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the reader's warnings come back in `info` and are shown once
-        frame, info = read([str(p) for p in paths])
-    summary = summarize(frame, top=top)
-    return _fill_meta(summary, paths, info)
+        warnings.simplefilter("ignore")  # the reader's warnings come back in summary.meta and are shown once
+        # one partial per file, merged: the same summary as summarize(read_trace(...)), a fraction of the memory
+        summary = summarize_files([str(p) for p in paths], top=top)
+    return _fill_meta(summary, paths, None)
 
 
 def _fill_meta(summary: Any, paths: list, info: Any) -> Any:
