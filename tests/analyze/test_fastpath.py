@@ -197,6 +197,7 @@ def test_fast_path_takes_the_op_lines(tmp_path, monkeypatch):
     expect = sum(1 for ln in text.splitlines() if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
     _, _, state = fastpath.read_fast(paths[0], S.SUMMARY_COLUMNS, S._OpReducer())
     assert state.fast_ops == expect > 300
+    assert state.fast_graphs == sum(1 for ln in text.splitlines() if '"cat":"dynamo.graph",' in ln) > 50
 
 
 def test_graph_call_cut_from_its_ops(tmp_path, monkeypatch):
@@ -295,3 +296,21 @@ def test_inline_args_layout(tmp_path, tiny):
     p = tmp_path / "t-5.pfw"
     p.write_text("[\n" + "\n".join(lines) + "\n")
     assert_same(_fast([p]), _general([p]))
+
+
+def test_odd_lines_in_the_middle(tmp_path, tiny):
+    """Two lines run together by a torn write, names with a colon or an escaped quote: same numbers."""
+    lines = our_trace(79, 5, steps=20)
+    ops = [i for i, ln in enumerate(lines) if '"cat":"dynamo",' in ln]
+    i = ops[len(ops) // 2]
+    lines[i] = lines[i][: len(lines[i]) // 2] + lines[i + 1]
+    del lines[i + 1]
+    lines = [ln.replace('"name":"function.relu.default"', '"name":"odd:\\"q\\".relu"') for ln in lines]
+    lines = [ln.replace('"name":"function.t.default"', '"name":"x\\u00e9.t"') for ln in lines]
+    p = tmp_path / "t-79.pfw"
+    p.write_text("[\n" + "\n".join(lines) + "\n")
+    fast, general = _fast([p]), _general([p])
+    assert_same(fast, general)
+    assert fast.meta["dropped_lines"] == 1
+    names = fast.by_op.get_column("name").to_list()
+    assert 'odd:"q".relu' in names and "x\u00e9.t" in names

@@ -109,60 +109,73 @@ def _ints(w: np.ndarray, lo: np.ndarray, hi: np.ndarray, wide: bool = True) -> t
     return vals, ok
 
 
+def _ints_signed(a: np.ndarray, w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    neg = a[lo] == 45  # '-'
+    vals, ok = _ints(w, lo + neg, hi)
+    return np.where(neg, -vals, vals), ok
+
+
+def _ints_same(w: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_ints for a field that is usually the same on every line (pid, tid): compared, parsed once."""
+    length = hi - lo
+    if len(lo):
+        word = w[hi - 8]
+        l0 = int(length[0])
+        if 1 <= l0 <= 8 and (length == l0).all() and (word == word[0]).all():
+            v, ok = _swar8(word[:1], length[:1])
+            if ok[0]:
+                return np.full(len(lo), v[0], dtype=np.int64), np.ones(len(lo), dtype=bool)
+    return _ints(w, lo, hi)
+
+
 def _scan(buf, lo: int, hi: int):
-    """Op and graph-call lines of buf[lo:hi] (whole lines). Returns (ops, graphs, fast) where ops is a
-    dict of arrays (positions global in buf), graphs (pid, id, op) arrays, and `fast` marks the op lines
-    by line; or None when too few lines fit."""
+    """Op lines of buf[lo:hi] (whole lines): (ops, graph candidates, fast, starts, nl) with positions
+    global in buf. ops: dict of arrays, or None when too few lines fit (then no line is marked fast);
+    graph candidates: (line numbers, colons counted from the line end) of lines whose end has the shape
+    of a graph call's."""
     mv = memoryview(buf)[lo:hi]
     a = np.frombuffer(mv, dtype=np.uint8)
-    nl = np.flatnonzero(a == 10)
-    if not len(nl):
-        return None
+    idx = np.flatnonzero((a == 58) | (a == 10))  # colons and newlines, one pass
+    q = np.flatnonzero(a[idx] == 10)  # where the newlines are in idx
+    nl = idx[q]
     starts = np.empty_like(nl)
-    starts[0] = 0
+    starts[:1] = 0
     starts[1:] = nl[:-1] + 1
-    c = np.flatnonzero(a == 58)
-    jall = np.searchsorted(c, nl)
-    ncol = jall.copy()
-    ncol[1:] -= jall[:-1]  # colons per line
-    cand = np.flatnonzero((ncol >= 12) & (nl - starts >= 100) & (a[nl - 1] == 125))  # '}'
+    fast = np.zeros(len(nl), dtype=bool)
+    none = (None, None, fast, starts + lo, nl + lo)
+    if len(nl) < _MIN_LINES:
+        return none
+    ncol = q.copy()
+    ncol[1:] -= q[:-1] + 1  # colons per line
+    # every colon of a line is accounted for: 12 in an op line, 14 in a graph call's (names with a colon,
+    # or two lines run together by a torn write, go to the general reader)
+    cand = np.flatnonzero(((ncol == 12) | (ncol == 14)) & (nl - starts >= 100) & (a[nl - 1] == 125))  # '}'
     if len(cand) < _MIN_SHARE * len(nl):
-        return None
-    j = jall[cand]
+        return none
+    j = q[cand]
     s = starts[cand]
     e = nl[cand]
     w = _words(mv)
-    c1, c2, c3, c4, c5, c6 = (c[j - i] for i in range(1, 7))
+    c1, c2, c3, c4, c5, c6 = (idx[j - i] for i in range(1, 7))
     ok = _match_end(w, s + 7, _P_NAME)
     ok &= _match_end(w, c1, _P_DUR)
     ok &= _match_end(w, c2, _P_TS)
     ok &= _match_end(w, c3, _P_ID)
     ok &= _match_end(w, c4, _P_PIDX)
     ok &= _match_end(w, c5, _P_LEVEL)
-    is_op = ok & _match_end(w, c6, _P_OP_ARGS)
-    # graph calls (a few percent of lines): their id -> op, for their ops' attribution
-    gi = np.flatnonzero(ok & ~is_op)
+    is_op = ok & (ncol[cand] == 12) & _match_end(w, c6, _P_OP_ARGS)
+    gi = np.flatnonzero(ok & ~is_op & (ncol[cand] == 14))
     graphs = None
     if len(gi):
         gj = j[gi]
-        g6, g5, g3, g2 = c6[gi], c5[gi], c3[gi], c2[gi]
-        g7, g8, g11, g12 = (c[np.maximum(gj - i, 0)] for i in (7, 8, 11, 12))
-        gok = (gj - np.searchsorted(c, s[gi]) >= 14) & _match_end(w, g6, _P_G_OP)
-        gok &= _match_end(w, g7, _P_G_GRAD) & (g7 == g8 + 34) & (g6 - 5 == g7 + 2)
-        gok &= _match_end(w, g8, _P_G_ARGS) & _match_end(w, g11, _P_TID) & _match_end(w, g12, _P_G_CAT)
-        gsel = np.flatnonzero(gok)
-        if len(gsel):
-            gpid, k1 = _ints(w, g12[gsel] + 1, g11[gsel] - 6)
-            gid, k2 = _ints(w, g3[gsel] + 1, g2[gsel] - 5)
-            gop, k3 = _ints(w, g6[gsel] + 1, g5[gsel] - 8)
-            k = k1 & k2 & k3
-            graphs = (gpid[k], gid[k], gop[k])
+        cols = np.stack([e[gi]] + [idx[gj - i] for i in range(1, 13)] + [s[gi]], axis=1) + lo
+        graphs = (cand[gi], cols)
     sel = np.flatnonzero(is_op)
     if len(sel) < _MIN_SHARE * len(nl):
-        return None
+        return none
     cand, s, e, j = cand[sel], s[sel], e[sel], j[sel]
     c1, c2, c3, c4, c5, c6 = c1[sel], c2[sel], c3[sel], c4[sel], c5[sel], c6[sel]
-    c9, c10 = c[j - 9], c[j - 10]
+    c9, c10 = idx[j - 9], idx[j - 10]
     ok = (c10 - 22 > s + 8) & (c5 - 8 == c6 + 2)  # grad_enabled: one digit
     ok &= _match_end(w, c10, _P_OP_CAT)
     ok &= _match_end(w, c9, _P_TID)
@@ -170,8 +183,8 @@ def _scan(buf, lo: int, hi: int):
     ok &= (g == 48) | (g == 49)
     level_len = c4 - 8 - c5 - 1
     ok &= (level_len >= 1) & (level_len <= 4)
-    pid, k1 = _ints(w, c10 + 1, c9 - 6)
-    tid, k2 = _ints(w, c9 + 1, c6 - 32)
+    pid, k1 = _ints_same(w, c10 + 1, c9 - 6)
+    tid, k2 = _ints_same(w, c9 + 1, c6 - 32)
     # a negative p_idx (an op at top level, no graph call) fails here: the general reader takes it
     p_idx, k4 = _ints(w, c4 + 1, c3 - 6)
     ident, k5 = _ints(w, c3 + 1, c2 - 5)
@@ -180,18 +193,52 @@ def _scan(buf, lo: int, hi: int):
     good = ok & k1 & k2 & k4 & k5 & k6 & k7 & (ident > p_idx)
     sel = np.flatnonzero(good)
     if len(sel) < _MIN_SHARE * len(nl):
-        return None
+        return none
     ops = {
         "pid": pid[sel], "tid": tid[sel], "p_idx": p_idx[sel], "k": ident[sel] - p_idx[sel] - 1,
         "ts": ts[sel], "dur": dur[sel], "name_lo": s[sel] + (lo + 8), "name_hi": c10[sel] + (lo - 21),
     }  # fmt: skip
-    fast = np.zeros(len(nl), dtype=bool)
     fast[cand[sel]] = True
     return ops, graphs, fast, starts + lo, nl + lo
 
 
+def _graph_lines(buf: bytes, cols: np.ndarray):
+    """Validate and parse graph-call lines from their colons (see _scan): (the rows that fit, columns)."""
+    a = np.frombuffer(buf, dtype=np.uint8)
+    w = _words(buf)
+    e = cols[:, 0]
+    c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = (cols[:, i] for i in range(1, 13))
+    s = cols[:, 13]
+    ok = _match_end(w, c6, _P_G_OP) & (c12 - 28 > s + 8) & _match_end(w, s + 7, _P_NAME)
+    ok &= _match_end(w, c7, _P_G_GRAD) & (c7 == c8 + 34) & (c6 - 5 == c7 + 2)
+    ok &= _match_end(w, c8, _P_G_ARGS) & _match_end(w, c11, _P_TID) & _match_end(w, c12, _P_G_CAT)
+    g = a[c7 + 1]
+    ok &= (g == 48) | (g == 49)
+    pid, k1 = _ints(w, c12 + 1, c11 - 6)
+    tid, k2 = _ints(w, c11 + 1, c8 - 25)
+    op, k3 = _ints(w, c6 + 1, c5 - 8)
+    level, k4 = _ints(w, c5 + 1, c4 - 8)
+    p_idx, k5 = _ints_signed(a, w, c4 + 1, c3 - 6)
+    ident, k6 = _ints(w, c3 + 1, c2 - 5)
+    ts, k7 = _ints(w, c2 + 1, c1 - 6)
+    dur, k8 = _ints(w, c1 + 1, e - 1)
+    # the host hash: 16 characters between quotes, the same on every line of a file
+    h1, h2 = w[c8 + 2], w[c8 + 10]
+    ok &= (a[c8 + 1] == 34) & k1 & k2 & k3 & k4 & k5 & k6 & k7 & k8
+    sel = np.flatnonzero(ok)
+    if len(sel) and not ((h1[sel] == h1[sel[0]]).all() and (h2[sel] == h2[sel[0]]).all()):
+        sel = sel[:0]  # several hosts in one file: leave them to the general reader
+    hhash = bytes(buf[int(c8[sel[0]]) + 2 : int(c8[sel[0]]) + 18]).decode("utf-8", "replace") if len(sel) else ""
+    out = {
+        "pid": pid[sel], "tid": tid[sel], "id": ident[sel], "ts": ts[sel], "dur": dur[sel], "p_idx": p_idx[sel],
+        "level": level[sel], "grad_enabled": (g[sel] - 48).astype(np.int64), "op": op[sel],
+        "name_lo": s[sel] + 8, "name_hi": c12[sel] - 27, "hhash": hhash,
+    }  # fmt: skip
+    return sel, out
+
+
 class _Ops:
-    """Op lines of one chunk, found and parsed block by block; `rest` is every other line."""
+    """Op and graph-call lines of one chunk, found and parsed block by block; `rest` is every other line."""
 
     def __init__(self, chunk: bytes):
         self.n = 0
@@ -201,31 +248,36 @@ class _Ops:
         if len(chunk) < _MIN_BYTES or chunk.count(b"\n", 0, 1 << 16) * (len(chunk) >> 16 or 1) < _MIN_LINES:
             return
         end = chunk.rfind(b"\n") + 1
-        parts: list = []
         ops_list: list = []
-        graphs: list = []
+        gcands: list = []
+        fasts, starts, nls = [], [], []
+        lines = 0
         pos = 0
         while pos < end:
             stop = chunk.find(b"\n", min(pos + _BLOCK, end - 1)) + 1 or end
-            res = _scan(chunk, pos, stop)
-            if res is None:
-                parts.append(chunk[pos:stop])
-            else:
-                ops, g, fast, starts, nl = res
+            ops, g, fast, st, nl = _scan(chunk, pos, stop)
+            if ops is not None:
                 ops_list.append(ops)
                 if g is not None:
-                    graphs.append(g)
-                parts.append(_other_lines(chunk, starts, nl, fast))
+                    gcands.append((g[0] + lines, g[1]))
+            fasts.append(fast)
+            starts.append(st)
+            nls.append(nl)
+            lines += len(nl)
             pos = stop
-        if end < len(chunk):
-            parts.append(chunk[end:])
         if not ops_list:
             return
+        fast = np.concatenate(fasts)
+        if gcands:
+            rows = np.concatenate([g[0] for g in gcands])
+            sel, self.graphs = _graph_lines(chunk, np.concatenate([g[1] for g in gcands]))
+            fast[rows[sel]] = True
+        parts = [_other_lines(chunk, np.concatenate(starts), np.concatenate(nls), fast)]
+        if end < len(chunk):
+            parts.append(chunk[end:])
         self.rest = b"".join(parts)
         self.ops = {k: np.concatenate([o[k] for o in ops_list]) for k in ops_list[0]}
         self.n = len(self.ops["pid"])
-        if graphs:
-            self.graphs = tuple(np.concatenate([g[i] for g in graphs]) for i in range(3))
 
 
 def _other_lines(chunk: bytes, starts: np.ndarray, nl: np.ndarray, fast: np.ndarray) -> bytes:
@@ -238,21 +290,36 @@ def _other_lines(chunk: bytes, starts: np.ndarray, nl: np.ndarray, fast: np.ndar
     return b"".join(parts)
 
 
+class Fallback(Exception):
+    """A line the fast path took is not what it seemed: read the file with the general reader."""
+
+
+def _name(buf: bytes, lo, hi) -> str:
+    try:
+        name = orjson.loads(buf[int(lo) : int(hi)])
+    except orjson.JSONDecodeError:
+        raise Fallback from None
+    if not isinstance(name, str):
+        raise Fallback
+    return name
+
+
 class _FastReducer:
     """Feeds the op reducer of the summaries (`summarize._OpReducer`) with pre-aggregated fast ops, in
     the shape its own per-chunk histograms have: pid, name, cat, dur, __gop, __k, __pend, n."""
 
-    def __init__(self, red):
+    def __init__(self, red, state):
         self.red = red
+        self.state = state
+        self.gnames: dict[tuple[int, int], str] = {}
+        self.graph_count = 0
         self.names: dict[tuple, str] = {}
         self.count = 0
         self.gmap: dict[tuple[int, int], int] = {}  # (pid, graph call id) -> its `op`
 
     def add(self, ops: _Ops) -> None:
         if ops.graphs is not None:
-            gpid, gid, gop = ops.graphs
-            for key, value in zip(zip(gpid.tolist(), gid.tolist()), gop.tolist()):
-                self.gmap.setdefault(key, value)
+            self._add_graphs(ops.graphs, ops.chunk)
         if not ops.n:
             return
         o = ops.ops
@@ -315,7 +382,7 @@ class _FastReducer:
             name = self.names.get(key)
             if name is None:
                 row = int(np.argmax(spec == sc))
-                name = self.names[key] = orjson.loads(chunk[int(lo[row]) : int(hi[row])])
+                name = self.names[key] = _name(chunk, lo[row], hi[row])
             names[sc] = name
         ci = np.searchsorted(uspec, code)
         hist = pl.DataFrame(
@@ -333,6 +400,33 @@ class _FastReducer:
         self.red.hists.append(hist)
         self._add_times(o)
 
+    def _add_graphs(self, g: dict, chunk: bytes) -> None:
+        """Graph-call lines: their id -> op for their ops, and their rows for the summaries."""
+        n = len(g["pid"])
+        if not n:
+            return
+        pid, gid, op = g["pid"].tolist(), g["id"].tolist(), g["op"].tolist()
+        for key, value in zip(zip(pid, gid), op):
+            self.gmap.setdefault(key, value)
+        names = []
+        lo, hi = g["name_lo"], g["name_hi"]
+        for i, key in enumerate(zip(pid, op)):
+            name = self.gnames.get(key)
+            if name is None:
+                name = self.gnames[key] = _name(chunk, lo[i], hi[i])
+            names.append(name)
+        frame = pl.DataFrame(
+            {
+                "name": pl.Series(names, dtype=pl.String),
+                "cat": pl.Series(["dynamo.graph"], dtype=pl.String).gather(np.zeros(n, dtype=np.int64)),
+                "pid": g["pid"], "tid": g["tid"], "id": g["id"], "ts": g["ts"], "dur": g["dur"], "p_idx": g["p_idx"],
+                "level": g["level"], "grad_enabled": g["grad_enabled"], "op": g["op"],
+                "hhash": pl.Series([g["hhash"]], dtype=pl.String).gather(np.zeros(n, dtype=np.int64)),
+            }  # fmt: skip
+        )
+        self.graph_count += n
+        self.state._add_frame(frame)
+
     def _add_times(self, o: dict) -> None:
         if len(o["pid"]):
             self.red.times.append(pl.DataFrame({"pid": o["pid"], "tid": o["tid"], "ts": o["ts"], "dur": o["dur"]}))
@@ -344,7 +438,7 @@ class _FastReducer:
         hist = frame.group_by([*keys, "dur"]).agg(pl.len().cast(pl.Int64).alias("n"), pl.col("__row").first())
         specs = hist.group_by(keys).agg(pl.col("__row").first())
         lo, hi = o["name_lo"], o["name_hi"]
-        names = [orjson.loads(chunk[int(lo[r]) : int(hi[r])]) for r in specs.get_column("__row").to_list()]
+        names = [_name(chunk, lo[r], hi[r]) for r in specs.get_column("__row").to_list()]
         specs = specs.drop("__row").with_columns(pl.Series("name", names, dtype=pl.String))
         hist = hist.drop("__row").join(specs, on=keys, how="left")
         self.red.hists.append(
@@ -381,7 +475,7 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
     if mode == "document":
         return None
     del data
-    fast = _FastReducer(reducer)
+    fast = _FastReducer(reducer, state)
     template = None
     attempts = 0
     rest: list[bytes] = []
@@ -413,8 +507,8 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
         if rest_size >= _REST_BATCH:
             flush()
     flush()
-    state.seen_objects += fast.count
-    state.fast_ops = fast.count
+    state.seen_objects += fast.count + fast.graph_count
+    state.fast_ops, state.fast_graphs = fast.count, fast.graph_count
     state.reduced += fast.count
     state.check_is_trace()
     frame = state.finish(columns)
@@ -426,7 +520,10 @@ def file_partial_fast(path: str | os.PathLike):
     from .summarize import SUMMARY_COLUMNS, _OpReducer, _core, _ensure, _file_partial_general
 
     red = _OpReducer()
-    res = read_fast(path, SUMMARY_COLUMNS, red)
+    try:
+        res = read_fast(path, SUMMARY_COLUMNS, red)
+    except Fallback:
+        res = None
     if res is None:
         return _file_partial_general(path)
     others, info, state = res
