@@ -239,7 +239,7 @@ def test_synchronize_before_every_reading_when_asked():
     assert len(calls) == 2 * (seen["ops"] + 1)  # start reading plus one per op, per call
 
 
-def test_cuda_sync_leaves_cpu_graphs_alone():
+def test_cuda_sync_leaves_cpu_graphs_alone(tmp_path):
     seen = {}
 
     def spy(gm, example_inputs):
@@ -247,5 +247,18 @@ def test_cuda_sync_leaves_cpu_graphs_alone():
         seen["code"] = gm.code
         return compiled
 
-    torch.compile(Block(), backend=spy)(torch.randn(4, 8))
+    with dynascope.session(str(tmp_path / "t.pfw.gz")):
+        torch.compile(Block(), backend=spy)(torch.randn(4, 8))
     assert "_dsc_r(_dsc_c())" in seen["code"] and "_dsc_sync" not in seen["code"]
+
+
+def test_an_explicit_session_replaces_the_default_one(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = torch.compile(Block(), backend=dynascope.backend(autograd=False))
+    model(torch.randn(4, 8))  # no session: a default one starts
+    default = dynascope.current_session()
+    assert default is not None and default.implicit
+    with dynascope.session(str(tmp_path / "mine.pfw.gz")) as mine:
+        model(torch.randn(4, 8))
+    assert default.closed and check(load(default.path))  # complete, not lost
+    assert op_events(check(load(mine.path)))

@@ -16,7 +16,7 @@ from dynascope.errors import DynascopeError
 from dynascope.explain.decompiler import DecompileError, decompile, decompile_or_dis, probe
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-PYENV = Path(os.environ.get("PYENV_ROOT", "/root/.pyenv")) / "versions"
+PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 
 
 @pytest.mark.parametrize("sample", probe.SAMPLES, ids=lambda s: s.func.__name__)

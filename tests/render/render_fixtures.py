@@ -201,7 +201,7 @@ def build_trace(
     b.meta("HH", {"name": b.host, "value": b.hhash})
     b.meta("thread_name", {"name": "MainThread", "value": "thread_name"})
     b.meta("process_name", {"name": f"python {file_name}" + (f" [rank {rank}]" if rank >= 0 else "")})
-    b.meta("FH", {"name": f"/work/{file_name}", "value": "00000000000000f1"})
+    b.meta("FH", {"name": f"/home/user/{file_name}", "value": "00000000000000f1"})
     b.event("start", "dftracer", T0, 0, ppid=1, rank=rank, world_size=1 if rank < 0 else 2, host=b.host)
     common = {"compile_id": "0/0", "graph": "__compiled_fn_1", "backend": "aot_eager", "file": file_name}
     b.oh("gf", kind="graph", phase="forward", n_ops=3, layer="", module_type="", **common)
@@ -240,7 +240,7 @@ def build_trace(
     return b
 
 
-def make_explanation(script: str = "/work/train.py") -> dict:
+def make_explanation(script: str = "/home/user/train.py") -> dict:
     """An explanation.json as docs/explain-format.md describes it, with HTML in names and source."""
     guard = {
         "kind": "TENSOR_MATCH",

@@ -32,8 +32,8 @@ class dftracer:
         session = None
         if enabled():
             active = _session.current_session()
-            if active is not None and not active.closed:
-                session = active
+            if active is not None and not active.closed and not active.implicit:
+                session = active  # pydftracer's logger is a process-wide singleton
             else:
                 session = _session.TraceSession(logfile, config=TraceConfig.from_env(), data_dir=data_dir,
                                                 extension_decides=False).open()  # fmt: skip

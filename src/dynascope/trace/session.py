@@ -86,6 +86,7 @@ class TraceSession:
         self.compression = compression
         self.pid = os.getpid()
         self.closed = False
+        self.implicit = False  # started by ensure_session(); an explicit session replaces it
         self._writer: TraceWriter | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -93,6 +94,8 @@ class TraceSession:
     def open(self) -> "TraceSession":
         global _active
         with _active_lock:
+            if _active is not None and _active is not self and _active.implicit:
+                _active.finalize()  # the default session yields to the one the user asked for
             if _active is not None and _active is not self:
                 raise SessionError(
                     f"a trace session is already writing {_active.path}; finalize it before starting another"
@@ -254,7 +257,9 @@ def ensure_session() -> TraceSession:
     with _active_lock:
         if _active is not None:
             return _active
-        started = TraceSession(None, extension_decides=False).open()
+        started = TraceSession(None, extension_decides=False)
+        started.implicit = True
+        started.open()
         print(
             f"dynascope: no trace session was started, so tracing into {started.path} "
             "(start one with dynascope.session(path) or dftracer.initialize_log(...) to choose the file)",
