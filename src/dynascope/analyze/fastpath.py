@@ -313,6 +313,7 @@ class _FastReducer:
         self.state = state
         self.gnames: dict[tuple[int, int], str] = {}
         self.graph_count = 0
+        self.gpending: list[pl.DataFrame] = []
         self.names: dict[tuple, str] = {}
         self.count = 0
         self.gmap: dict[tuple[int, int], int] = {}  # (pid, graph call id) -> its `op`
@@ -353,7 +354,8 @@ class _FastReducer:
         spec = np.repeat(pid_c * len(ugop) + gop_c, run_len) * kn + k
         n_spec = len(upid) * len(ugop) * kn
         dur = o["dur"]
-        d_small = max(1, min(int(dur.max()) + 1, (1 << 22) // max(n_spec, 1)))
+        # a dense histogram of a few times the ops at most; longer durations are counted by np.unique
+        d_small = max(1, min(int(dur.max()) + 1, max(1 << 16, 4 * len(dur)) // max(n_spec, 1)))
         small = dur < d_small
         codes, durs, counts = [], [], []
         if small.all():
@@ -425,7 +427,16 @@ class _FastReducer:
             }  # fmt: skip
         )
         self.graph_count += n
-        self.state._add_frame(frame)
+        self.gpending.append(frame)
+        if sum(f.height for f in self.gpending) >= 200_000:
+            self.flush_graphs()
+
+    def flush_graphs(self) -> None:
+        """Graph-call rows go to the reader's frames in batches (each costs a few polars passes)."""
+        if self.gpending:
+            frame = pl.concat(self.gpending) if len(self.gpending) > 1 else self.gpending[0]
+            self.gpending = []
+            self.state._add_frame(frame)
 
     def _add_times(self, o: dict) -> None:
         if len(o["pid"]):
@@ -507,6 +518,7 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
         if rest_size >= _REST_BATCH:
             flush()
     flush()
+    fast.flush_graphs()
     state.seen_objects += fast.count + fast.graph_count
     state.fast_ops, state.fast_graphs = fast.count, fast.graph_count
     state.reduced += fast.count
