@@ -14,6 +14,8 @@ import sys
 import types
 from typing import Any
 
+from .._lazy import lazy_exports
+
 _EXPORTS = {
     "explain": "dynascope.explain.api",
     "why_recompile": "dynascope.explain.api",
@@ -25,18 +27,13 @@ _EXPORTS = {
     "start_observing": "dynascope.explain.observer",
     "stop_observing": "dynascope.explain.observer",
     "Observer": "dynascope.explain.observer",
+    "decompile": "dynascope.explain.decompiler",
 }
 
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        if name == "decompile":
-            return importlib.import_module("dynascope.explain.decompiler").decompile
-        raise AttributeError(f"module 'dynascope.explain' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 class _CallablePackage(types.ModuleType):
