@@ -169,7 +169,7 @@ def _layer_chart(summary: Any, limit: int = 15) -> dict | None:
             if v > 0
         ]
         label = r.get("layer")
-        label = "(no layer)" if label in (None, "") else str(label)
+        label = "(none)" if label in (None, "") else str(label)
         mtype = r.get("module_type")
         bars.append({"label": label, "module": "" if mtype in (None, "") else str(mtype), "value": fmt_us(total), "segments": segs})
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
