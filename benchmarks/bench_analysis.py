@@ -10,7 +10,8 @@ each measured variant in a fresh child process and reports its wall time, events
 child's high-water mark from wait4, the honest number):
 
 - `json.loads` baseline: gzip + `json.loads` line by line + per-op count/total in dicts;
-- `summarize_files`: dynascope's single-machine path (one partial per file, merged);
+- `summarize_files`: dynascope's single-machine path (one partial per file, merged; op and graph-call
+  lines through the byte-level fast path, analyze/fastpath.py);
 - `read_trace + summarize`: the whole frame in memory (the summary columns only), then summarise;
 - `dask (N workers)`: the same partials on a local Dask cluster.
 
