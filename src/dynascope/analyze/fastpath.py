@@ -5,12 +5,18 @@ Op events are the bulk of a trace and are all written by one template (trace/dec
     {"name":NAME,"cat":"dynamo","pid":P,"tid":T,"ph":"X","args":{"grad_enabled":G,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
 
 Their identity needs no JSON parsing: op k of a graph call has id = p_idx + 1 + k, and its attribution
-is the OH record with graph_op = the parent graph event's `op` and index = k. Per chunk of inflated text
-this module finds such lines with numpy (newlines, colons counted from each line's end, fixed byte
-windows compared as unaligned 64-bit words), parses their integers vectorised, and hands them to the
-summaries' op reducer already aggregated, in exactly the shape the general reader's rows would have
-given it. Every other line (metadata, graph calls, regions, compile events, anything of another layout)
-goes through the general reader unchanged, so the Partial is identical to `summarize._file_partial_general`.
+is the OH record with graph_op = the parent graph event's `op` and index = k. Per chunk of inflated text,
+1 MB block by block, this module finds such lines and the graph-call lines with numpy (newlines and
+colons in one pass; colons counted from each line's end, every colon of the line accounted for; fixed
+byte windows compared as unaligned 64-bit words), parses their integers vectorised (SWAR on 8-byte
+words), and hands them over already aggregated: op events as a histogram over (pid, graph op, k, dur) in
+exactly the shape the summaries' op reducer (`summarize._OpReducer`) builds from the general reader's
+rows, graph calls as rows. Every other line (metadata, regions, compile events, ops at top level, lines
+of any other layout) goes through the general reader unchanged, so the Partial is identical to
+`summarize._file_partial_general` (tests/analyze/test_fastpath.py).
+
+Assumes what the writer guarantees: within a file, every op of one (graph op, k) has the same name (the
+name is read once per spec), and a graph call's id is unique.
 """
 
 from __future__ import annotations
