@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+import dynascope.analyze._inflate as _inflate
 import dynascope.analyze.fastpath as fastpath
 import dynascope.analyze.reader as reader
 import dynascope.analyze.summarize as S
@@ -138,6 +139,7 @@ def _gz_members(text: bytes, per_member: int) -> bytes:
 def tiny(monkeypatch):
     """Chunks of a few KB, blocks of a few lines: cuts fall everywhere."""
     monkeypatch.setattr(reader, "_CHUNK", 3000)
+    monkeypatch.setattr(_inflate, "_MAX_OUT", 2500)
     monkeypatch.setattr(fastpath, "_BLOCK", 700)
     monkeypatch.setattr(fastpath, "_MIN_LINES", 1)
     monkeypatch.setattr(fastpath, "_MIN_BYTES", 64)
@@ -314,3 +316,21 @@ def test_odd_lines_in_the_middle(tmp_path, tiny):
     assert fast.meta["dropped_lines"] == 1
     names = fast.by_op.get_column("name").to_list()
     assert 'odd:"q".relu' in names and "x\u00e9.t" in names
+
+
+@pytest.mark.parametrize("torn", [False, True])
+def test_many_small_members(tmp_path, torn):
+    """A writer that flushes often: many small gzip members are read as large chunks (the fast path
+    takes them), and a torn last line in a whole member is reported as the general reader does."""
+    lines = our_trace(81, 6, steps=300)
+    text = ("[\n" + "\n".join(lines) + "\n").encode()
+    if torn:
+        text += lines[-5][:40].encode()
+    p = tmp_path / "t-81.pfw.gz"
+    p.write_bytes(_gz_members(text, 25))
+    _, _, state = fastpath.read_fast(p, S.SUMMARY_COLUMNS, S._OpReducer())
+    expect = sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
+    assert state.fast_ops == expect
+    fast, general = _fast([p]), _general([p])
+    assert_same(fast, general)
+    assert fast.meta["dropped_lines"] == int(torn)
