@@ -1,0 +1,66 @@
+"""Print the latest benchmark results (benchmarks/results/*.json) as the README's markdown tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def load(name: str) -> dict | None:
+    path = os.path.join(RESULTS, f"{name}.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+
+
+def capture_table(data: dict) -> str:
+    lines = [
+        "| case (baseline backend) | ops/call | baseline µs/call | hot path µs/op | end-to-end µs/op | disabled vs untraced | gzip B/op event |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in data["cases"]:
+        lines.append(
+            f"| {row['case']} ({row['baseline_backend']}) | {row['ops_per_call']} | {row['baseline_us_per_call']:.0f} "
+            f"| {row['hot_path_us_per_op']:.2f} | {row['end_to_end_us_per_op']:.2f} "
+            f"| {(row['disabled_ratio'] - 1) * 100:+.1f}% | {row['gz_bytes_per_op_event']:.1f} |"
+        )
+    writer = data["writer"]
+    lines.append("")
+    lines.append(f"Writer throughput (decode, format, gzip, write): {writer['events_per_s'] / 1e6:.2f} M events/s.")
+    anchors = []
+    if data.get("pydftracer"):
+        anchors.append(f"pydftracer {data['pydftracer']['us_per_op']:.1f} µs/op")
+    if data.get("torch_profiler"):
+        prof = data["torch_profiler"]
+        anchors.append(f"torch.profiler {prof['in_loop_us_per_op']:.2f} µs/op in the loop plus {prof['at_stop_us_per_op']:.2f} µs/op when it stops")
+    if anchors:
+        lines.append("Same model, same run: " + "; ".join(anchors) + ".")
+    return "\n".join(lines)
+
+
+def analysis_table(data: dict) -> str:
+    lines = [
+        f"{data['op_events'] / 1e6:.0f} million op events in {data['files']} files ({data['gzip_bytes'] / 1e6:.0f} MB gzip):",
+        "",
+        "| read + summarise | events/s | wall s | peak MB | vs baseline |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    baseline = next((r for r in data["rows"] if "baseline" in r["variant"]), None)
+    for row in data["rows"]:
+        ratio = f"{row['events_per_s'] / baseline['events_per_s']:.1f}×" if baseline else "–"
+        lines.append(f"| {row['variant']} | {row['events_per_s'] / 1e6:.2f} M | {row['seconds']:.1f} | {row['peak_mb']:.0f} | {ratio} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    capture, analysis = load("capture"), load("analysis")
+    if capture:
+        print(capture_table(capture), end="\n\n")
+    if analysis:
+        print(analysis_table(analysis))
+    return 0 if capture or analysis else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
