@@ -7,6 +7,8 @@ identical to `summarize(read_trace(files))`. Dask is imported only when this pat
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 
 from ..errors import ConfigError
@@ -36,6 +38,27 @@ def summarize_files_dask(
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be at least 1 (got {workers})")
     files = [os.fspath(p) for p in expand_paths(paths)]
+    with _quiet_distributed():
+        partials = _run(files, scheduler, workers, processes, Client, LocalCluster)
+    result = finish(merge(partials), top=top)
+    _emit_warnings(result.meta.get("warnings", []))
+    return result
+
+
+@contextlib.contextmanager
+def _quiet_distributed():
+    """distributed logs INFO to stderr, including harmless tracebacks when an in-process cluster
+    closes; a summary command should print its summary, not those."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run(files, scheduler, workers, processes, Client, LocalCluster) -> list:
     cluster = None
     if scheduler is not None:
         client = Client(scheduler)
@@ -50,11 +73,8 @@ def summarize_files_dask(
         client = Client(cluster)
     try:
         futures = client.map(file_partial, files, pure=False)
-        partials = client.gather(futures)
+        return client.gather(futures)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
-    result = finish(merge(partials), top=top)
-    _emit_warnings(result.meta.get("warnings", []))
-    return result
