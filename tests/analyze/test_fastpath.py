@@ -334,3 +334,39 @@ def test_many_small_members(tmp_path, torn):
     fast, general = _fast([p]), _general([p])
     assert_same(fast, general)
     assert fast.meta["dropped_lines"] == int(torn)
+
+
+def test_ints_and_windows_agree_with_python():
+    """The SWAR integer parser (every length 1..16, all-16-digit rows on their own fast path, bad digits)
+    and the fixed-window matcher (a pattern ending at a known colon compared without its colon)."""
+    rng = np.random.default_rng(3)
+    for lengths in (rng.integers(1, 17, 400), np.full(400, 16)):
+        fields = [str(int(rng.integers(1, 10))) + "".join(map(str, rng.integers(0, 10, n - 1))) for n in lengths]
+        fields[7] = fields[7][:-1] + "x"
+        fields[11] = "/" + fields[11][1:]
+        buf = ("        " + "".join(f":{f}," for f in fields)).encode()
+        lo, hi, pos = [], [], 8
+        for f in fields:
+            lo.append(pos + 1)
+            hi.append(pos + 1 + len(f))
+            pos += len(f) + 2
+        w = fastpath._words(buf)
+        vals, ok = fastpath._ints(w, np.array(lo), np.array(hi))
+        for f, v, k in zip(fields, vals.tolist(), ok.tolist()):
+            assert k == f.isdigit() and (not k or v == int(f))
+        colons = np.array(lo) - 1
+        for pat in (b":", b',":', b'2":', b'01234567:', b'"abcdefghijk":'):
+            assert (fastpath._match_end(w, colons, pat, True) == fastpath._match_end(w, colons, pat)).all()
+
+
+def test_bad_digit_in_a_long_field(tmp_path, tiny):
+    """An op line whose 16-digit ts holds a letter is left to the general reader (which drops it)."""
+    lines = our_trace(83, 7, steps=20)
+    ops = [i for i, ln in enumerate(lines) if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln]
+    for i in ops[5:8]:
+        lines[i] = lines[i].replace('"ts":1795', '"ts":179a', 1)
+    p = tmp_path / "t-83.pfw"
+    p.write_text("[\n" + "\n".join(lines) + "\n")
+    fast, general = _fast([p]), _general([p])
+    assert_same(fast, general)
+    assert fast.meta["dropped_lines"] == 3

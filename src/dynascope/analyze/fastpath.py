@@ -22,6 +22,7 @@ name is read once per spec), and a graph call's id is unique.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,20 +60,34 @@ _P_G_CAT = b'","cat":"dynamo.graph","pid":'  # c12
 
 _BLOCK = 1 << 20  # bytes scanned at once: the gathers stay in cache
 
+# one scan at a time in a process: the scan is many short numpy calls, most of which (gathers, nonzero)
+# hold the GIL; two files scanned in threads at once hand the GIL back and forth between every call and
+# are slower together than one after the other. Other threads meanwhile inflate or run polars (no GIL).
+_SCAN_LOCK = threading.Lock()
+
 
 def _words(buf: bytes) -> np.ndarray:
     """Every unaligned little-endian 64-bit word of buf: words[i] = bytes i..i+7."""
     return np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
 
 
-def _match_end(w: np.ndarray, ends: np.ndarray, pat: bytes) -> np.ndarray:
-    """pat occupies the bytes ending at (inclusive) each of `ends`."""
+def _match_end(w: np.ndarray, ends: np.ndarray, pat: bytes, colon: bool = False) -> np.ndarray:
+    """pat occupies the bytes ending at (inclusive) each of `ends`. With `colon`, the byte at each end is
+    known to be pat's last byte, a colon (the ends are colon positions): only the bytes before it are compared."""
+    if colon:
+        assert pat.endswith(b":")
+        pat = pat[:-1]
+        ends = ends - 1
     n = len(pat)
     if n >= 8:
         start = ends - (n - 1)
-        ok = np.ones(len(ends), dtype=bool)
-        for off in list(range(0, n - 7, 8)) + [n - 8]:
-            ok &= w[start + off] == np.uint64(int.from_bytes(pat[off : off + 8], "little"))
+        ok = None
+        for off in sorted(set(range(0, n - 7, 8)) | {n - 8}):
+            m = w[start + off] == np.uint64(int.from_bytes(pat[off : off + 8], "little"))
+            if ok is None:
+                ok = m
+            else:
+                ok &= m
         return ok
     mask = np.uint64(((1 << (8 * n)) - 1) << (8 * (8 - n)))
     want = np.uint64(int.from_bytes(b"\0" * (8 - n) + pat, "little"))
@@ -101,16 +116,30 @@ def _swar8(word: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return v.view(np.int64), ok
 
 
+def _swar_full(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_swar8 for words of 8 digits."""
+    ok = ((word & _HIGH) == _ZEROS) & (((word + _SIX) & _HIGH) == _ZEROS)
+    v = word - _ZEROS
+    v = (v * np.uint64(10) + (v >> np.uint64(8))) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    v = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    return v.view(np.int64), ok
+
+
 def _ints(w: np.ndarray, lo: np.ndarray, hi: np.ndarray, wide: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The decimal integers in buf[lo:hi] per row (up to 16 digits; 8 unless `wide`), and whether each
     is a well-formed non-negative number (digits only)."""
     length = hi - lo
+    if wide and len(length) and (length == 16).all():  # e.g. every ts (microseconds since the epoch)
+        vals, ok = _swar_full(w[hi - 8])
+        hv, k2 = _swar_full(w[hi - 16])
+        return vals + hv * 100_000_000, ok & k2
     ok = (length >= 1) & (length <= (16 if wide else 8))
-    low_len = np.clip(length, 0, 8)
+    low_len = np.minimum(np.maximum(length, 0), 8)
     vals, k = _swar8(w[hi - 8], low_len)
     ok &= k
     if wide and (length > 8).any():
-        high_len = np.clip(length - 8, 0, 8)
+        high_len = np.minimum(np.maximum(length - 8, 0), 8)
         hv, k2 = _swar8(w[hi - 16], high_len)
         ok &= k2 | (high_len == 0)
         vals = vals + hv * 100_000_000
@@ -166,12 +195,12 @@ def _scan(buf, lo: int, hi: int):
     w = _words(mv)
     c1, c2, c3, c4, c5, c6 = (idx[j - i] for i in range(1, 7))
     ok = _match_end(w, s + 7, _P_NAME)
-    ok &= _match_end(w, c1, _P_DUR)
-    ok &= _match_end(w, c2, _P_TS)
-    ok &= _match_end(w, c3, _P_ID)
-    ok &= _match_end(w, c4, _P_PIDX)
-    ok &= _match_end(w, c5, _P_LEVEL)
-    is_op = ok & (ncol[cand] == 12) & _match_end(w, c6, _P_OP_ARGS)
+    ok &= _match_end(w, c1, _P_DUR, True)
+    ok &= _match_end(w, c2, _P_TS, True)
+    ok &= _match_end(w, c3, _P_ID, True)
+    ok &= _match_end(w, c4, _P_PIDX, True)
+    ok &= _match_end(w, c5, _P_LEVEL, True)
+    is_op = ok & (ncol[cand] == 12) & _match_end(w, c6, _P_OP_ARGS, True)
     gi = np.flatnonzero(ok & ~is_op & (ncol[cand] == 14))
     graphs = None
     if len(gi):
@@ -185,8 +214,8 @@ def _scan(buf, lo: int, hi: int):
     c1, c2, c3, c4, c5, c6 = c1[sel], c2[sel], c3[sel], c4[sel], c5[sel], c6[sel]
     c9, c10 = idx[j - 9], idx[j - 10]
     ok = (c10 - 22 > s + 8) & (c5 - 8 == c6 + 2)  # grad_enabled: one digit
-    ok &= _match_end(w, c10, _P_OP_CAT)
-    ok &= _match_end(w, c9, _P_TID)
+    ok &= _match_end(w, c10, _P_OP_CAT, True)
+    ok &= _match_end(w, c9, _P_TID, True)
     g = a[c6 + 1]
     ok &= (g == 48) | (g == 49)
     level_len = c4 - 8 - c5 - 1
@@ -217,9 +246,9 @@ def _graph_lines(buf: bytes, cols: np.ndarray):
     e = cols[:, 0]
     c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 = (cols[:, i] for i in range(1, 13))
     s = cols[:, 13]
-    ok = _match_end(w, c6, _P_G_OP) & (c12 - 28 > s + 8) & _match_end(w, s + 7, _P_NAME)
-    ok &= _match_end(w, c7, _P_G_GRAD) & (c7 == c8 + 34) & (c6 - 5 == c7 + 2)
-    ok &= _match_end(w, c8, _P_G_ARGS) & _match_end(w, c11, _P_TID) & _match_end(w, c12, _P_G_CAT)
+    ok = _match_end(w, c6, _P_G_OP, True) & (c12 - 28 > s + 8) & _match_end(w, s + 7, _P_NAME)
+    ok &= _match_end(w, c7, _P_G_GRAD, True) & (c7 == c8 + 34) & (c6 - 5 == c7 + 2)
+    ok &= _match_end(w, c8, _P_G_ARGS, True) & _match_end(w, c11, _P_TID, True) & _match_end(w, c12, _P_G_CAT, True)
     g = a[c7 + 1]
     ok &= (g == 48) | (g == 49)
     pid, k1 = _ints(w, c12 + 1, c11 - 6)
@@ -553,7 +582,8 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
         state.parse_chunk(text, template)
 
     for chunk in _reader._chain([first], chunks):
-        ops = _Ops(chunk)
+        with _SCAN_LOCK:
+            ops = _Ops(chunk)
         if ops.rest:
             if not ops.rest.endswith(b"\n"):  # a last line without newline: keep the general reader's view
                 flush()
