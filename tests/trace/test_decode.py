@@ -13,15 +13,22 @@ def graph_with(n_ops: int) -> int:
 
 
 def events(decoder, stream, *chunks, final=True):
-    """Decode chunks written as the hot path writes them: tuples go to a side list, MARK in their place."""
+    """Decode chunks written as the hot path writes them: tuples go to a side list, MARK - n in their place."""
     lines = []
+    numbers: list[int] = []
     for i, chunk in enumerate(chunks):
-        side = [record for record in chunk if isinstance(record, tuple)]
-        ints = [MARK if isinstance(record, tuple) else record for record in chunk]
+        side, ints = [], []
+        for record in chunk:
+            if isinstance(record, tuple):
+                numbers.append(len(numbers) + 1)
+                side.append((numbers[-1], record))
+                ints.append(MARK - numbers[-1])
+            else:
+                ints.append(record)
 
-        def take(count, side=side):
-            taken = side[:count]
-            del side[:count]
+        def take(last, side=side):
+            taken = [entry for entry in side if entry[0] <= last]
+            del side[: len(taken)]
             return taken
 
         lines += decoder.decode(stream, ints, take, final and i == len(chunks) - 1)
@@ -58,3 +65,22 @@ def test_regions_wrap_graph_calls_and_are_closed_at_the_end():
     assert got["step"]["args"]["p_idx"] == got["epoch"]["id"] and got["step"]["dur"] == 4
     assert got["g.forward"]["args"]["p_idx"] == got["step"]["id"] and got["g.forward"]["args"]["level"] == 3
     assert got["epoch"]["dur"] > 0  # closed at the end of the trace, not lost
+
+
+def test_a_side_record_whose_mark_was_interrupted_costs_only_itself():
+    gid = graph_with(1)
+    decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
+    side = [(1, ("B", "step", "region", {"step": 0}, 0)), (2, ("E", 9000)),  # 2's MARK never appended
+            (3, ("B", "step", "region", {"step": 1}, 10000)), (4, ("E", 20000))]  # fmt: skip
+    ints = [MARK - 1, -gid, 1000, 2000, MARK - 3, -gid, 11000, 12000, MARK - 4]
+
+    def take(last):
+        taken = [entry for entry in side if entry[0] <= last]
+        del side[: len(taken)]
+        return taken
+
+    lines = decoder.decode(ThreadStream(tid=1), ints, take, True)
+    records = [json.loads(line) for piece in lines for line in piece.split("\n")]
+    steps = sorted((r for r in records if r["name"] == "step"), key=lambda r: r["ts"])
+    assert [s["args"]["step"] for s in steps] == [0, 1] and steps[1]["dur"] == 10  # step 1 intact
+    assert decoder.dropped == 1

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 now_ns = time.perf_counter_ns
-MARK = -(1 << 62)  # in the main list: "the next side record happened here" (graph ids are small)
+MARK = -(1 << 62)  # MARK - n in the main list: "side record n happened here" (graph ids are small)
 _discard = collections.deque(maxlen=0).append  # a sink that keeps nothing: tracing is off
 
 
@@ -25,13 +25,14 @@ class ThreadBuffer:
     tid: int
     thread_name: str
     records: list  # ints: graph headers, clock readings, MARKs
-    side: list  # tuples, one per MARK, in order
+    side: list  # (n, record) tuples; record n belongs where MARK - n stands in `records`
 
 
 class _ThreadState(threading.local):
     generation = -1
     append = staticmethod(_discard)
     side = staticmethod(_discard)
+    sequence = 0
 
 
 _state = _ThreadState()
@@ -101,7 +102,7 @@ def take(buffer: ThreadBuffer) -> list:
     """Remove and return what the main list holds now; appends racing with this stay for next time.
 
     The side records for the MARKs taken are read with `take_side` (a side record is appended
-    before its MARK, so it is always there when its MARK is).
+    before its MARK, so it is there whenever its MARK is).
     """
     records = buffer.records
     n = len(records)
@@ -110,8 +111,12 @@ def take(buffer: ThreadBuffer) -> list:
     return chunk
 
 
-def take_side(buffer: ThreadBuffer, count: int) -> list:
+def take_side(buffer: ThreadBuffer, last: int) -> list:
+    """Remove and return the side records numbered up to `last`, as (n, record) pairs."""
     side = buffer.side
+    count = 0
+    while count < len(side) and side[count][0] <= last:
+        count += 1
     taken = side[:count]
     del side[:count]
     return taken
@@ -122,5 +127,8 @@ def emit(record: tuple) -> None:
     state = _state
     if state.generation != _generation:
         _attach(state)
-    state.side(record)
-    state.append(MARK)
+    # Numbered, so that an interrupt (Ctrl-C) landing between the two appends costs this one record,
+    # not the pairing of every later one.
+    state.sequence = number = state.sequence + 1
+    state.side((number, record))
+    state.append(MARK - number)

@@ -3,7 +3,7 @@
 A thread's raw stream is a run of ints broken by the odd tuple:
   -gid, t_start, t_op1, t_op2, ... t_opN   one call of graph `gid` (N = its op count); op k ran
                                            from the reading before it to its own reading
-and, in a side list, one tuple per MARK in the int stream:
+and, in a side list, (n, tuple) for each MARK - n in the int stream:
   ("B", name, cat, args, t_ns)             a user region opens
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
@@ -53,14 +53,15 @@ class Decoder:
         self.next_id = 2  # 1 is the start record
         self.events = 0
         self.dropped = 0
-        self._heads: dict[int, pl.Series] = {}
+        self._heads: dict[tuple[int, int], pl.Series] = {}
         self._op_numbers: dict[int, int] = {}
         self.described: set[int] = set()  # graph ids whose OH records are in the file
 
     # -- static strings -------------------------------------------------------------------------
 
-    def _head(self, index: int, tid: int) -> str:
-        """The static start of one spec's event lines on thread `tid`, up to `,"level":`.
+    def _head(self, index: int, tid: int, depth: int) -> str:
+        """The static start of one spec's event lines on thread `tid` under `depth` open regions,
+        up to and including its `level`.
 
         What changes from event to event (level, p_idx, id, ts, dur) comes after it, so that deflate
         matches each line's long static part in one piece. Op events carry no reference of their own:
@@ -75,8 +76,9 @@ class Decoder:
         else:
             attribution = ""
         host = "" if spec.cat == "dynamo" else '"hhash":"%s",' % self.hhash  # constant; the HH record has it
-        return '{"name":%s,"cat":"%s","pid":%d,"tid":%d,"ph":"X","args":{%s"grad_enabled":%d%s' % (
-            orjson.dumps(spec.name).decode(), spec.cat, self.pid, tid, host, spec.grad_enabled, attribution,
+        level = depth + (2 if spec.cat == "dynamo" else 1)  # ops sit inside their graph call
+        return '{"name":%s,"cat":"%s","pid":%d,"tid":%d,"ph":"X","args":{%s"grad_enabled":%d%s,"level":%d' % (
+            orjson.dumps(spec.name).decode(), spec.cat, self.pid, tid, host, spec.grad_enabled, attribution, level,
         )  # fmt: skip
 
     def op_number(self, index: int) -> int:
@@ -86,14 +88,14 @@ class Decoder:
             number = self._op_numbers[index] = len(self._op_numbers) + 1
         return number
 
-    def heads(self, tid: int) -> pl.Series:
-        """Every spec's line head for thread `tid`, indexable by spec index."""
-        heads = self._heads.get(tid)
+    def heads(self, tid: int, depth: int) -> pl.Series:
+        """Every spec's line head for thread `tid` at region depth `depth`, indexable by spec index."""
+        heads = self._heads.get((tid, depth))
         specs = len(TABLE.specs)
         if heads is None or len(heads) < specs:
             known = [] if heads is None else heads.to_list()
-            known += [self._head(index, tid) for index in range(len(known), specs)]
-            heads = self._heads[tid] = pl.Series(known, dtype=pl.String)
+            known += [self._head(index, tid, depth) for index in range(len(known), specs)]
+            heads = self._heads[(tid, depth)] = pl.Series(known, dtype=pl.String)
         return heads
 
     def describe(self, gids: np.ndarray, tid: int) -> list[str]:
@@ -124,7 +126,7 @@ class Decoder:
     # -- one drained chunk ----------------------------------------------------------------------
 
     def decode(self, stream: ThreadStream, chunk: list, side: Callable[[int], list], final: bool) -> list[str]:
-        """Lines for `chunk`; `side(n)` hands over the side records of its n MARKs.
+        """Lines for `chunk`; `side(n)` hands over the (number, record) side records numbered up to n.
 
         With `final`, nothing is held back for a later drain.
         """
@@ -132,18 +134,20 @@ class Decoder:
         if stream.pending.size:
             values = np.concatenate([stream.pending, values])
             stream.pending = _EMPTY
-        marks = np.flatnonzero(values == MARK)
-        records = side(marks.size) if marks.size else []
+        marks = np.flatnonzero(values <= MARK)
+        numbers = (MARK - values[marks]).tolist()
+        records = dict(side(max(numbers))) if numbers else {}
         lines: list[str] = []
         start = 0
-        for position, record in zip(marks.tolist(), records):
+        for position, number in zip(marks.tolist(), numbers):
             if position > start:
                 lines.extend(self._int_runs(stream, values[start:position], hold_tail=False))
-            line = self._python_record(stream, record)
+            record = records.pop(number, None)
+            line = self._python_record(stream, record) if record is not None else None
             if line:
                 lines.append(line)
             start = position + 1
-        self.dropped += max(marks.size - len(records), 0)
+        self.dropped += len(records)  # side records whose MARK never made it (interrupted)
         if start < values.size:
             lines.extend(self._int_runs(stream, values[start:], hold_tail=not final))
         if final:
@@ -211,45 +215,40 @@ class Decoder:
         parent, depth = self._parent(stream)
         offset = self.offset_ns
 
-        op_idx = np.flatnonzero(is_op)
-        op_seg = segment[op_idx]
-        op_ts = (values[op_idx - 1] + offset) // 1000
-        op_end = (values[op_idx] + offset) // 1000
-        op_spec = op_base[gids[op_seg]] + position[op_idx] - 2
-        op_parent = ids[headers[op_seg]]
-
-        g_seg = np.flatnonzero(has_start)
-        g_idx = headers[g_seg]
+        # Every column is gathered at the event positions, which flatnonzero returns in order: a graph
+        # call's event, then its ops. No sort needed.
+        at = np.flatnonzero(is_event)
+        graph_at = is_graph[at]
+        seg_at = segment[at]
+        gid_at = gids[seg_at]
         last_reading = np.maximum.reduceat(np.where(is_op | (position == 1), np.arange(values.size), 0), headers)
-        g_ts = (values[g_idx + 1] + offset) // 1000
-        g_end = (values[last_reading[g_seg]] + offset) // 1000
-
+        start_ns = np.where(graph_at, values[np.minimum(at + 1, values.size - 1)], values[at - 1])
+        end_ns = np.where(graph_at, values[last_reading[seg_at]], values[at])
+        ts = (start_ns + offset) // 1000
         frame = pl.DataFrame(
             {
-                "pos": np.concatenate([g_idx, op_idx]),
-                "spec": np.concatenate([graph_spec[gids[g_seg]], op_spec]),
-                "level": np.concatenate([np.full(g_idx.size, depth + 1), np.full(op_idx.size, depth + 2)]),
-                "p_idx": np.concatenate([np.full(g_idx.size, parent), op_parent]),
-                "ts": np.concatenate([g_ts, op_ts]),
-                "dur": np.concatenate([g_end - g_ts, op_end - op_ts]),
+                "spec": np.where(graph_at, graph_spec[gid_at], op_base[gid_at] + position[at] - 2),
+                "p_idx": np.where(graph_at, parent, ids[headers[seg_at]]),
+                "id": ids[at],
+                "ts": ts,
+                "dur": (end_ns + offset) // 1000 - ts,
             }
-        ).sort("pos")
-        frame = frame.with_columns(pl.Series("id", ids[frame["pos"].to_numpy()]))
+        )
+        g_seg = np.flatnonzero(has_start)
         lines = self.describe(gids[g_seg], stream.tid)
-        lines.extend(self._format(frame, stream.tid))
+        lines.extend(self._format(frame, stream.tid, depth))
         return lines
 
-    def _format(self, frame: pl.DataFrame, tid: int, slice_rows: int = 8192) -> list[str]:
-        """Event lines, in pieces of `slice_rows` lines joined by newlines.
+    def _format(self, frame: pl.DataFrame, tid: int, depth: int, slice_rows: int = 8192) -> list[str]:
+        """Event lines, in pieces of `slice_rows` lines joined by newlines; columns spec, p_idx, id, ts, dur.
 
         polars builds the strings in Rust without holding the GIL, so the traced program keeps
         running meanwhile; small pieces keep the working set in cache.
         """
-        heads = self.heads(tid)
+        heads = self.heads(tid, depth)
         line = pl.concat_str(
             [
                 pl.col("head"),
-                pl.lit(',"level":'), pl.col("level").cast(pl.String),
                 pl.lit(',"p_idx":'), pl.col("p_idx").cast(pl.String),
                 pl.lit('},"id":'), pl.col("id").cast(pl.String),
                 pl.lit(',"ts":'), pl.col("ts").cast(pl.String),
@@ -257,12 +256,8 @@ class Decoder:
                 pl.lit("}"),
             ]
         ).str.join("\n")  # fmt: skip
-        pieces = []
-        for start in range(0, frame.height, slice_rows):
-            part = frame.slice(start, slice_rows)
-            part = part.with_columns(heads.gather(part["spec"]).alias("head"))
-            pieces.append(part.select(line).item())
-        return pieces
+        frame = frame.with_columns(heads.gather(frame["spec"]).alias("head"))  # frames are <= 64K rows
+        return [frame.slice(start, slice_rows).select(line).item() for start in range(0, frame.height, slice_rows)]
 
     # -- Python-side records --------------------------------------------------------------------
 

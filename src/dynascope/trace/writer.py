@@ -71,7 +71,7 @@ class TraceWriter:
         chunk = buffers.take(buffer)
         if not (chunk or (final and (stream.pending.size or stream.regions))):
             return []
-        lines = self.decoder.decode(stream, chunk, lambda count: buffers.take_side(buffer, count), final)
+        lines = self.decoder.decode(stream, chunk, lambda last: buffers.take_side(buffer, last), final)
         if lines and buffer.tid not in self._named_threads:
             self._named_threads.add(buffer.tid)
             lines.insert(0, self.thread_name_line(buffer))
