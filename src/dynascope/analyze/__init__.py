@@ -9,27 +9,18 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 _EXPORTS = {
-    "read_trace": "reader",
-    "read_trace_with_info": "reader",
-    "ReadInfo": "reader",
-    "TraceWarning": "reader",
-    "summarize": "summarize",
-    "summarize_files": "summarize",
-    "Summary": "summary",
-    "diff_summaries": "diff",
+    "read_trace": "dynascope.analyze.reader",
+    "read_trace_with_info": "dynascope.analyze.reader",
+    "ReadInfo": "dynascope.analyze.reader",
+    "TraceWarning": "dynascope.analyze.reader",
+    "summarize": "dynascope.analyze.summarize",
+    "summarize_files": "dynascope.analyze.summarize",
+    "Summary": "dynascope.analyze.summary",
+    "diff_summaries": "dynascope.analyze.diff",
 }
 
 __all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'dynascope.analyze' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
