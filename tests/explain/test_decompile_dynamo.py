@@ -13,21 +13,8 @@ torch = pytest.importorskip("torch")
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  (tests may use private API)
 
 from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
-
-
-def toy_example(a, b):
-    x = a / (torch.abs(a) + 1)
-    if b.sum() < 0:
-        b = b * -1
-    return x * b
-
-
-def toy_print(a, b):
-    x = a / (torch.abs(a) + 1)
-    print("woo")
-    if b.sum() < 0:
-        b = b * -1
-    return x * b
+from explain_helpers import toy_example  # noqa: E402
+from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
 
 
 def returns_forward(gm, example_inputs):

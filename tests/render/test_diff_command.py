@@ -84,17 +84,3 @@ def test_cli_diff_real_traces(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     addmm = next(r for r in doc["by_op"] if r["name"] == "function.addmm.default")
     assert (addmm["count_a"], addmm["count_b"], addmm["total_a_us"], addmm["total_b_us"]) == (2, 4, 2000, 4000)
-
-
-def test_local_fallback_matches_analysis_diff(monkeypatch):
-    from dynascope.render import diff as diff_mod
-
-    a, b = make_summary(), after_change()
-    with_analysis = diff_tables(a, b)
-    monkeypatch.setattr(diff_mod, "_from_analysis", lambda a, b: None)
-    local = diff_tables(a, b)
-    cols = ["count_a", "count_b", "total_a_us", "total_b_us", "delta_us", "ratio"]
-    for attr, key in (("by_op", "name"), ("by_layer", "layer")):
-        x = with_analysis[attr].select(key, *cols).sort(key)
-        y = local[attr].select(key, *cols).sort(key)
-        assert x.to_dicts() == y.to_dicts(), attr

@@ -531,16 +531,7 @@ def _text_chunks(data: bytes, state) -> Iterator[bytes]:
         if cut >= 0:
             yield buf[: cut + 1]
         carry = buf[cut + 1 :]
-    tail = carry
-    if tail.strip():
-        stripped = tail.strip().rstrip(b",")
-        if stripped in (b"]", b"[") or _reader._is_json_object(stripped):
-            yield tail + b"\n"
-        elif state.truncated_gzip or cut >= 0:
-            state.dropped_lines += 1
-            state.warn("last line is torn (the writer was cut short); skipped 1 line")
-        else:
-            yield tail  # a one-line file: let the sniffer judge it
+    yield from _reader.last_piece(carry, cut, state)
 
 
 def read_fast(path: str | os.PathLike, columns: list[str], reducer):

@@ -322,15 +322,24 @@ def _text_chunks(data: bytes, state: _FileState) -> Iterator[bytes]:
         tail = buf[cut + 1 :]
         if cut >= 0:
             yield buf[: cut + 1]
-        if tail.strip():
-            stripped = tail.strip().rstrip(b",")
-            if state.mode == "document" or stripped in (b"]", b"[") or _is_json_object(stripped):
-                yield tail + b"\n"
-            elif state.truncated_gzip or cut >= 0:
-                state.dropped_lines += 1
-                state.warn("last line is torn (the writer was cut short); skipped 1 line")
-            else:
-                yield tail  # a one-line file: let the sniffer judge it
+        yield from last_piece(tail, cut, state, document=state.mode == "document")
+
+
+def last_piece(tail: bytes, cut: int, state: _FileState, document: bool = False) -> Iterator[bytes]:
+    """The bytes after a file's last newline: a whole record, a torn line (counted), or a one-line file.
+
+    `cut` is where the last newline was (-1: the file has none).
+    """
+    if not tail.strip():
+        return
+    stripped = tail.strip().rstrip(b",")
+    if document or stripped in (b"]", b"[") or _is_json_object(stripped):
+        yield tail + b"\n"
+    elif state.truncated_gzip or cut >= 0:
+        state.dropped_lines += 1
+        state.warn("last line is torn (the writer was cut short); skipped 1 line")
+    else:
+        yield tail  # a one-line file: let the sniffer judge it
 
 
 def _inflate_checked(data: bytes, state: _FileState) -> Iterator[bytes]:

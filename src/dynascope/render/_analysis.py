@@ -1,36 +1,23 @@
 """The render side's one door into analysis: paths in, a Summary out.
 
-Looks the analysis functions up by name, so rendering keeps working while analysis grows and gives one
-clear error where a piece is missing. Also exports a Summary as JSON-ready dicts and CSV files.
+Also exports a Summary as JSON-ready dicts and CSV files.
 """
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import polars as pl
 
-from ..errors import ConfigError, DynascopeError, TraceFormatError
+from ..analyze.summarize import summarize_files
+from ..errors import ConfigError, TraceFormatError
 from ._fmt import TABLES
 
 __all__ = ["summarize_paths", "summary_to_dict", "write_csv", "SUMMARY_TABLES"]
 
 SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
-
-
-def _find(name: str, modules: Iterable[str]) -> Callable | None:
-    for mod in modules:
-        try:
-            module = importlib.import_module(mod)
-        except ImportError:
-            continue
-        fn = getattr(module, name, None)
-        if callable(fn):
-            return fn
-    return None
 
 
 def _trace_files(paths: list[str | Path]) -> list[str]:
@@ -59,22 +46,11 @@ def summarize_paths(
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
     paths = _trace_files(list(paths))
-    if scheduler or workers:
-        fn = _find("summarize_files", ("dynascope.analyze.distributed", "dynascope.analyze.dask", "dynascope.analyze.summarize", "dynascope.analyze"))
-        if fn is None:
-            raise DynascopeError("this dynascope has no Dask summary path (dynascope.analyze summarize_files); drop --scheduler/--workers")
-        try:
-            summary = fn([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
-        except ImportError as exc:
-            raise DynascopeError(f"--scheduler/--workers need Dask: pip install 'dynascope[dask]' ({exc})") from None
-        return _fill_meta(summary, paths, None)
-    summarize_files = _find("summarize_files", ("dynascope.analyze.summarize",))
-    if summarize_files is None:
-        raise DynascopeError("trace analysis (dynascope.analyze summarize_files) is not available in this install; reinstall dynascope")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the reader's warnings come back in summary.meta and are shown once
-        # one partial per file, merged: the same summary as summarize(read_trace(...)), a fraction of the memory
-        summary = summarize_files([str(p) for p in paths], top=top)
+        # one partial per file, merged (on Dask with scheduler/workers): the same summary as
+        # summarize(read_trace(...)) at a fraction of the memory
+        summary = summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
     return _fill_meta(summary, paths, None)
 
 

@@ -22,45 +22,6 @@ __all__ = ["diff_tables", "render_diff", "diff_to_dict"]
 KEYS = {"by_op": ["name"], "by_layer": ["layer"]}
 
 
-def _side(frame: pl.DataFrame, keys: list[str], suffix: str) -> pl.DataFrame:
-    if frame.height == 0 or not set(keys) <= set(frame.columns):
-        return pl.DataFrame(
-            {**{k: pl.Series([], dtype=pl.String) for k in keys}, f"count_{suffix}": pl.Series([], dtype=pl.Int64), f"total_{suffix}_us": pl.Series([], dtype=pl.Float64)}
-        )
-    cols = [pl.col(k).cast(pl.String) for k in keys]
-    count = pl.col("count").cast(pl.Int64) if "count" in frame.columns else pl.lit(None, dtype=pl.Int64)
-    total = pl.col("total_us").cast(pl.Float64) if "total_us" in frame.columns else pl.lit(0.0)
-    return (
-        frame.select(*cols, count.alias("count"), total.alias("total"))
-        .group_by(keys)
-        .agg(pl.col("count").sum().alias(f"count_{suffix}"), pl.col("total").sum().alias(f"total_{suffix}_us"))
-    )
-
-
-def _keyed_diff(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    left, right = _side(a, keys, "a"), _side(b, keys, "b")
-    joined = left.join(right, on=keys, how="full", coalesce=True)
-    ta, tb = pl.col("total_a_us").fill_null(0.0), pl.col("total_b_us").fill_null(0.0)
-    return (
-        joined.with_columns(
-            pl.col("count_a").fill_null(0),
-            pl.col("count_b").fill_null(0),
-            ta.alias("total_a_us"),
-            tb.alias("total_b_us"),
-        )
-        .with_columns(
-            (pl.col("total_b_us") - pl.col("total_a_us")).alias("delta_us"),
-            pl.when(pl.col("total_a_us") > 0)
-            .then(pl.col("total_b_us") / pl.col("total_a_us"))
-            .when(pl.col("total_b_us") > 0)
-            .then(float("inf"))
-            .otherwise(1.0)
-            .alias("ratio"),
-        )
-        .sort([pl.col("delta_us").abs(), *keys], descending=[True] + [False] * len(keys))
-    )
-
-
 def _totals(a: Any, b: Any) -> pl.DataFrame:
     rows = []
 
@@ -100,31 +61,12 @@ def _normalize(frame: pl.DataFrame, key: str) -> pl.DataFrame:
     ).sort([pl.col("delta_us").abs(), pl.col(key).cast(pl.String)], descending=[True, False], nulls_last=True)
 
 
-def _from_analysis(a: Any, b: Any) -> dict[str, pl.DataFrame] | None:
-    """Per-op and per-layer frames from dynascope.analyze.diff when it is there and has the expected shape."""
-    from ._analysis import _find
-
-    fn = _find("diff_summaries", ("dynascope.analyze.diff",))
-    if fn is None:
-        return None
-    try:
-        result = fn(a, b)
-    except Exception:  # an analysis bug must not take the comparison down: fall back to ours
-        return None
-    out = {}
-    for attr, (key,) in KEYS.items():
-        frame = result.get(attr) if isinstance(result, dict) else None
-        if not isinstance(frame, pl.DataFrame) or not {key, "count_a", "count_b", "total_us_a", "total_us_b"} <= set(frame.columns):
-            return None
-        out[attr] = _normalize(frame, key)
-    return out
-
-
 def diff_tables(a: Any, b: Any) -> dict[str, pl.DataFrame]:
-    keyed = _from_analysis(a, b) or {
-        attr: _keyed_diff(frame_of(a, attr), frame_of(b, attr), keys) for attr, keys in KEYS.items()
-    }
-    return {"totals": _totals(a, b), **keyed}
+    """Totals plus the per-op and per-layer comparison computed by dynascope.analyze.diff."""
+    from ..analyze.diff import diff_summaries
+
+    keyed = diff_summaries(a, b)
+    return {"totals": _totals(a, b), **{attr: _normalize(keyed[attr], key) for attr, (key,) in KEYS.items()}}
 
 
 def diff_to_dict(tables: dict[str, pl.DataFrame], a_label: str, b_label: str) -> dict:
