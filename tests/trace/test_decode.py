@@ -31,8 +31,8 @@ def events(decoder, stream, *chunks, final=True):
             del side[: len(taken)]
             return taken
 
-        lines += decoder.decode(stream, ints, take, final and i == len(chunks) - 1)
-    records = [json.loads(line) for piece in lines for line in piece.split("\n")]
+        decoder.decode(stream, ints, take, final and i == len(chunks) - 1, lambda data: lines.append(bytes(data)))
+    records = [json.loads(line) for piece in lines for line in piece.splitlines()]
     return [r for r in records if r["ph"] == "X"]
 
 
@@ -53,7 +53,7 @@ def test_a_call_cut_by_a_drain_is_joined_and_a_truncated_call_keeps_its_ops():
 def test_unknown_graphs_and_stray_readings_are_dropped_not_fatal():
     decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
     got = events(decoder, ThreadStream(tid=1), [5, 6, -999_999, 1000, 2000])
-    assert got == [] and decoder.dropped == 3  # two readings before any call, one of the unknown graph
+    assert got == [] and decoder.dropped == 4  # two readings before any call, both of the unknown graph
 
 
 def test_regions_wrap_graph_calls_and_are_closed_at_the_end():
@@ -79,8 +79,39 @@ def test_a_side_record_whose_mark_was_interrupted_costs_only_itself():
         del side[: len(taken)]
         return taken
 
-    lines = decoder.decode(ThreadStream(tid=1), ints, take, True)
-    records = [json.loads(line) for piece in lines for line in piece.split("\n")]
+    lines = []
+    decoder.decode(ThreadStream(tid=1), ints, take, True, lambda data: lines.append(bytes(data)))
+    records = [json.loads(line) for piece in lines for line in piece.splitlines()]
     steps = sorted((r for r in records if r["name"] == "step"), key=lambda r: r["ts"])
     assert [s["args"]["step"] for s in steps] == [0, 1] and steps[1]["dur"] == 10  # step 1 intact
     assert decoder.dropped == 1
+
+
+def test_compiled_formatter_writes_exact_json_and_resumes_when_its_buffer_is_full():
+    import numpy as np
+
+    from dynascope.trace import oplines
+
+    heads = np.frombuffer(b'{"args":{"g":1{"args":{"o":2', dtype=np.uint8)  # heads end inside args
+    starts = np.array([0, 14, 28], dtype=np.int64)
+    table = (np.array([-1, 0]), np.array([0, 1]), np.array([0, 1]))  # graph 1: spec 0, one op (spec 1)
+    big = 9_223_372_036_854_775  # ns: ts near the int64 limit once divided
+    values = np.array([-1, 0, 999, -1, big, big + 12_345_678], dtype=np.int64)
+
+    def run(buffer_size):
+        out, pieces, index, next_id = np.empty(buffer_size, dtype=np.uint8), [], 0, 7
+        while True:
+            why, index, size, next_id, events, dropped = oplines.format_calls(
+                values, index, *table, heads, starts, 14, -1, next_id, 0, False, out)  # fmt: skip
+            pieces.append(out[:size].tobytes())
+            if why != oplines.BUFFER_FULL:
+                return b"".join(pieces), why, next_id
+
+    whole, why, next_id = run(1 << 16)
+    assert why == oplines.DONE and next_id == 11
+    rows = [json.loads(line) for line in whole.splitlines()]
+    assert rows[0] == {"args": {"g": 1, "p_idx": -1}, "id": 7, "ts": 0, "dur": 0}
+    assert rows[1] == {"args": {"o": 2, "p_idx": 7}, "id": 8, "ts": 0, "dur": 0}  # 999 ns: under a microsecond
+    assert rows[3] == {"args": {"o": 2, "p_idx": 9}, "id": 10, "ts": big // 1000, "dur": (big + 12_345_678) // 1000 - big // 1000}
+    small, _, _ = run(2 * (14 + oplines.LINE_TAIL_MAX))  # room for one call at a time
+    assert small == whole

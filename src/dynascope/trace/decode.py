@@ -8,7 +8,7 @@ and, in a side list, (n, tuple) for each MARK - n in the int stream:
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
   ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
-Integer runs are decoded with numpy and formatted by polars, mostly off the GIL.
+Runs of ints are formatted by a compiled loop (oplines.py) off the GIL; lines are bytes.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Callable
 
 import numpy as np
 import orjson
-import polars as pl
 
+from . import oplines
 from .buffers import MARK
 from .ops import TABLE, OpSpec
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+Emit = Callable[[bytes | memoryview], None]  # takes whole lines
 
 
 @dataclass
@@ -53,7 +54,8 @@ class Decoder:
         self.next_id = 2  # 1 is the start record
         self.events = 0
         self.dropped = 0
-        self._heads: dict[tuple[int, int], pl.Series] = {}
+        self._heads: dict[tuple[int, int], tuple[list[bytes], np.ndarray, np.ndarray, int]] = {}
+        self._out = np.empty(0, dtype=np.uint8)
         self._op_numbers: dict[int, int] = {}
         self.described: set[int] = set()  # graph ids whose OH records are in the file
 
@@ -88,17 +90,21 @@ class Decoder:
             number = self._op_numbers[index] = len(self._op_numbers) + 1
         return number
 
-    def heads(self, tid: int, depth: int) -> pl.Series:
-        """Every spec's line head for thread `tid` at region depth `depth`, indexable by spec index."""
-        heads = self._heads.get((tid, depth))
+    def heads(self, tid: int, depth: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Every spec's line head for thread `tid` at region depth `depth`, concatenated: spec i's head
+        is heads[starts[i]:starts[i + 1]]. Also the longest head's length."""
+        cached = self._heads.get((tid, depth))
         specs = len(TABLE.specs)
-        if heads is None or len(heads) < specs:
-            known = [] if heads is None else heads.to_list()
-            known += [self._head(index, tid, depth) for index in range(len(known), specs)]
-            heads = self._heads[(tid, depth)] = pl.Series(known, dtype=pl.String)
-        return heads
+        if cached is None or len(cached[0]) < specs:
+            known = [] if cached is None else cached[0]
+            known += [self._head(index, tid, depth).encode() for index in range(len(known), specs)]
+            lengths = np.fromiter(map(len, known), dtype=np.int64, count=len(known))
+            starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            heads = np.frombuffer(b"".join(known), dtype=np.uint8)
+            cached = self._heads[(tid, depth)] = (known, heads, starts, int(lengths.max(initial=0)))
+        return cached[1], cached[2], cached[3]
 
-    def describe(self, gids: np.ndarray, tid: int) -> list[str]:
+    def describe(self, gids: np.ndarray, tid: int) -> list[bytes]:
         """OH metadata lines for graphs not yet described in this file."""
         if self.inline_args:
             return []
@@ -114,20 +120,22 @@ class Decoder:
                 lines.append(self.oh_line(index, tid, graph_number, position))
         return lines
 
-    def oh_line(self, index: int, tid: int, graph_number: int, position: int) -> str:
+    def oh_line(self, index: int, tid: int, graph_number: int, position: int) -> bytes:
         spec = TABLE.specs[index]
         args = {"hhash": self.hhash, "value": self.op_number(index), "hash": spec.ref}
         if position >= 0:
             args.update({"graph_op": graph_number, "index": position})
         args.update(spec.attrs)
         record = {"name": "OH", "cat": "dynascope", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
-        return orjson.dumps(record).decode()
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
     # -- one drained chunk ----------------------------------------------------------------------
 
-    def decode(self, stream: ThreadStream, chunk: list, side: Callable[[int], list], final: bool) -> list[str]:
-        """Lines for `chunk`; `side(n)` hands over the (number, record) side records numbered up to n.
+    def decode(self, stream: ThreadStream, chunk: list, side: Callable[[int], list], final: bool, emit: Emit) -> None:
+        """Write the lines for `chunk` through `emit`, in pieces of whole lines; `side(n)` hands over
+        the (number, record) side records numbered up to n.
 
+        `emit(data)` must use `data` before it returns: the formatter's buffer is reused.
         With `final`, nothing is held back for a later drain.
         """
         values = np.fromiter(chunk, dtype=np.int64, count=len(chunk))
@@ -137,127 +145,51 @@ class Decoder:
         marks = np.flatnonzero(values <= MARK)
         numbers = (MARK - values[marks]).tolist()
         records = dict(side(max(numbers))) if numbers else {}
-        lines: list[str] = []
         start = 0
         for position, number in zip(marks.tolist(), numbers):
             if position > start:
-                lines.extend(self._int_runs(stream, values[start:position], hold_tail=False))
+                self._int_run(stream, values[start:position], False, emit)
             record = records.pop(number, None)
             line = self._python_record(stream, record) if record is not None else None
             if line:
-                lines.append(line)
+                emit(line)
             start = position + 1
         self.dropped += len(records)  # side records whose MARK never made it (interrupted)
         if start < values.size:
-            lines.extend(self._int_runs(stream, values[start:], hold_tail=not final))
+            self._int_run(stream, values[start:], not final, emit)
         if final:
-            lines.extend(self.close_regions(stream, None))
-        return lines
+            for line in self.close_regions(stream, None):
+                emit(line)
 
-    def _int_runs(self, stream: ThreadStream, run: np.ndarray, hold_tail: bool, size: int = 1 << 16) -> list[str]:
-        """Decode a run of ints in pieces of about `size`, cut at graph-call headers.
-
-        numpy over a few hundred thousand fresh elements costs more than the same work in
-        cache-sized pieces; cutting at headers means no call is split.
-        """
-        if run.size <= size:
-            return self._int_run(stream, run, hold_tail)
-        headers = np.flatnonzero(run < 0)
-        cuts = np.unique(headers[np.minimum(np.searchsorted(headers, np.arange(size, run.size, size)), headers.size - 1)])
-        cuts = cuts[cuts > 0]
-        lines: list[str] = []
-        for index, piece in enumerate(np.split(run, cuts)):
-            lines.extend(self._int_run(stream, piece, hold_tail and index == len(cuts)))
-        return lines
-
-    def _int_run(self, stream: ThreadStream, values: np.ndarray, hold_tail: bool) -> list[str]:
+    def _int_run(self, stream: ThreadStream, values: np.ndarray, hold_tail: bool, emit: Emit) -> None:
+        """The lines of a run of graph calls (no MARKs in it), formatted by the compiled loop."""
         graph_spec, op_base, n_ops = TABLE.arrays()
-        is_header = values < 0
-        headers = np.flatnonzero(is_header)
-        if headers.size == 0:
-            self.dropped += values.size
-            return []
-        if headers[0] > 0:  # readings with no graph call to belong to
-            self.dropped += int(headers[0])
-            values = values[headers[0] :]
-            is_header = is_header[headers[0] :]
-            headers = headers - headers[0]
-        gids = -values[headers]
-        if int(gids.max()) >= len(n_ops):  # a graph registered after the table snapshot
-            graph_spec, op_base, n_ops = TABLE.arrays()
-        gids = np.where(gids < len(n_ops), gids, 0)  # graph 0 has no spec and no ops: its readings drop
-        segment = np.cumsum(is_header) - 1
-        position = np.arange(values.size) - headers[segment]
-        expected = n_ops[gids] + 2  # header, start, one reading per op
-        if hold_tail and position[-1] < expected[-1] - 1:
-            stream.pending = values[int(headers[-1]) :].copy()
-            keep = int(headers[-1])
-            if keep == 0:
-                return []
-            values, is_header, segment, position = values[:keep], is_header[:keep], segment[:keep], position[:keep]
-            headers, gids, expected = headers[:-1], gids[:-1], expected[:-1]
-        seg_expected = expected[segment]
-        is_op = (position >= 2) & (position < seg_expected)
-        self.dropped += int(np.count_nonzero(position >= seg_expected))
-        start_at = headers + 1
-        has_start = start_at < values.size
-        has_start[has_start] = ~is_header[start_at[has_start]]
-        has_start &= gids > 0
-        is_graph = np.zeros(values.size, dtype=bool)
-        is_graph[headers[has_start]] = True
-        is_event = is_graph | is_op
-        ids = self.next_id + np.cumsum(is_event) - 1
-        count = int(np.count_nonzero(is_event))
-        self.next_id += count
-        self.events += count
-        if count == 0:
-            return []
+        for line in self.describe(-values[values < 0], stream.tid):
+            emit(line)
         parent, depth = self._parent(stream)
-        offset = self.offset_ns
+        heads, starts, max_head = self.heads(stream.tid, depth)
+        out = self._buffer(max_head + oplines.LINE_TAIL_MAX, int(n_ops.max()) + 1)
+        index = 0
+        while True:
+            why, index, size, self.next_id, events, dropped = oplines.format_calls(
+                values, index, graph_spec, op_base, n_ops, heads, starts, max_head,
+                parent, self.next_id, self.offset_ns, hold_tail, out,
+            )  # fmt: skip
+            self.events += events
+            self.dropped += dropped
+            if size:
+                emit(memoryview(out)[:size])
+            if why == oplines.HELD:
+                stream.pending = values[index:].copy()
+            if why != oplines.BUFFER_FULL:
+                return
 
-        # Every column is gathered at the event positions, which flatnonzero returns in order: a graph
-        # call's event, then its ops. No sort needed.
-        at = np.flatnonzero(is_event)
-        graph_at = is_graph[at]
-        seg_at = segment[at]
-        gid_at = gids[seg_at]
-        last_reading = np.maximum.reduceat(np.where(is_op | (position == 1), np.arange(values.size), 0), headers)
-        start_ns = np.where(graph_at, values[np.minimum(at + 1, values.size - 1)], values[at - 1])
-        end_ns = np.where(graph_at, values[last_reading[seg_at]], values[at])
-        ts = (start_ns + offset) // 1000
-        frame = pl.DataFrame(
-            {
-                "spec": np.where(graph_at, graph_spec[gid_at], op_base[gid_at] + position[at] - 2),
-                "p_idx": np.where(graph_at, parent, ids[headers[seg_at]]),
-                "id": ids[at],
-                "ts": ts,
-                "dur": (end_ns + offset) // 1000 - ts,
-            }
-        )
-        g_seg = np.flatnonzero(has_start)
-        lines = self.describe(gids[g_seg], stream.tid)
-        lines.extend(self._format(frame, stream.tid, depth))
-        return lines
-
-    def _format(self, frame: pl.DataFrame, tid: int, depth: int, slice_rows: int = 8192) -> list[str]:
-        """Event lines, in pieces of `slice_rows` lines joined by newlines; columns spec, p_idx, id, ts, dur.
-
-        polars builds the strings in Rust without holding the GIL, so the traced program keeps
-        running meanwhile; small pieces keep the working set in cache.
-        """
-        heads = self.heads(tid, depth)
-        line = pl.concat_str(
-            [
-                pl.col("head"),
-                pl.lit(',"p_idx":'), pl.col("p_idx").cast(pl.String),
-                pl.lit('},"id":'), pl.col("id").cast(pl.String),
-                pl.lit(',"ts":'), pl.col("ts").cast(pl.String),
-                pl.lit(',"dur":'), pl.col("dur").cast(pl.String),
-                pl.lit("}"),
-            ]
-        ).str.join("\n")  # fmt: skip
-        frame = frame.with_columns(heads.gather(frame["spec"]).alias("head"))  # frames are <= 64K rows
-        return [frame.slice(start, slice_rows).select(line).item() for start in range(0, frame.height, slice_rows)]
+    def _buffer(self, line_max: int, call_lines: int) -> np.ndarray:
+        """The formatter's output buffer: 1 MB (it stays in cache), or room for the longest call."""
+        size = max(1 << 20, line_max * call_lines)
+        if self._out.size < size:
+            self._out = np.empty(size, dtype=np.uint8)
+        return self._out
 
     # -- Python-side records --------------------------------------------------------------------
 
@@ -271,7 +203,7 @@ class Decoder:
         self.next_id += 1
         return event_id
 
-    def _python_record(self, stream: ThreadStream, record: tuple) -> str | None:
+    def _python_record(self, stream: ThreadStream, record: tuple) -> bytes | None:
         kind = record[0]
         if kind == "B":
             _, name, cat, args, start_ns = record
@@ -294,21 +226,21 @@ class Decoder:
         self.dropped += 1
         return None
 
-    def _region_line(self, stream: ThreadStream, end_ns: int) -> str:
+    def _region_line(self, stream: ThreadStream, end_ns: int) -> bytes:
         region = stream.regions.pop()
         parent, depth = self._parent(stream)
         ts = (region.start_ns + self.offset_ns) // 1000
         dur = (end_ns + self.offset_ns) // 1000 - ts
         return self.event_line(region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, region.args)
 
-    def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[str]:
+    def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[bytes]:
         """Close regions still open at the end of the trace (an exception, Ctrl-C, finalize inside a step)."""
         from .buffers import now_ns
 
         end = now_ns() if end_ns is None else end_ns
         return [self._region_line(stream, end) for _ in range(len(stream.regions))]
 
-    def event_line(self, event_id, name, cat, tid, ts, dur, parent, level, args) -> str:
+    def event_line(self, event_id, name, cat, tid, ts, dur, parent, level, args) -> bytes:
         self.events += 1
         record = {
             "id": event_id,
@@ -321,5 +253,5 @@ class Decoder:
             "ph": "X",
             "args": {"hhash": self.hhash, "p_idx": parent, "level": level, **(args or {})},
         }
-        return orjson.dumps(record, default=str).decode()
+        return orjson.dumps(record, default=str, option=orjson.OPT_APPEND_NEWLINE)
 

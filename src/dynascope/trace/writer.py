@@ -19,7 +19,7 @@ try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
     _fast_zlib = None
 
-from . import buffers
+from . import buffers, oplines
 from .decode import Decoder, ThreadStream
 
 
@@ -40,62 +40,59 @@ class TraceWriter:
         self._failure: str | None = None
 
     def start(self, header_lines: list[str]) -> None:
-        self.write_lines(["["] + header_lines)
+        self.write(["["] + header_lines)
         self._thread = threading.Thread(target=self._run, name="dynascope-writer", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
         while not self._stop.wait(self.interval_s):
             self.flush()
 
     def flush(self, final_buffers: list[buffers.ThreadBuffer] | None = None) -> None:
-        """Drain the buffers into the file. With `final_buffers`, drain those completely."""
+        """Drain the buffers into the file as one gzip member. With `final_buffers`, drain those completely."""
         with self._flush_lock:
             if self._file.closed:
                 return
             final = final_buffers is not None
-            lines: list[str] = []
+            member = Member(self.compression, self.level)
             try:
                 for buffer in final_buffers if final else buffers.registered():
-                    lines.extend(self._drain(buffer, final))
+                    self._drain(buffer, final, member.add)
             except Exception as exc:  # the trace must not take the user's program down
                 self._report_failure(exc)
-            if lines:
-                self.write_lines(lines)
+            if member.size:
+                self._write_out(member.finish())
 
-    def _drain(self, buffer: buffers.ThreadBuffer, final: bool) -> list[str]:
+    def _drain(self, buffer: buffers.ThreadBuffer, final: bool, emit) -> None:
         key = id(buffer.records)
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = ThreadStream(buffer.tid)
         chunk = buffers.take(buffer)
         if not (chunk or (final and (stream.pending.size or stream.regions))):
-            return []
-        lines = self.decoder.decode(stream, chunk, lambda last: buffers.take_side(buffer, last), final)
-        if lines and buffer.tid not in self._named_threads:
+            return
+        if buffer.tid not in self._named_threads:
             self._named_threads.add(buffer.tid)
-            lines.insert(0, self.thread_name_line(buffer))
-        return lines
+            emit(self.thread_name_line(buffer))
+        self.decoder.decode(stream, chunk, lambda last: buffers.take_side(buffer, last), final, emit)
 
     def thread_named(self, tid: int) -> None:
         """The header already named this thread."""
         self._named_threads.add(tid)
 
-    def thread_name_line(self, buffer: buffers.ThreadBuffer) -> str:
+    def thread_name_line(self, buffer: buffers.ThreadBuffer) -> bytes:
         args = {"hhash": self.decoder.hhash, "name": buffer.thread_name, "value": "thread_name"}
         record = {"name": "thread_name", "cat": "dftracer", "pid": self.decoder.pid, "tid": buffer.tid, "ph": "M", "args": args}
-        return orjson.dumps(record).decode()
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
-    def write_lines(self, pieces: list[str]) -> None:
-        """Append pieces (each one or more lines, without the final newline) as one gzip member."""
-        compressor = new_member(self.level) if self.compression else None
-        chunks = []
-        for piece in pieces:
-            data = (piece + "\n").encode("utf-8", "surrogatepass")
-            chunks.append(compressor.compress(data) if compressor else data)
-        if compressor:
-            chunks.append(compressor.flush())
-        data = b"".join(chunks)
+    def write(self, lines: list[str]) -> None:
+        """Append text lines as one gzip member."""
+        member = Member(self.compression, self.level)
+        member.add("".join(line + "\n" for line in lines).encode("utf-8", "surrogatepass"))
+        self._write_out(member.finish())
+
+    def _write_out(self, data: bytes) -> None:
         self._file.write(data)
         self._file.flush()
         self.bytes_written += len(data)
@@ -107,13 +104,31 @@ class TraceWriter:
         self.flush(final_buffers)
         with self._flush_lock:
             if not self._file.closed:
-                self.write_lines([end_line()])
+                self.write([end_line()])
                 self._file.close()
 
     def _report_failure(self, exc: BaseException) -> None:
         if self._failure is None:
             self._failure = f"{type(exc).__name__}: {exc}"
             print(f"dynascope: trace writer error, some events were lost: {self._failure}", file=sys.stderr)
+
+
+class Member:
+    """One gzip member (or a run of plain text) built from pieces of whole lines as they come."""
+
+    def __init__(self, compression: bool, level: int) -> None:
+        self._compressor = new_member(level) if compression else None
+        self._parts: list[bytes] = []
+        self.size = 0  # uncompressed bytes added
+
+    def add(self, data: bytes | memoryview) -> None:
+        self.size += len(data)
+        self._parts.append(self._compressor.compress(data) if self._compressor else bytes(data))
+
+    def finish(self) -> bytes:
+        if self._compressor:
+            self._parts.append(self._compressor.flush())
+        return b"".join(self._parts)
 
 
 def new_member(level: int):
