@@ -19,7 +19,6 @@ from typing import Callable
 import numpy as np
 import orjson
 
-from . import oplines
 from .buffers import MARK
 from .ops import TABLE, OpSpec
 
@@ -163,6 +162,8 @@ class Decoder:
 
     def _int_run(self, stream: ThreadStream, values: np.ndarray, hold_tail: bool, emit: Emit) -> None:
         """The lines of a run of graph calls (no MARKs in it), formatted by the compiled loop."""
+        from . import oplines  # numba: imported by the first session that writes, not by `import dynascope`
+
         graph_spec, op_base, n_ops = TABLE.arrays()
         for line in self.describe(-values[values < 0], stream.tid):
             emit(line)

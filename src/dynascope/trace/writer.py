@@ -19,7 +19,7 @@ try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
     _fast_zlib = None
 
-from . import buffers, oplines
+from . import buffers
 from .decode import Decoder, ThreadStream
 
 
@@ -45,6 +45,8 @@ class TraceWriter:
         self._thread.start()
 
     def _run(self) -> None:
+        from . import oplines
+
         oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
         while not self._stop.wait(self.interval_s):
             self.flush()
