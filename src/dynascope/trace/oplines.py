@@ -15,6 +15,9 @@ is compiled once per machine (`cache=True` keeps the machine code beside this fi
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numba
 import numpy as np
 
@@ -136,8 +139,20 @@ def format_calls(values, begin, graph_spec, op_base, n_ops, heads, head_starts, 
     return DONE, i, pos, next_id, events, dropped
 
 
+# numba compiles under a process-wide lock. A fork while another thread holds it would leave the child
+# (a DataLoader worker, which writes its own trace) waiting for it forever, so a fork waits for the
+# compile to finish: it only ever happens once per process.
+_compiling = threading.Lock()
+os.register_at_fork(before=_compiling.acquire, after_in_parent=_compiling.release, after_in_child=_compiling.release)
+
+
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) before the first real drain."""
+    with _compiling:
+        _run_once()
+
+
+def _run_once() -> None:
     heads = np.frombuffer(b"{g{o", dtype=np.uint8)
     starts = np.array([0, 2, 4], dtype=np.int64)
     table = (np.array([-1, 0], dtype=np.int64), np.array([0, 1], dtype=np.int64), np.array([0, 1], dtype=np.int64))
