@@ -1,4 +1,4 @@
-"""The byte-level fast path (analyze/fastpath.py) gives exactly the general reader's summaries.
+"""The fast path (analyze/fastpath.py, its scanner analyze/_scan.py) gives exactly the general reader's summaries.
 
 Traces are written line by line in the writer's exact layout (trace/decode.py `_template`): graph calls
 naming their OH record, op events that refer to attribution through their graph call
@@ -18,6 +18,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 import dynascope.analyze._inflate as _inflate
+import dynascope.analyze._scan as _scan
 import dynascope.analyze.fastpath as fastpath
 import dynascope.analyze.reader as reader
 import dynascope.analyze.summarize as S
@@ -140,10 +141,8 @@ def tiny(monkeypatch):
     """Chunks of a few KB, blocks of a few lines: cuts fall everywhere."""
     monkeypatch.setattr(reader, "_CHUNK", 3000)
     monkeypatch.setattr(_inflate, "_MAX_OUT", 2500)
-    monkeypatch.setattr(fastpath, "_BLOCK", 700)
-    monkeypatch.setattr(fastpath, "_MIN_LINES", 1)
-    monkeypatch.setattr(fastpath, "_MIN_BYTES", 64)
     monkeypatch.setattr(fastpath, "_REST_BATCH", 1500)
+    monkeypatch.setattr(fastpath, "_GRAPH_BATCH", 7)
 
 
 def _general(paths, top=20):
@@ -191,9 +190,7 @@ def test_fast_path_equals_general_reader(tmp_path, request, sizes):
     assert fast.by_step.height == 40 and fast.by_step.get_column("op_count").sum() > 0
 
 
-def test_fast_path_takes_the_op_lines(tmp_path, monkeypatch):
-    monkeypatch.setattr(fastpath, "_MIN_LINES", 1)
-    monkeypatch.setattr(fastpath, "_MIN_BYTES", 64)
+def test_fast_path_takes_the_op_lines(tmp_path):
     paths = _write_ours(tmp_path)
     text = gzip.decompress(paths[0].read_bytes()).decode()
     expect = sum(1 for ln in text.splitlines() if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
@@ -210,17 +207,14 @@ def test_graph_call_cut_from_its_ops(tmp_path, monkeypatch):
     cut = text.index(b"\n", cut) + 1
     p = tmp_path / "t-77.pfw"
     p.write_bytes(text)
-    real = reader._text_chunks
 
-    def chunks(data, state):
-        yield data[:cut]
-        yield data[cut:]
+    def pieces(data, state):
+        yield data, 0, cut
+        yield data, cut, len(data)
 
-    monkeypatch.setattr(reader, "_text_chunks", chunks)
-    monkeypatch.setattr(fastpath, "_MIN_LINES", 1)
-    monkeypatch.setattr(fastpath, "_MIN_BYTES", 64)
+    monkeypatch.setattr(fastpath, "_pieces", pieces)
     fast = _fast([p])
-    monkeypatch.setattr(reader, "_text_chunks", real)
+    monkeypatch.undo()
     assert_same(fast, _general([p]))
 
 
@@ -336,27 +330,117 @@ def test_many_small_members(tmp_path, torn):
     assert fast.meta["dropped_lines"] == int(torn)
 
 
-def test_ints_and_windows_agree_with_python():
-    """The SWAR integer parser (every length 1..16, all-16-digit rows on their own fast path, bad digits)
-    and the fixed-window matcher (a pattern ending at a known colon compared without its colon)."""
-    rng = np.random.default_rng(3)
-    for lengths in (rng.integers(1, 17, 400), np.full(400, 16)):
-        fields = [str(int(rng.integers(1, 10))) + "".join(map(str, rng.integers(0, 10, n - 1))) for n in lengths]
-        fields[7] = fields[7][:-1] + "x"
-        fields[11] = "/" + fields[11][1:]
-        buf = ("        " + "".join(f":{f}," for f in fields)).encode()
-        lo, hi, pos = [], [], 8
-        for f in fields:
-            lo.append(pos + 1)
-            hi.append(pos + 1 + len(f))
-            pos += len(f) + 2
-        w = fastpath._words(buf)
-        vals, ok = fastpath._ints(w, np.array(lo), np.array(hi))
-        for f, v, k in zip(fields, vals.tolist(), ok.tolist()):
-            assert k == f.isdigit() and (not k or v == int(f))
-        colons = np.array(lo) - 1
-        for pat in (b":", b',":', b'2":', b'01234567:', b'"abcdefghijk":'):
-            assert (fastpath._match_end(w, colons, pat, True) == fastpath._match_end(w, colons, pat)).all()
+def _scan_text(lines: list[str], cap: int = 1 << 12):
+    """Scan text made of `lines` with a fresh Scanner: (scanner, times, graph rows, the other lines)."""
+    text = ("\n".join(lines) + "\n").encode()
+    sc = _scan.Scanner(cap)
+    times, rows, rest = sc.scan(text, 0, len(text))
+    others = b"".join(text[a:b] for a, b in rest.T.tolist()).decode().splitlines()
+    return sc, times, rows, others
+
+
+def test_scanner_takes_exactly_the_two_layouts():
+    g = _graph_line("__compiled_fn_1.forward", 7, 8, 1, 3, 2, 10, 11, 1795294435582550, 80)
+    ops = [_op_line(f"function.op{k}.default", 7, 8, 1, 3, 11, 12 + k, 1795294435582550 + k, 5 + k) for k in range(3)]
+    other = [
+        '{"name":"step","cat":"user","pid":7,"tid":8,"ph":"X","args":{"hhash":"%s","p_idx":-1,"level":1},"id":1,"ts":5,"dur":9}' % HH,
+        _op_line("function.top", 7, 8, 1, 1, -1, 20, 1795294435582560, 3),  # top level: negative p_idx
+        _op_line("function.x", 7, 8, 1, 3, 11, 21, 1795294435582560, 3).replace('"dur":3', '"dur":03'),  # leading zero
+        _op_line("function.x", 7, 8, 1, 3, 11, 22, 1795294435582560, 3).replace('"dur":3', '"dur":1234567890123456789'),
+        _op_line("function.x", 7, 8, 1, 3, 11, 23, 1795294435582560, 3).replace('"ph":"X"', '"ph":"B"'),
+        _graph_line("g.forward", 7, 8, 1, 3, 2, 10, 30, 5, 80).replace(HH, "9c1185a5c5e9fc5z"),  # not hex
+        _op_line("function.x", 7, 8, 1, 3, 11, 11, 1795294435582560, 3),  # id not after its parent
+        "[",
+        "",
+    ]
+    lines = [other[0], g, ops[0], other[1], ops[1], *other[2:], ops[2]]
+    sc, times, rows, others = _scan_text(lines)
+    assert others == [other[0], other[1], *other[2:]]
+    assert times.tolist() == [[7] * 3, [8] * 3, [1795294435582550 + k for k in range(3)], [5, 6, 7]]
+    assert rows[:9, 0].tolist() == [7, 8, 11, 1795294435582550, 80, 10, 2, 1, 3]
+    assert sc.name_bytes(int(rows[9, 0])) == b'"__compiled_fn_1.forward"' and sc.host_hash() == HH
+    pid, gop, k, name = sc.op_keys()
+    order = np.argsort(k)
+    assert (pid[order].tolist(), gop[order].tolist(), k[order].tolist()) == ([7] * 3, [3] * 3, [0, 1, 2])
+    assert [sc.name_bytes(int(i)) for i in name[order]] == [f'"function.op{k}.default"'.encode() for k in range(3)]
+
+
+def test_scanner_names_negative_parents_and_pending_ops():
+    """Names with escaped quotes, a colon or non-ASCII are taken as their raw bytes; a later line whose
+    name differs for the same key goes to the general reader; an op whose graph call is not known yet is
+    keyed by its parent (-2 - p_idx); a graph call's negative p_idx is parsed; a second host is left."""
+    odd = 'odd:"q"\u00e9.relu'
+    lines = [
+        _op_line(odd, 5, 5, 1, 3, 40, 41, 100, 2),  # graph call 40 comes later
+        _graph_line("g.forward", 5, 5, 1, 9, 1, -1, 40, 99, 10),
+        _op_line(odd, 5, 5, 1, 3, 40, 41, 101, 2),
+        _op_line("x\u00e9.t", 5, 5, 1, 3, 40, 42, 102, 4),
+        _op_line("another name", 5, 5, 1, 3, 40, 42, 103, 4),  # same key (op 9, k 1), other name
+        _graph_line("g.forward", 5, 5, 1, 9, 1, -1, 50, 99, 10).replace(HH, "0123456789abcdef"),
+    ]
+    sc, times, rows, others = _scan_text(lines)
+    assert others == [lines[4], lines[5]]
+    assert times[3].tolist() == [2, 2, 4]
+    assert rows[5].tolist() == [-1]
+    pid, gop, k, name = sc.op_keys()
+    keys = {(int(a), int(b)): json.loads(sc.name_bytes(int(n))) for a, b, n in zip(gop, k, name)}
+    assert keys == {(-42, 0): 'odd:"q"\u00e9.relu', (9, 0): 'odd:"q"\u00e9.relu', (9, 1): "x\u00e9.t"}
+    bins = sorted(zip(*(x.tolist() for x in sc.op_bins())))
+    assert [(b[1], b[2]) for b in bins] == sorted([(2, 1), (2, 1), (4, 1)])
+
+
+def test_scanner_tables_grow():
+    """Many keys and durations from a tiny start: every table grows (the scan resumes where it stopped)."""
+    rng = np.random.default_rng(5)
+    lines, expect, ident = [], {}, 1
+    for call in range(300):
+        gop = int(rng.integers(0, 50))
+        gid = ident
+        lines.append(_graph_line(f"g{gop}.forward", 3, 3, 0, gop, 1, -1, gid, 1000 + call, 9))
+        ident += 1
+        for k in range(int(rng.integers(1, 12))):
+            dur = int(rng.integers(0, 5000))
+            lines.append(_op_line(f"op{gop}.{k}", 3, 3, 0, 2, gid, ident, 1000 + call, dur))
+            ident += 1
+            expect[(f"op{gop}.{k}", dur)] = expect.get((f"op{gop}.{k}", dur), 0) + 1
+    sc, times, rows, others = _scan_text(lines, cap=4)
+    assert others == [] and rows.shape[1] == 300 and times.shape[1] == sum(expect.values())
+    pid, gop, k, name = sc.op_keys()
+    bin_name, dur, n = sc.op_bins()
+    got = {(json.loads(sc.name_bytes(int(a))), int(d)): int(c) for a, d, c in zip(bin_name, dur, n)}
+    assert got == expect
+
+
+def test_pieces_cut_lines_anywhere(tmp_path, monkeypatch):
+    """gzip members cut in the middle of lines (and of a graph call's run of ops), pieces without any
+    newline, a plain file read in tiny ranges: the same summaries as the general reader."""
+    lines = our_trace(91, 8, steps=40)
+    text = ("[\n" + "\n".join(lines) + "\n").encode()
+    cuts = sorted({7, 8, 150, 151, 152, *range(900, len(text), 977)})
+    members = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    p = tmp_path / "t-91.pfw.gz"
+    p.write_bytes(b"".join(gzip.compress(m, compresslevel=1) for m in members))
+    q = tmp_path / "t-92.pfw"
+    q.write_bytes(text.replace(b'"pid":91', b'"pid":92'))
+    monkeypatch.setattr(reader, "_CHUNK", 500)
+    fast = _fast([p, q])
+    _, _, state = fastpath.read_fast(p, S.SUMMARY_COLUMNS, S._OpReducer())
+    assert state.fast_ops == sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
+    assert_same(fast, _general([p, q]))
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"[\n", gzip.compress(b""), gzip.compress(b"[\n")])
+def test_empty_files(tmp_path, content):
+    """Empty or header-only files: the general reader's answer (an empty summary or its error)."""
+    p = tmp_path / "t-1.pfw.gz"
+    p.write_bytes(content)
+    try:
+        general = _general([p])
+    except Exception as exc:  # noqa: BLE001
+        with pytest.raises(type(exc)):
+            _fast([p])
+    else:
+        assert_same(_fast([p]), general)
 
 
 def test_bad_digit_in_a_long_field(tmp_path, tiny):
