@@ -419,12 +419,11 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         rids = grp.get_column("rid").to_list()
         starts = grp.get_column("ts").to_list()
         ends = (grp.get_column("ts") + grp.get_column("dur")).to_list()
-        for b, rid in _innermost_segments(rids, starts, ends):
-            seg_rows["trace_file"].append(key[0])
-            seg_rows["pid"].append(key[1])
-            seg_rows["tid"].append(key[2])
-            seg_rows["seg"].append(b)
-            seg_rows["rid"].append(rid)
+        segs = _innermost_segments(rids, starts, ends)
+        for col, value in zip(gkeys, key):
+            seg_rows[col].extend([value] * len(segs))
+        seg_rows["seg"].extend(b for b, _ in segs)
+        seg_rows["rid"].extend(rid for _, rid in segs)
     segs = pl.DataFrame(
         seg_rows,
         schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "seg": pl.Int64, "rid": pl.UInt32},
@@ -461,16 +460,9 @@ def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int,
     closed interval [ts, ts + dur]. O(R log R)."""
     import heapq
 
-    order = sorted(range(len(rids)), key=lambda i: (starts[i], -ends[i]))
-    if all(starts[order[j + 1]] > ends[order[j]] for j in range(len(order) - 1)):
-        # disjoint regions (steps one after another): each covers itself, gaps belong to none
-        out = []
-        for i in order:
-            if out and out[-1][0] == starts[i]:
-                out.pop()  # the previous gap ends where this region starts
-            out.append((starts[i], rids[i]))
-            out.append((ends[i] + 1, None))
-        return out
+    disjoint = _disjoint_segments(rids, starts, ends)
+    if disjoint is not None:
+        return disjoint
 
     opens = sorted(range(len(rids)), key=lambda i: starts[i])
     closes = sorted(range(len(rids)), key=lambda i: ends[i] + 1)
@@ -492,6 +484,28 @@ def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int,
             heapq.heappop(heap)
         out.append((b, rids[heap[0][3]] if heap else None))
     return out
+
+
+def _disjoint_segments(rids: list, starts: list, ends: list) -> list[tuple[int, int | None]] | None:
+    """_innermost_segments when no two regions overlap (steps one after another): each covers itself,
+    gaps belong to none (a gap that ends where the next region starts is no segment). None otherwise."""
+    import itertools
+
+    import numpy as np
+
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    order = np.lexsort((-e, s))  # stable, as sorted() by (start, -end)
+    s, e = s[order], e[order]
+    if not (s[1:] > e[:-1]).all():
+        return None
+    bounds = np.empty(2 * len(s), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = s, e + 1
+    owners: list = [None] * len(bounds)
+    owners[0::2] = [rids[i] for i in order.tolist()]
+    keep = np.ones(len(bounds), dtype=bool)
+    keep[1:-1:2] = s[1:] != e[:-1] + 1
+    return list(zip(itertools.compress(bounds.tolist(), keep.tolist()), itertools.compress(owners, keep.tolist())))
 
 
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
