@@ -43,13 +43,17 @@ def analysis_table(data: dict) -> str:
     lines = [
         f"{data['op_events'] / 1e6:.0f} million op events in {data['files']} files ({data['gzip_bytes'] / 1e6:.0f} MB gzip):",
         "",
-        "| read + summarise | events/s | wall s | peak MB | vs baseline |",
-        "|---|---:|---:|---:|---:|",
+        "| read + summarise | events/s | wall s | CPU s | startup s | peak MB | vs baseline |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     baseline = next((r for r in data["rows"] if "baseline" in r["variant"]), None)
     for row in data["rows"]:
         ratio = f"{row['events_per_s'] / baseline['events_per_s']:.1f}×" if baseline else "–"
-        lines.append(f"| {row['variant']} | {row['events_per_s'] / 1e6:.2f} M | {row['seconds']:.1f} | {row['peak_mb']:.0f} | {ratio} |")
+        startup = f"{row['startup_s']:.2f}" if "startup_s" in row else "–"
+        lines.append(
+            f"| {row['variant']} | {row['events_per_s'] / 1e6:.2f} M | {row['seconds']:.1f} | {row['cpu_s']:.1f} | {startup} "
+            f"| {row['peak_mb']:.0f} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
