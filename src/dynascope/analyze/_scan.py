@@ -505,3 +505,10 @@ class Scanner:
 
     def host_hash(self) -> str:
         return self.hhash.tobytes().decode("ascii") if self.st[_HASH_SET] else ""
+
+
+def warm_up() -> None:
+    """Compile the kernels (or load them from numba's on-disk cache), table growth included."""
+    line = b'{"name":"f","cat":"dynamo","pid":1,"tid":1,"ph":"X","args":{"grad_enabled":1,"level":3,"p_idx":1},"id":2,"ts":5,"dur":1}\n'
+    text = line * 4
+    Scanner(cap=2).scan(text, 0, len(text))
