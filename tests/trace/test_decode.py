@@ -115,3 +115,30 @@ def test_compiled_formatter_writes_exact_json_and_resumes_when_its_buffer_is_ful
     assert rows[3] == {"args": {"o": 2, "p_idx": 9}, "id": 10, "ts": big // 1000, "dur": (big + 12_345_678) // 1000 - big // 1000}
     small, _, _ = run(2 * (14 + oplines.LINE_TAIL_MAX))  # room for one call at a time
     assert small == whole
+
+
+def test_a_fork_waits_for_the_formatters_compile_so_the_child_never_inherits_a_held_compiler_lock():
+    import os
+    import threading
+
+    from dynascope.trace import oplines
+
+    compiling, releasing = threading.Event(), threading.Event()
+
+    def compile_in_writer_thread():
+        with oplines._compiling:  # as warm_up holds it while numba compiles
+            compiling.set()
+            releasing.wait(timeout=5)
+            releasing.set()
+
+    writer = threading.Thread(target=compile_in_writer_thread)
+    writer.start()
+    compiling.wait(timeout=5)
+    threading.Timer(0.2, releasing.set).start()
+    pid = os.fork()
+    if pid == 0:  # the child: the lock must be free here
+        os._exit(0 if oplines._compiling.acquire(timeout=5) else 1)
+    assert releasing.is_set()  # the fork happened only after the compile let go
+    _, status = os.waitpid(pid, 0)
+    writer.join()
+    assert os.waitstatus_to_exitcode(status) == 0
