@@ -176,3 +176,18 @@ def test_text_file_is_not_a_trace(tmp_path, capsys):
     assert cli_main(["convert", str(bad), "-o", str(tmp_path / "o.json")]) == 2
     err = capsys.readouterr().err
     assert "notes.pfw: not a trace" in err and not (tmp_path / "o.json").exists()
+
+
+def test_pydftracer_integer_ph_layout_converts_to_string_phases(tmp_path):
+    # pydftracer's 2.x core: no leading "[", integer ph (1 = X, 4 = M), a "type" column, a CM record
+    lines = [
+        {"name": "HH", "cat": "dftracer", "type": 1, "pid": 7, "tid": 7, "ph": 4, "args": {"name": "vm", "value": "aa"}},
+        {"name": "CM", "cat": "dftracer", "type": 1, "pid": 7, "tid": 7, "ph": 4, "args": {"name": "time_metric", "value": "US"}},
+        {"id": 2, "name": "function.relu.default", "cat": "dynamo", "type": 6, "pid": 7, "tid": 7, "ts": 100, "dur": 5, "ph": 1},
+    ]
+    src = tmp_path / "gen_c.pfw"
+    src.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    convert([src], tmp_path / "o.json")
+    out = load(tmp_path / "o.json")
+    assert all(isinstance(e["ph"], str) for e in out["traceEvents"])
+    assert [(e["name"], e["ts"], e["dur"]) for e in xs(out)] == [("function.relu.default", 100, 5)]

@@ -324,11 +324,11 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
                 elif name == "process_name":
                     process_names[pid] = str(args.get("name", pid))
                 else:
-                    passthrough.append(rec)
+                    passthrough.append({**rec, "ph": ph})  # pydftracer's integer ph made a string
                 continue
             if ph != "X":
                 if ph in _PASS_PH:
-                    passthrough.append(rec)
+                    passthrough.append({**rec, "ph": ph})
                 else:
                     stats.unsupported += 1
                 continue
