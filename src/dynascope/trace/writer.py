@@ -45,9 +45,12 @@ class TraceWriter:
         self._thread.start()
 
     def _run(self) -> None:
-        from . import oplines
+        try:
+            from . import oplines
 
-        oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
+            oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
+        except Exception as exc:  # flushes will fail and say so too; the program goes on
+            self._report_failure(exc)
         while not self._stop.wait(self.interval_s):
             self.flush()
 
