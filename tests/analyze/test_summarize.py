@@ -9,6 +9,7 @@ Process B (pid 200, nodeB, rank 1): addmm 20, 20 inside one forward call of 70; 
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
 import synth
@@ -234,9 +235,9 @@ def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
 
     def lookup(segs, t):
         cur = None
-        for b, r in segs:
+        for b, r in zip(*segs):
             if b <= t:
-                cur = r
+                cur = None if r < 0 else r
         return cur
 
     rnd = random.Random(5)
@@ -250,10 +251,10 @@ def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
                 t += rnd.randint(0, 5)
                 ends.append(t)
                 t += 1
-        else:  # anything: nested, overlapping, equal
+        else:  # anything: nested, overlapping, equal, even a negative duration (covers nothing)
             starts = [rnd.randint(0, 20) for _ in range(n)]
-            ends = [s + rnd.randint(0, 10) for s in starts]
+            ends = [s + rnd.randint(-2 if case % 4 == 2 else 0, 10) for s in starts]
         rids = list(range(n))
-        segs = _innermost_segments(rids, starts, ends)
+        segs = _innermost_segments(*(np.array(v, dtype=np.int64) for v in (rids, starts, ends)))
         for t in range(-1, 35):
             assert lookup(segs, t) == brute(rids, starts, ends, t), (case, t, starts, ends, segs)

@@ -22,9 +22,10 @@ Conventions:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from .reader import ReadInfo, expand_paths, graph_refs, map_files, norm_hash, read_file_state
@@ -206,11 +207,10 @@ class _OpReducer:
         return frame.clear() if only_ops else frame.filter(~is_op)
 
     def result(self, state) -> tuple[pl.DataFrame, pl.DataFrame]:
-        name = state.name
+        """The file's op histogram (_OP_KEYS + n) and its op times (_TIME_COLUMNS)."""
         if not self.hists:
             hist = pl.DataFrame(schema={c: (pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String) for c in _OP_KEYS} | {"n": pl.Int64})
-            times = pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64, "dur": pl.Int64})
-            return hist, times
+            return hist, pl.DataFrame(schema=dict.fromkeys(_TIME_COLUMNS, pl.Int64))
         raw = pl.concat(self.hists, how="diagonal_relaxed")
         if "__k" in raw.columns:
             pend = raw.filter(pl.col("__pend").is_not_null())
@@ -236,9 +236,7 @@ class _OpReducer:
             else:
                 cols.append(pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c))
         hist = _str_keys(resolved.select(*cols, "n")).group_by(_OP_KEYS).agg(pl.col("n").sum())
-        times = pl.concat(self.times, how="vertical_relaxed").select(
-            pl.lit(name, dtype=pl.String).alias("trace_file"), "pid", "tid", "ts", "dur"
-        )
+        times = pl.concat(self.times, how="vertical_relaxed").select(pl.col(c).cast(pl.Int64) for c in _TIME_COLUMNS)
         return hist, times
 
 
@@ -319,7 +317,8 @@ def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
     return _core(hist, None, others, info, step=step, op_span=span.row(0))
 
 
-_TIME_COLUMNS = ["trace_file", "pid", "tid", "ts", "dur"]
+# an op's times, as the step attribution of one file needs them
+_TIME_COLUMNS = ["pid", "tid", "ts", "dur"]
 
 
 def _regions(f: pl.DataFrame) -> pl.DataFrame:
@@ -337,8 +336,8 @@ def _core(
     step: pl.DataFrame | None = None,
     op_span: tuple | None = None,
 ) -> Partial:
-    """The partial from op events as a weighted histogram (`hist`: _OP_KEYS + n), their times
-    (trace_file, pid, tid, ts, dur) and every other event as rows (`others`). A caller that computed
+    """The partial of one file from op events as a weighted histogram (`hist`: _OP_KEYS + n), their
+    times (_TIME_COLUMNS) and every other event as rows (`others`). A caller that computed
     the step table and the ops' (min ts, max end) itself passes them instead of `times`."""
     hist = _str_keys(hist)
     graphs = others.filter(pl.col("cat") == GRAPH_CAT)
@@ -404,88 +403,85 @@ def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """by_step rows from the regions in `f` and op times `ops` (trace_file, pid, tid, ts, dur)."""
+    """by_step rows from the regions in `f` and the op times `ops` (_TIME_COLUMNS), both of one file."""
     regions = _regions(f)
     if regions.height == 0:
         return pl.DataFrame(schema=_SCHEMAS["step"])
-    gkeys = ["trace_file", "pid", "tid"]
-    regions = regions.with_columns(pl.col("trace_file").cast(pl.String)).with_row_index("rid")
-    totals = regions.group_by(["epoch", "step"]).agg(
-        pl.len().cast(pl.Int64).alias("regions"), pl.col("dur").sum().alias("total_us")
-    )
-    # elementary segments per thread: the innermost region covering [seg_start, next seg_start)
-    seg_rows: dict[str, list] = {"trace_file": [], "pid": [], "tid": [], "seg": [], "rid": []}
-    for key, grp in regions.group_by(gkeys, maintain_order=True):
-        rids = grp.get_column("rid").to_list()
-        starts = grp.get_column("ts").to_list()
-        ends = (grp.get_column("ts") + grp.get_column("dur")).to_list()
-        segs = _innermost_segments(rids, starts, ends)
-        for col, value in zip(gkeys, key):
-            seg_rows[col].extend([value] * len(segs))
-        seg_rows["seg"].extend(b for b, _ in segs)
-        seg_rows["rid"].extend(rid for _, rid in segs)
-    segs = pl.DataFrame(
-        seg_rows,
-        schema={"trace_file": pl.String, "pid": pl.Int64, "tid": pl.Int64, "seg": pl.Int64, "rid": pl.UInt32},
-    ).sort(gkeys + ["seg"])
-    o = ops.select(pl.col("trace_file").cast(pl.String), "pid", "tid", "ts", "dur").filter(pl.col("ts").is_not_null())
-    per_region = _ops_per_region(o, segs, gkeys)
-    assigned = regions.select("rid", "epoch", "step").join(per_region, on="rid", how="inner")
-    op_tbl = assigned.group_by(["epoch", "step"]).agg(pl.col("op_us").sum(), pl.col("op_count").sum())
-    out = totals.join(op_tbl, on=["epoch", "step"], how="left", nulls_equal=True).with_columns(
-        pl.col("op_us").fill_null(0), pl.col("op_count").fill_null(0)
+    op_us, op_count = _ops_per_region(regions, ops)
+    out = (
+        regions.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count))
+        .group_by(["epoch", "step"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("regions"),
+            pl.col("dur").sum().alias("total_us"),
+            pl.col("op_us").sum(),
+            pl.col("op_count").sum(),
+        )
     )
     return _conform("step", out)
 
 
-def _ops_per_region(ops: pl.DataFrame, segs: pl.DataFrame, gkeys: list[str]) -> pl.DataFrame:
-    """(rid, op_us, op_count): each op counted in the segment it starts in, on its own thread.
-
-    A binary search per op in its thread's sorted segment starts: no sort of the ops (millions of them)
-    and no join."""
-    import numpy as np
-
-    same = ops.select([(pl.col(k).min() == pl.col(k).max()) & pl.col(k).is_not_null().all() for k in gkeys])
-    one = ops.height > 0 and all(same.row(0))
-    groups = {ops.select(gkeys).row(0): ops} if one else ops.partition_by(gkeys, as_dict=True)
-    rid_parts, dur_parts = [], []
-    for key, group in groups.items():
-        mine = segs.filter(*(pl.col(k) == v for k, v in zip(gkeys, key)))
-        if mine.height == 0:
+def _ops_per_region(regions: pl.DataFrame, ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(op_us, op_count) per region row: each op counted in the innermost region that covers its start,
+    on its own thread. A binary search per op in its thread's segment starts: no sort of the ops
+    (millions of them) and no join."""
+    op_us = np.zeros(regions.height, dtype=np.int64)
+    op_count = np.zeros(regions.height, dtype=np.int64)
+    segments = _thread_segments(regions)
+    for thread, group in _threads(ops):
+        if thread not in segments:
             continue
-        starts = mine.get_column("seg").to_numpy()
-        owners = mine.get_column("rid").cast(pl.Int64).fill_null(-1).to_numpy()
-        at = np.searchsorted(starts, group.get_column("ts").to_numpy(), side="right") - 1
-        rid = np.where(at >= 0, owners[np.maximum(at, 0)], -1)
-        inside = rid >= 0
-        rid_parts.append(rid[inside])
-        dur_parts.append(group.get_column("dur").fill_null(0).to_numpy()[inside])
-    rid = np.concatenate(rid_parts) if rid_parts else np.zeros(0, dtype=np.int64)
-    dur = np.concatenate(dur_parts) if dur_parts else np.zeros(0, dtype=np.int64)
-    count = np.bincount(rid)
-    total = np.bincount(rid, weights=dur).round().astype(np.int64)  # exact: sums stay far below 2**53 µs
-    used = np.flatnonzero(count)
-    return pl.DataFrame(
-        {"rid": used.astype(np.uint32), "op_us": total[used], "op_count": count[used].astype(np.int64)}
-    )
+        bounds, owners = segments[thread]
+        at = np.searchsorted(bounds, group.get_column("ts").to_numpy(), side="right") - 1
+        rid = np.where(at >= 0, owners[at], -1) + 1  # 0: in no region
+        dur = group.get_column("dur").fill_null(0).to_numpy()
+        op_count += np.bincount(rid, minlength=len(op_count) + 1)[1:]
+        # float weights are exact: the sums stay far below 2**53 µs
+        op_us += np.bincount(rid, weights=dur, minlength=len(op_us) + 1)[1:].round().astype(np.int64)
+    return op_us, op_count
 
 
-def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int, int | None]]:
+def _thread_segments(regions: pl.DataFrame) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    """(pid, tid) -> that thread's elementary segments (see `_innermost_segments`); regions are numbered
+    by their row."""
+    r = regions.with_row_index("rid").drop_nulls(["pid", "tid", "ts", "dur"])
+    segments = {}
+    for thread, grp in r.group_by(["pid", "tid"], maintain_order=True):
+        starts = grp.get_column("ts").to_numpy()
+        ends = starts + grp.get_column("dur").to_numpy()
+        segments[thread] = _innermost_segments(grp.get_column("rid").cast(pl.Int64).to_numpy(), starts, ends)
+    return segments
+
+
+def _threads(ops: pl.DataFrame) -> Iterator[tuple[tuple, pl.DataFrame]]:
+    """The op times of each (pid, tid) with a start; nearly always one thread, taken without grouping."""
+    ops = ops.drop_nulls(["pid", "tid", "ts"])
+    if ops.height == 0:
+        return
+    pid, tid = ops.get_column("pid"), ops.get_column("tid")
+    if pid.min() == pid.max() and tid.min() == tid.max():
+        yield (pid[0], tid[0]), ops
+    else:
+        yield from ops.partition_by(["pid", "tid"], as_dict=True).items()
+
+
+def _innermost_segments(rids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Split a thread's time at every region boundary; each piece [b, next b) gets the innermost region
-    covering it (latest start, then earliest end, then highest row), or None. Regions cover the
-    closed interval [ts, ts + dur]. O(R log R)."""
+    covering it (latest start, then earliest end, then highest rid), or -1. Regions cover the closed
+    interval [ts, ts + dur]. Returns (the sorted piece starts b, their regions). O(R log R)."""
     import heapq
 
     disjoint = _disjoint_segments(rids, starts, ends)
     if disjoint is not None:
         return disjoint
 
+    rids, starts, ends = rids.tolist(), starts.tolist(), ends.tolist()
     opens = sorted(range(len(rids)), key=lambda i: starts[i])
     closes = sorted(range(len(rids)), key=lambda i: ends[i] + 1)
     bounds = sorted({starts[i] for i in opens} | {ends[i] + 1 for i in opens})
     heap: list = []
     closed: set = set()
-    out = []
+    owners = []
     oi = ci = 0
     for b in bounds:
         while ci < len(closes) and ends[closes[ci]] + 1 <= b:
@@ -498,30 +494,24 @@ def _innermost_segments(rids: list, starts: list, ends: list) -> list[tuple[int,
             oi += 1
         while heap and heap[0][3] in closed:
             heapq.heappop(heap)
-        out.append((b, rids[heap[0][3]] if heap else None))
-    return out
+        owners.append(rids[heap[0][3]] if heap else -1)
+    return np.array(bounds, dtype=np.int64), np.array(owners, dtype=np.int64)
 
 
-def _disjoint_segments(rids: list, starts: list, ends: list) -> list[tuple[int, int | None]] | None:
+def _disjoint_segments(rids: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """_innermost_segments when no two regions overlap (steps one after another): each covers itself,
     gaps belong to none (a gap that ends where the next region starts is no segment). None otherwise."""
-    import itertools
-
-    import numpy as np
-
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    order = np.lexsort((-e, s))  # stable, as sorted() by (start, -end)
-    s, e = s[order], e[order]
-    if not (s[1:] > e[:-1]).all():
+    order = np.lexsort((-ends, starts))  # stable, as sorted() by (start, -end)
+    s, e = starts[order], ends[order]
+    if not (s[1:] > e[:-1]).all() or (e < s).any():
         return None
     bounds = np.empty(2 * len(s), dtype=np.int64)
     bounds[0::2], bounds[1::2] = s, e + 1
-    owners: list = [None] * len(bounds)
-    owners[0::2] = [rids[i] for i in order.tolist()]
+    owners = np.full(len(bounds), -1, dtype=np.int64)
+    owners[0::2] = rids[order]
     keep = np.ones(len(bounds), dtype=bool)
     keep[1:-1:2] = s[1:] != e[:-1] + 1
-    return list(zip(itertools.compress(bounds.tolist(), keep.tolist()), itertools.compress(owners, keep.tolist())))
+    return bounds[keep], owners[keep]
 
 
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
