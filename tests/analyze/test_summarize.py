@@ -258,3 +258,23 @@ def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
         segs = _innermost_segments(*(np.array(v, dtype=np.int64) for v in (rids, starts, ends)))
         for t in range(-1, 35):
             assert lookup(segs, t) == brute(rids, starts, ends, t), (case, t, starts, ends, segs)
+
+
+def test_count_in_segments_agrees_with_binary_search_in_any_op_order():
+    import random
+
+    from dynascope.analyze._scan import count_in_segments
+
+    rnd = random.Random(7)
+    bounds = np.array(sorted(rnd.sample(range(0, 400), 40)), dtype=np.int64)
+    owners = np.array([rnd.choice([-1, 0, 1, 2, 3]) for _ in bounds], dtype=np.int64)
+    ts = np.array([rnd.randint(-20, 420) for _ in range(2000)], dtype=np.int64)
+    ts[:1000].sort()  # in time order, then jumping back and forth
+    dur = np.array([rnd.randint(0, 9) for _ in ts], dtype=np.int64)
+    count, us = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)
+    count_in_segments(bounds, owners, ts, dur, count, us)
+    at = np.searchsorted(bounds, ts, side="right") - 1
+    rid = np.where(at >= 0, owners[at], -1)
+    inside = rid >= 0
+    assert count.tolist() == np.bincount(rid[inside], minlength=4).tolist()
+    assert us.tolist() == np.bincount(rid[inside], weights=dur[inside], minlength=4).astype(np.int64).tolist()

@@ -21,6 +21,7 @@ for their key, and lines of any other layout are not taken: they are returned as
 for the general reader.
 
 State lives in numpy arrays owned by `Scanner` (one per file); the kernels run without the GIL.
+`count_in_segments` is the step attribution's pass over the op times (summarize._ops_per_region).
 """
 
 from __future__ import annotations
@@ -424,6 +425,32 @@ def scan(buf, w, lo, hi, st, gk, gv, sk, sv, hk, hv, nk, nv, names, name_at, hha
 
 
 # ----------------------------------------------------------------------------------------------
+# step attribution (summarize._ops_per_region)
+
+
+@_kernel(nogil=True)
+def count_in_segments(bounds, owners, ts, dur, op_count, op_us):
+    """Count each op (start ts, duration dur) in the owner of the last segment that starts at or before
+    it (bounds sorted; an owner < 0 is no region): op_count[owner] += 1, op_us[owner] += dur. Ops come
+    nearly in time order, so the search starts at the previous op's segment; a jump back or far ahead
+    is a binary search."""
+    n = len(bounds)
+    k = 0
+    for i in range(len(ts)):
+        t = ts[i]
+        if t < bounds[0]:
+            continue
+        if t < bounds[k] or (k + 8 < n and bounds[k + 8] <= t):
+            k = np.searchsorted(bounds, t, side="right") - 1
+        while k + 1 < n and bounds[k + 1] <= t:
+            k += 1
+        r = owners[k]
+        if r >= 0:
+            op_count[r] += 1
+            op_us[r] += dur[i]
+
+
+# ----------------------------------------------------------------------------------------------
 
 
 def _table(cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -512,3 +539,8 @@ def warm_up() -> None:
     line = b'{"name":"f","cat":"dynamo","pid":1,"tid":1,"ph":"X","args":{"grad_enabled":1,"level":3,"p_idx":1},"id":2,"ts":5,"dur":1}\n'
     text = line * 4
     Scanner(cap=2).scan(text, 0, len(text))
+    times = np.arange(4, dtype=np.int64)
+    counts = np.zeros(1, dtype=np.int64)
+    for writable in (True, False):  # polars hands op times over read-only, or as a copy
+        times.setflags(write=writable)
+        count_in_segments(times[:2], np.array([0, -1]), times, times, counts, counts.copy())

@@ -423,21 +423,18 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
 
 def _ops_per_region(regions: pl.DataFrame, ops: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(op_us, op_count) per region row: each op counted in the innermost region that covers its start,
-    on its own thread. A binary search per op in its thread's segment starts: no sort of the ops
-    (millions of them) and no join."""
+    on its own thread. One compiled pass over the ops per thread, along its segments: no sort of the
+    ops (millions of them) and no join."""
+    from ._scan import count_in_segments
+
     op_us = np.zeros(regions.height, dtype=np.int64)
     op_count = np.zeros(regions.height, dtype=np.int64)
     segments = _thread_segments(regions)
     for thread, group in _threads(ops):
-        if thread not in segments:
-            continue
-        bounds, owners = segments[thread]
-        at = np.searchsorted(bounds, group.get_column("ts").to_numpy(), side="right") - 1
-        rid = np.where(at >= 0, owners[at], -1) + 1  # 0: in no region
-        dur = group.get_column("dur").fill_null(0).to_numpy()
-        op_count += np.bincount(rid, minlength=len(op_count) + 1)[1:]
-        # float weights are exact: the sums stay far below 2**53 µs
-        op_us += np.bincount(rid, weights=dur, minlength=len(op_us) + 1)[1:].round().astype(np.int64)
+        if thread in segments:
+            dur = group.get_column("dur")
+            dur = dur.fill_null(0) if dur.null_count() else dur
+            count_in_segments(*segments[thread], group.get_column("ts").to_numpy(), dur.to_numpy(), op_count, op_us)
     return op_us, op_count
 
 
@@ -455,7 +452,8 @@ def _thread_segments(regions: pl.DataFrame) -> dict[tuple, tuple[np.ndarray, np.
 
 def _threads(ops: pl.DataFrame) -> Iterator[tuple[tuple, pl.DataFrame]]:
     """The op times of each (pid, tid) with a start; nearly always one thread, taken without grouping."""
-    ops = ops.drop_nulls(["pid", "tid", "ts"])
+    if any(ops.get_column(c).null_count() for c in ("pid", "tid", "ts")):
+        ops = ops.drop_nulls(["pid", "tid", "ts"])
     if ops.height == 0:
         return
     pid, tid = ops.get_column("pid"), ops.get_column("tid")
