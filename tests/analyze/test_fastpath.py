@@ -13,7 +13,6 @@ import json
 import warnings
 
 import numpy as np
-import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 

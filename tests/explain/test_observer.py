@@ -1,6 +1,5 @@
 """Graph breaks, recompiles, compile times and cache-limit hits as the observer records them."""
 
-import pytest
 import torch
 
 from dynascope.explain import observe, start_observing, stop_observing

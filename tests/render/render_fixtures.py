@@ -12,7 +12,6 @@ from pathlib import Path
 
 import orjson
 import polars as pl
-import pytest
 
 from dynascope.analyze.summary import Summary
 

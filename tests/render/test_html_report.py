@@ -7,7 +7,7 @@ import polars as pl
 
 from dynascope.analyze.summary import Summary
 from dynascope.render.html import find_explanation, load_explanation, render_html, write_html
-from render_fixtures import EVIL, make_explanation, make_summary
+from render_fixtures import make_explanation, make_summary
 
 
 def test_escapes_every_user_string():

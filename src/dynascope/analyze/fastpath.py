@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import orjson
@@ -26,7 +25,6 @@ import polars as pl
 
 from . import _inflate, _scan
 from . import reader as _reader
-from ..errors import TraceFormatError
 
 __all__ = ["file_partial_fast"]
 
@@ -208,12 +206,7 @@ def read_fast(path: str | os.PathLike, columns: list[str], reducer):
     """`reader.read_file_state(path, columns=columns, reducer=reducer)` with op and graph-call lines taken
     by the scanner. Returns None when the file is not line-oriented (a JSON document): use the general
     reader."""
-    path = Path(path)
-    name = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{name}: cannot be read ({exc.strerror}); check the path") from None
+    name, data = _reader.read_bytes(path)
     if not data.strip():
         return None
     state = _reader._FileState(name, columns)

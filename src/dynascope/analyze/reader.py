@@ -248,6 +248,15 @@ def read_file(path: str | os.PathLike, *, columns: list[str] | None = None) -> t
     return frame, info
 
 
+def read_bytes(path: str | os.PathLike) -> tuple[str, bytes]:
+    """(the path as text, the file's bytes), or one clear error."""
+    name = str(path)
+    try:
+        return name, Path(path).read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{name}: cannot be read ({exc.strerror}); check the path") from None
+
+
 def read_file_state(path, *, columns: list[str] | None = None, reducer=None):
     """read_file, also returning the file's state (metadata tables) for resolving reduced frames.
 
@@ -255,12 +264,7 @@ def read_file_state(path, *, columns: list[str] | None = None, reducer=None):
     the rows to keep; what it takes away it aggregates itself (summaries use this to pre-aggregate op
     events per chunk) and resolves later with `state.resolve_frame`.
     """
-    path = Path(path)
-    name = str(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceFormatError(f"{name}: cannot be read ({exc.strerror}); check the path") from None
+    name, data = read_bytes(path)
     state = _FileState(name, columns)
     state.reducer = reducer
     if not data.strip():

@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 
 from .buffers import MARK
-from .ops import TABLE, OpSpec
+from .ops import TABLE
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 Emit = Callable[[bytes | memoryview], None]  # takes whole lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import call_named, const, name
+from .nodes import const
 from .opcodes import FEATURES, VERSION
 from .values import (
     NULL, DecompileError, FunctionValue, ImportedModule, ImportedName, Iter, SymList, WithExit, WithExitDone,

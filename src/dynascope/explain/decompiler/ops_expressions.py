@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from .nodes import BINOPS, COMPARES, UNARY, as_tuple, const, none_to_absent
+from .nodes import BINOPS, COMPARES, UNARY, as_tuple, none_to_absent
 from .values import DecompileError, Inplace, SymList
 
 

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from dynascope.explain.decompiler import decompile, decompile_or_dis
+from dynascope.explain.decompiler import decompile_or_dis
 
 CALL_TIMEOUT_S = 5.0
 SAMPLES: list["Sample"] = []
