@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo test test-all matrix bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "dynascope needs $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -26,8 +26,13 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m ''
 
+# The version matrix (noxfile.py): oldest and newest torch, Python 3.10 to 3.13, in scratch venvs
+# under .nox/. One session: make matrix ARGS='-s torch_free-3.12'; list them: make matrix ARGS=-l
+matrix: $(STAMP)
+	$(VENV)/bin/nox $(ARGS)
+
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info
+	rm -rf $(VENV) .nox build dist src/*.egg-info

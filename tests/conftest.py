@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import sys
 
@@ -6,6 +7,23 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(__
 
 
 import pytest  # noqa: E402
+
+# Without torch (the torch-free matrix sessions) these need torch for every test they hold; the
+# rest of the suite (decompiler, analysis, rendering, the trace writer) runs on any CPython.
+NEEDS_TORCH = [
+    "capture",
+    "cli/test_run.py",
+    "explain/test_command.py",
+    "explain/test_decompile_dynamo.py",
+    "explain/test_explain_toy.py",
+    "explain/test_module_and_why.py",
+    "explain/test_observer.py",
+    "seeds",
+    "trace/test_config.py",
+    "trace/test_durability.py",
+]
+if importlib.util.find_spec("torch") is None:
+    collect_ignore = NEEDS_TORCH
 
 
 @pytest.fixture(autouse=True)
