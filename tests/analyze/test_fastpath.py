@@ -428,7 +428,11 @@ def test_pieces_cut_lines_anywhere(tmp_path, monkeypatch):
     assert_same(fast, _general([p, q]))
 
 
-@pytest.mark.parametrize("content", [b"", b"\n\n", b"[\n", gzip.compress(b""), gzip.compress(b"[\n")])
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"\n\n", b"[\n", gzip.compress(b"", mtime=0), gzip.compress(b"[\n", mtime=0)],
+    ids=["empty", "blank-lines", "header", "gzip-empty", "gzip-header"],  # stable ids: pytest -n 2 collects twice
+)
 def test_empty_files(tmp_path, content):
     """Empty or header-only files: the general reader's answer (an empty summary or its error)."""
     p = tmp_path / "t-1.pfw.gz"
