@@ -1,13 +1,14 @@
-"""The version matrix: `make matrix` runs every session below; `make matrix ARGS='-s torch_free'` one.
+"""The version matrix: `make matrix` runs every session below; `make matrix ARGS='-s torch_free'`
+the torch-free ones, `make matrix ARGS='-t ci'` what CI runs, `make matrix ARGS=-l` lists them.
 
 Each session builds a scratch venv under .nox/ (never the project's .venv) and installs dynascope
 from this checkout (not editable, so the installed package with its data files is what is tested).
 
-  full-<python>-<torch>  the whole test suite on one torch and one Python: the oldest torch we claim
-                         and the newest release on 3.11, the newest release on 3.12 and 3.13
-  torch_free-<python>    what runs without torch (decompiler, analysis, rendering) on CPython
-                         3.10 to 3.13, plus the decompiler's stdlib round trip (CPython's own test
-                         suites, run with every function swapped for its decompiled self)
+  full(<python>-torch<v>)  the whole test suite on one torch and one Python: the oldest torch we
+                           claim and the newest release on 3.11, the newest release on 3.12 and 3.13
+  torch_free-<python>      what runs without torch (decompiler, analysis, rendering) on CPython
+                           3.10 to 3.13, plus the decompiler's stdlib round trip (CPython's own
+                           test suites, run with every function swapped for its decompiled self)
 
 Torch's CUDA builds are what the registry serves for these versions (they run on the CPU). The
 machine's pip configuration may cap torch below the newest release; each session lifts the cap for
@@ -29,11 +30,12 @@ NEWEST_TORCH = "2.15.0"
 TORCH_PYTHONS = ["3.11", "3.12", "3.13"]
 TORCH_FREE_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 
+# (python, torch, runs in CI): CI takes the newest pair; `make matrix` runs them all.
 FULL_MATRIX = [
-    ("3.11", OLDEST_TORCH),
-    ("3.11", NEWEST_TORCH),
-    ("3.12", NEWEST_TORCH),
-    ("3.13", NEWEST_TORCH),
+    ("3.11", OLDEST_TORCH, False),
+    ("3.11", NEWEST_TORCH, False),
+    ("3.12", NEWEST_TORCH, False),
+    ("3.13", NEWEST_TORCH, True),
 ]
 
 nox.options.reuse_venv = "yes"
@@ -74,7 +76,10 @@ def _pytest(session: nox.Session, *args: str) -> None:
 
 
 @nox.session
-@nox.parametrize("python,torch", FULL_MATRIX, ids=[f"{py}-torch{t}" for py, t in FULL_MATRIX])
+@nox.parametrize(
+    "python,torch",
+    [nox.param(py, t, id=f"{py}-torch{t}", tags=["ci"] if ci else []) for py, t, ci in FULL_MATRIX],
+)
 def full(session: nox.Session, torch: str) -> None:
     """The whole default test suite on one torch release."""
     session.install("--upgrade", "pip", env=NO_CAP)
@@ -85,7 +90,7 @@ def full(session: nox.Session, torch: str) -> None:
     _pytest(session)
 
 
-@nox.session(python=TORCH_FREE_PYTHONS)
+@nox.session(python=TORCH_FREE_PYTHONS, tags=["ci"])
 def torch_free(session: nox.Session) -> None:
     """Decompiler, analysis and rendering without torch, and the decompiler's stdlib round trip."""
     session.install("--upgrade", "pip")
