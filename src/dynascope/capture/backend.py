@@ -140,7 +140,7 @@ class TracingBackend:
         def compile_graph(fx_graph: Any, example_inputs: list) -> Callable:
             # The boxed convention (one list argument, cleared early) is what "aot_eager" uses; a plain
             # gm.forward here would cost tens of microseconds per call in AOT's wrappers.
-            fx_graph.graph.set_codegen(_torch.boxed_codegen_class()())
+            fx_graph.graph.set_codegen(_torch.boxed_codegen())
             if phase == "forward":
                 context.layer_by_seq.update(layers_by_seq_nr(fx_graph))
             self._trace_graph(fx_graph, context, phase, record_shapes)
@@ -211,9 +211,8 @@ class TracingBackend:
 
 
 def _graph_name(gm: Any) -> str:
-    name = gm.meta.get("backend_id") if hasattr(gm, "meta") else None
-    name = name or getattr(gm, "_backend_id", None) or type(gm).__name__
-    return _UUID_SUFFIX.sub("", str(name))
+    name = _torch.graph_name(gm) or type(gm).__name__
+    return _UUID_SUFFIX.sub("", name)
 
 
 backend = TracingBackend  # dynascope.backend(...): the public name of the tracing backend

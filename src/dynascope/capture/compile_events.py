@@ -40,7 +40,12 @@ def _on_record(record: dict, payload: str | None) -> None:
     if stack is None:
         stack = _open.stack = []
     if phase == "B":
-        stack.append((name, ts, _scalar_args(event.get("args"))))
+        args = _scalar_args(event.get("args"))
+        if "compile_id" not in args:
+            cid = _torch.record_compile_id(record)
+            if cid is not None:
+                args["compile_id"] = cid
+        stack.append((name, ts, args))
     elif phase == "E":
         for index in range(len(stack) - 1, -1, -1):
             if stack[index][0] == name:

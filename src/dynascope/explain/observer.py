@@ -127,9 +127,7 @@ class Observer:
 
     def _handle(self, record: dict[str, Any], payload: str | None) -> None:
         key = next(iter(record), None)
-        cid = None
-        if record.get("frame_id") is not None:
-            cid = f"{record['frame_id']}/{record.get('frame_compile_id')}"
+        cid = _torch.record_compile_id(record)
         with self._lock:
             if key == "str":
                 self._on_string(record["str"])
@@ -147,7 +145,7 @@ class Observer:
                 elif name == "recompile_reasons" and cid and payload:
                     self._pending_reasons[cid] = records.split_reasons(payload)
             elif key == "chromium_event" and payload:
-                self._on_chromium(payload)
+                self._on_chromium(payload, _torch.record_compile_id(record))
             elif key == "compilation_metrics":
                 row = record["compilation_metrics"]
                 if isinstance(row, dict):
@@ -157,14 +155,14 @@ class Observer:
                "compile_fx_inner", "inductor_compile", "compile_fx.<locals>.fw_compiler_base",
                "compile_fx.<locals>.bw_compiler_base")
 
-    def _on_chromium(self, payload: str) -> None:
+    def _on_chromium(self, payload: str, record_cid: str | None) -> None:
         if not any(name in payload for name in self._PHASES):
             return
         event = json.loads(payload)
         name = event.get("name")
         if name not in self._PHASES:
             return
-        cid = str((event.get("args") or {}).get("compile_id"))
+        cid = str((event.get("args") or {}).get("compile_id") or record_cid)
         key = (cid, name)
         ph, ts = event.get("ph"), float(event.get("ts") or 0.0)
         if ph == "B":
