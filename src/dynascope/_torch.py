@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import sys
 from typing import Any
 
@@ -285,6 +286,16 @@ def graph_module_of(compiled_fn: Any) -> Any:
     return None
 
 
+def _guard_manager(entry: Any) -> Any:
+    """A cache entry's GuardManagerWrapper: _CacheEntry.guard_manager (2.13 .. 2.15), named
+    _CacheEntry.check_fn on 2.5.1 (the same wrapper, with .root, .code_parts and .check_verbose)."""
+    for name in ("guard_manager", "check_fn"):
+        manager = getattr(entry, name, None)
+        if manager is not None:
+            return manager
+    raise moved("_CacheEntry.guard_manager (or .check_fn)")
+
+
 def guard_tree(entry: Any) -> list[dict[str, Any]]:
     """Walk a cache entry's C++ guard tree. Returns one dict per guard manager that has leaf guards, in
     the tree's order: {"source": "L['a']" | None (root), "depth": int, "guards": [{"kind", "parts",
@@ -296,7 +307,7 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
     RootGuardManager.get_epilogue_lambda_guards (2.4 .. 2.13).
     """
     try:
-        root = entry.guard_manager.root
+        root = _guard_manager(entry).root
     except AttributeError as exc:
         raise moved("_CacheEntry.guard_manager.root (C++ guard tree)", exc) from exc
     out: list[dict[str, Any]] = []
@@ -348,7 +359,7 @@ def guard_code_parts(entry: Any) -> list[str]:
     """Flat guard text of a cache entry: GuardManagerWrapper.code_parts (2.4 .. 2.13). Fallback when the
     tree walk is unavailable."""
     try:
-        return list(entry.guard_manager.code_parts)
+        return list(_guard_manager(entry).code_parts)
     except AttributeError as exc:
         raise moved("GuardManagerWrapper.code_parts", exc) from exc
 
@@ -358,7 +369,7 @@ def check_entry_guards(entry: Any, f_locals: dict[str, Any]) -> tuple[bool, list
     Returns (passed, failing check descriptions). Private: GuardManagerWrapper.check_verbose ->
     GuardDebugInfo(result, verbose_code_parts) (2.4 .. 2.13)."""
     try:
-        info = entry.guard_manager.check_verbose(f_locals)
+        info = _guard_manager(entry).check_verbose(f_locals)
     except AttributeError as exc:
         raise moved("GuardManagerWrapper.check_verbose", exc) from exc
     return bool(info.result), [str(p) for p in getattr(info, "verbose_code_parts", [])]
@@ -366,12 +377,21 @@ def check_entry_guards(entry: Any, f_locals: dict[str, Any]) -> tuple[bool, list
 
 def guard_fail_reason(entry: Any, f_locals: dict[str, Any]) -> str | None:
     """torch's own readable reason a cache entry misses these locals ("0/0: tensor 'a' dtype mismatch.
-    expected Float, actual Double"), or None if it would hit. Private:
-    torch._dynamo.guards.get_guard_fail_reason(..., skip_logging=True) (2.6 .. 2.13)."""
-    fn = _explain_import("torch._dynamo.guards", "get_guard_fail_reason", "torch._dynamo.guards.get_guard_fail_reason")
+    expected Float, actual Double"), or None if it would hit, without recording a guard failure.
+    Private: torch._dynamo.guards.get_guard_fail_reason(..., skip_logging=True) (2.13 .. 2.15); on
+    2.5.1, whose get_guard_fail_reason always records, get_guard_fail_reason_helper(manager, locals, id)."""
+    guards = importlib.import_module("torch._dynamo.guards")
+    manager = _guard_manager(entry)
+    helper = getattr(guards, "get_guard_fail_reason_helper", None)
+    fn = getattr(guards, "get_guard_fail_reason", None)
     try:
-        text = fn(entry.guard_manager, entry.code, f_locals, entry.compile_id, getattr(entry, "backend", None),
-                  skip_logging=True)
+        if fn is not None and "skip_logging" in inspect.signature(fn).parameters:
+            text = fn(manager, entry.code, f_locals, entry.compile_id, getattr(entry, "backend", None),
+                      skip_logging=True)
+        elif helper is not None:
+            text = helper(manager, f_locals, entry.compile_id)
+        else:
+            raise moved("torch._dynamo.guards.get_guard_fail_reason(skip_logging=...)")
     except TypeError as exc:
         raise moved("torch._dynamo.guards.get_guard_fail_reason(skip_logging=...)", exc) from exc
     return text or None
@@ -385,6 +405,31 @@ def register_bytecode_hook(hook: Any) -> Any:
                           "torch._dynamo.convert_frame.register_bytecode_hook")
     handle = reg(hook)
     return handle.remove
+
+
+def logs_graph_breaks() -> bool:
+    """Whether Dynamo logs each graph break as a "dynamo_graph_break_reason" structured-trace
+    artifact: yes on 2.13 .. 2.15, no on 2.5.1 (there, graph_breaks_since() is the source)."""
+    return _parse_version(torch_version()) >= (2, 6)
+
+
+def graph_break_count() -> int:
+    """How many graph breaks Dynamo has recorded in this process (see graph_breaks_since)."""
+    reasons = _explain_import("torch._dynamo.utils", "graph_break_reasons", "torch._dynamo.utils.graph_break_reasons")
+    return len(reasons)
+
+
+def graph_breaks_since(start: int) -> list[tuple[str, list[tuple[str, int, str]]]]:
+    """Graph breaks recorded after the first `start`: (torch's reason text, user stack as
+    (file, line, function), innermost last). Private: torch._dynamo.utils.graph_break_reasons, a list of
+    GraphCompileReason(reason, user_stack, graph_break) (2.5.1 .. 2.15)."""
+    reasons = _explain_import("torch._dynamo.utils", "graph_break_reasons", "torch._dynamo.utils.graph_break_reasons")
+    out = []
+    for item in list(reasons)[start:]:
+        if getattr(item, "graph_break", True):
+            stack = [(f.filename, int(f.lineno or 0), f.name) for f in getattr(item, "user_stack", [])]
+            out.append((str(getattr(item, "reason", item)), stack))
+    return out
 
 
 def compilation_metrics() -> list[dict[str, Any]]:

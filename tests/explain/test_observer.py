@@ -86,15 +86,12 @@ def test_recompile_on_python_constant_change():
 
 
 def test_cache_limit_hit_and_eager_fallback():
-    old = torch._dynamo.config.recompile_limit
-    torch._dynamo.config.recompile_limit = 2
-    try:
-        with observe() as obs:
-            opt = torch.compile(scale, backend="eager")
-            for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
-                opt(torch.randn(3, dtype=dtype), 2)
-    finally:
-        torch._dynamo.config.recompile_limit = old
+    # torch 2.5.1 calls it cache_size_limit
+    name = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    with torch._dynamo.config.patch(**{name: 2}), observe() as obs:
+        opt = torch.compile(scale, backend="eager")
+        for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+            opt(torch.randn(3, dtype=dtype), 2)
     (hit,) = obs.cache_limit_hits
     assert hit.function == "scale" and hit.limit == 2
     assert hit.file == scale.__code__.co_filename

@@ -50,6 +50,7 @@ class Observer:
         self._graphs: dict[str, dict[str, Any]] = {}
         self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
         self._pending_reasons: dict[str, list[str]] = {}
+        self._started: set[str] = set()  # compile ids Dynamo started tracing
         self._gb_seen: dict[tuple[Any, ...], GraphBreak] = {}
         self._gb_cids: set[tuple[Any, ...]] = set()
         self._strings: dict[int, str] = {}
@@ -60,6 +61,7 @@ class Observer:
         self._phases: dict[str, dict[str, float]] = {}
         self._times_by_cid: dict[str, CompileTime] = {}
         self._lock = threading.Lock()
+        self._break_mark: int | None = None
         self.active = False
         self.uncached: list[str] = []  # compiled while observed, but no cache entries left at report time
 
@@ -78,6 +80,7 @@ class Observer:
             self._removers.append(_torch.add_structured_trace_handler(self._on_trace))
         except TorchVersionError as exc:
             self._note(str(exc))
+        self._break_mark = self._graph_break_mark()
         try:
             self._removers.append(_torch.register_bytecode_hook(self._on_bytecode))
         except TorchVersionError as exc:
@@ -88,6 +91,7 @@ class Observer:
 
     def stop(self) -> Observer:
         global _ACTIVE, _LAST
+        self._resolve_limit_hits()
         for remove in reversed(self._removers):
             with contextlib.suppress(Exception):
                 remove()
@@ -132,7 +136,9 @@ class Observer:
             if key == "str":
                 self._on_string(record["str"])
             elif key == "dynamo_start":
+                self._started.add(str(cid))
                 self._on_start(cid, record["dynamo_start"])
+                self._break_mark = self._graph_break_mark()
             elif key == "dynamo_output_graph" and cid and payload:
                 self._graphs.setdefault(cid, {})["code"] = payload.rstrip()
             elif key == "artifact":
@@ -147,6 +153,7 @@ class Observer:
             elif key == "chromium_event" and payload:
                 self._on_chromium(payload, _torch.record_compile_id(record))
             elif key == "compilation_metrics":
+                self._on_listed_breaks(cid)
                 row = record["compilation_metrics"]
                 if isinstance(row, dict):
                     self._on_metrics(row)
@@ -197,10 +204,44 @@ class Observer:
         if file is not None and fid not in self._frames:  # torch interns file names once per process
             self._frames[fid] = (str(last.get("name")), file, int(last.get("line") or 0))
 
+    def _resolve_limit_hits(self) -> None:
+        """Recompile reasons logged for a compile that never started: torch refused it at the recompile
+        limit. Torch 2.5.1 logs no compilation metrics for that refusal, so this is how it shows."""
+        with self._lock:
+            refused = [cid for cid in self._pending_reasons if cid not in self._started]
+            for cid in refused:
+                texts = self._pending_reasons.pop(cid)
+                name, file, line = self._frames.get(records.frame_id(cid) or "", (None, None, None))
+                limit = _torch.recompile_limit()
+                last = records.parse_failure(texts[0]).reason if texts else None
+                self.cache_limit_hits.append(CacheLimitHit(function=name, file=file, line=line, limit=limit, reason=last))
+                self.eager_fallbacks.append(EagerFallback(function=name, file=file, line=line, compile_id=cid,
+                                                          reason=f"recompile limit ({limit}) reached"))
+
+    def _graph_break_mark(self) -> int | None:
+        """Where torch's in-process graph-break list ends now, on a torch that logs no graph-break
+        records (2.5.1); None where the structured log reports them."""
+        try:
+            return None if _torch.logs_graph_breaks() else _torch.graph_break_count()
+        except TorchVersionError as exc:
+            self._note(str(exc))
+            return None
+
+    def _on_listed_breaks(self, cid: str | None) -> None:
+        """The breaks torch listed since this compile started belong to it (compiles of one thread
+        do not interleave)."""
+        if self._break_mark is None:
+            return
+        for reason, stack in _torch.graph_breaks_since(self._break_mark):
+            self._add_graph_break(records.graph_break_from_stack(reason, stack, cid), cid)
+        self._break_mark = _torch.graph_break_count()
+
     def _on_graph_break(self, cid: str | None, payload: str) -> None:
         gb = records.graph_break(payload, cid)
-        if gb is None:
-            return
+        if gb is not None:
+            self._add_graph_break(gb, cid)
+
+    def _add_graph_break(self, gb: GraphBreak, cid: str | None) -> None:
         key = gb.key()
         if (key, cid) in self._gb_cids:
             return  # the same break logged again by a restart of the same compile
@@ -276,6 +317,7 @@ class Observer:
         return out
 
     def report(self, script: str | None = None, error: BaseException | None = None) -> Report:
+        self._resolve_limit_hits()
         rep = Report(
             torch_version=_safe_version(), script=script, explanations=self.explanations(),
             graph_breaks=list(self.graph_breaks), recompiles=list(self.recompiles),

@@ -229,3 +229,19 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
         reason=reason or "graph break", detail=detail, function=fn, file=file, line=line,
         excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [],
     )
+
+
+# torch 2.5.1 names graph breaks by its internal reason; later torch names the same breaks so
+_OLD_BREAK_NAMES = (("generic_jump", "Data-dependent branching"), ("builtin: ", "Failed to trace builtin operator"))
+
+
+def graph_break_from_stack(reason: str, stack: list[tuple[str, int, str]], compile_id: str | None) -> GraphBreak:
+    """A graph break from torch's in-process list (torch 2.5.1, which logs no graph-break records)."""
+    file, line, fn = stack[-1] if stack else (None, None, None)
+    name = next((new for old, new in _OLD_BREAK_NAMES if reason.startswith(old)), reason.splitlines()[0])
+    if fn and fn.startswith("torch_dynamo_resume_in_"):
+        fn = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", fn)
+    return GraphBreak(
+        reason=name, detail=reason.strip() or None, function=fn, file=file, line=line,
+        excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [],
+    )
