@@ -19,7 +19,7 @@ from typing import Any
 from .errors import TorchVersionError
 
 MIN_TORCH = (2, 5, 1)
-CHECKED_ON = "2.13.0"  # every accessor below was exercised against this release
+CHECKED_ON = "2.5.1, 2.13.0 and 2.15.0"  # every accessor below was exercised against these releases
 
 
 def _parse_version(text: str) -> tuple[int, ...]:
@@ -50,12 +50,24 @@ def torch_version() -> str:
     return require_torch().__version__
 
 
+def torch_at_least(*version: int) -> bool:
+    """Whether the installed torch is this release or newer: torch_at_least(2, 6)."""
+    return _parse_version(torch_version()) >= version
+
+
 def moved(piece: str, exc: BaseException | None = None) -> TorchVersionError:
     """The error for a private torch piece that is not where dynascope expects it."""
     detail = f" ({type(exc).__name__}: {exc})" if exc else ""
     return TorchVersionError(
         f"torch {torch_version()} has no {piece}{detail}; dynascope was checked on torch {CHECKED_ON}. "
         "That part of the report is skipped; please report this torch version."
+    )
+
+
+def unsupported(feature: str, has_it: str = "2.13.0") -> TorchVersionError:
+    """The one line for a feature the installed torch cannot give at all (not moved: never there)."""
+    return TorchVersionError(
+        f"{feature}: not available on torch {torch_version()} (torch {has_it} has them); everything else works"
     )
 
 
@@ -241,8 +253,11 @@ def entry_compile_id(entry: Any) -> str:
 
 def entry_backend_name(entry: Any) -> str | None:
     """The backend name of a cache entry: _CacheEntry.backend (a torch._TorchCompileWrapper with
-    .compiler_name, or the raw compiler function) (2.6 .. 2.13). None if torch does not record it."""
-    backend = getattr(entry, "backend", None)
+    .compiler_name, or the raw compiler function) (2.13 .. 2.15; the docs of 2.6 name it first).
+    Torch 2.5.1's cache entries do not record their backend."""
+    if not hasattr(entry, "backend"):
+        raise unsupported("cache entries' backend names")
+    backend = entry.backend
     if backend is None:
         return None
     name = getattr(backend, "compiler_name", None)
@@ -355,6 +370,14 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
     return out
 
 
+def check_guard_user_lines() -> None:
+    """Raise the one-line note where guards do not say which user line installed them. Dynamo ends a
+    guard's verbose code part with "# <user line>  # file:line in fn" on 2.13 .. 2.15; torch 2.5.x
+    (checked on 2.5.1) adds it to few guards and to no input's tensor guards. 2.6 .. 2.12 unchecked."""
+    if not torch_at_least(2, 6):
+        raise unsupported("the user lines that installed guards")
+
+
 def guard_code_parts(entry: Any) -> list[str]:
     """Flat guard text of a cache entry: GuardManagerWrapper.code_parts (2.4 .. 2.13). Fallback when the
     tree walk is unavailable."""
@@ -409,8 +432,9 @@ def register_bytecode_hook(hook: Any) -> Any:
 
 def logs_graph_breaks() -> bool:
     """Whether Dynamo logs each graph break as a "dynamo_graph_break_reason" structured-trace
-    artifact: yes on 2.13 .. 2.15, no on 2.5.1 (there, graph_breaks_since() is the source)."""
-    return _parse_version(torch_version()) >= (2, 6)
+    artifact: yes on 2.13 .. 2.15, no on 2.5.x (checked on 2.5.1; there graph_breaks_since() is the
+    source). 2.6 .. 2.12 unchecked, taken to be like 2.13."""
+    return torch_at_least(2, 6)
 
 
 def graph_break_count() -> int:

@@ -49,3 +49,14 @@ def line_of(fn, text):
         if text in line:
             return start + i
     raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def assert_backend(expl, entry, name):
+    """The entry names its backend; torch 2.5.1 records none, and the report says so in one note."""
+    from dynascope import _torch
+
+    if _torch.torch_at_least(2, 6):
+        assert entry.backend == name
+    else:
+        assert entry.backend is None
+        assert [n for n in expl.notes if "backend names: not available on torch" in n] != []

@@ -12,9 +12,19 @@ torch = pytest.importorskip("torch")
 
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  (tests may use private API)
 
+from dynascope import _torch  # noqa: E402
 from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
+from dynascope.explain.decompiler.values import DecompileError  # noqa: E402
 from explain_helpers import toy_example  # noqa: E402
 from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
+
+
+# strict: once the decompiler reads these frames, the marker must go
+OLD_FRAMES = pytest.mark.xfail(
+    not _torch.torch_at_least(2, 6), strict=True, raises=DecompileError,
+    reason="the decompiler does not yet read torch 2.5.1's transformed frames, which leave the graph's branch "
+           "condition on the stack after UNPACK_SEQUENCE; explain shows annotated dis for them",
+)
 
 
 def returns_forward(gm, example_inputs):
@@ -57,6 +67,7 @@ def _entries_with_resume_functions(fn):
     return found
 
 
+@OLD_FRAMES
 @pytest.mark.parametrize("backend", BACKENDS, ids=["eager", "gm.forward"])
 def test_toy_example_main_frame_round_trips(backend):
     compiled = _compile_and_run(toy_example, backend)
@@ -75,13 +86,15 @@ def test_toy_example_main_frame_round_trips(backend):
             torch.testing.assert_close(got, toy_example(a, b))
 
 
+@OLD_FRAMES
 def test_data_dependent_branch_reads_as_an_if():
     _compile_and_run(toy_example, returns_forward)
     source = decompile(_debug_get_cache_entry_list(toy_example)[0].code)
     # the graph's branch condition decides which resume function runs, in plain Python
     assert "if " in source
     assert source.count("return __resume_at_") == 2
-    assert "record_pregraph_bytecode_enter()" in source
+    if "record_pregraph_bytecode_enter" in _debug_get_cache_entry_list(toy_example)[0].code.co_names:  # torch 2.13
+        assert "record_pregraph_bytecode_enter()" in source
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=["eager", "gm.forward"])
@@ -96,11 +109,12 @@ def test_resume_functions_and_their_entries_round_trip(backend):
         assert ok, original_source
         original = _rebuild(original_source, owner.__code__, owner.__globals__)
         transformed = _rebuild(decompile(entry.code), entry.code, owner.__globals__)
+        lead = [[] for _ in range(owner.__code__.co_argcount - 2)]  # torch 2.13 passes two stack lists first
         for seed in range(3):
             b, x = _inputs(1.0 if seed % 2 else -1.0, 200 + seed)
-            expected = owner([], [], b.clone(), x.clone())
-            torch.testing.assert_close(original([], [], b.clone(), x.clone()), expected)
-            torch.testing.assert_close(transformed([], [], b.clone(), x.clone()), expected)
+            expected = owner(*lead, b.clone(), x.clone())
+            torch.testing.assert_close(original(*lead, b.clone(), x.clone()), expected)
+            torch.testing.assert_close(transformed(*lead, b.clone(), x.clone()), expected)
             checked += 1
     assert checked >= 6  # two resume functions, each with a cache entry
 
@@ -206,6 +220,7 @@ def test_values_live_across_a_data_dependent_branch():
     _check_main_entries(many_live_values, compiled, [(a, b, c), (-10 * a.abs(), b, c), (10 * a.abs(), b, c)])
 
 
+@OLD_FRAMES
 def test_module_forward_with_break_and_branch(capsys):
     module = Branchy()
     compiled = torch.compile(module, backend="eager")

@@ -5,7 +5,7 @@ import torch
 
 from dynascope.explain import observe
 from dynascope.explain.api import NotCompiledError, explain, why_recompile
-from explain_helpers import MLP, scale, toy_example
+from explain_helpers import MLP, assert_backend, scale, toy_example
 
 
 def test_module_with_several_layers_all_spellings():
@@ -19,7 +19,7 @@ def test_module_with_several_layers_all_spellings():
     expl = via[0]
     assert expl.function.name == "forward" and expl.function.qualname == "MLP.forward"
     (entry,) = expl.cache_entries
-    assert entry.backend == "aot_eager"
+    assert_backend(expl, entry, "aot_eager")
     assert entry.resume_functions == []
     (sg,) = entry.subgraphs
     # 3 linear + 2 relu + layer_norm + tanh
@@ -119,8 +119,9 @@ def test_moved_torch_internals_still_give_the_rest(monkeypatch):
 
     monkeypatch.setattr(_torch, "guard_tree", gone)
     expl = explain(opt)
-    assert len(expl.notes) == 1
-    note = expl.notes[0]
+    moved_notes = [n for n in expl.notes if "not available on torch" not in n]  # 2.5.1 also notes a missing feature
+    assert len(moved_notes) == 1
+    note = moved_notes[0]
     assert "GuardManager.get_leaf_guards" in note and torch.__version__ in note
     # guards still shown, from torch's flat guard text
     x_group = next(g for g in expl.cache_entries[0].guards if g.subject == "x")

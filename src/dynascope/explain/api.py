@@ -183,11 +183,20 @@ def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.
         except TorchVersionError as exc2:
             _note(notes, str(exc2))
             groups, count = [], 0
+    try:
+        _torch.check_guard_user_lines()
+    except TorchVersionError as exc:
+        _note(notes, str(exc))
     new_code = entry.code
     text, ok = decompile_code(new_code)
     if ok:  # Dynamo's graph names carry a uuid; the report names subgraphs without it
         text = _UUID_SUFFIX.sub(r"\1", text)
-    result = CacheEntry(index=index, compile_id=cid, backend=_torch.entry_backend_name(entry), guard_count=count,
+    try:
+        backend = _torch.entry_backend_name(entry)
+    except TorchVersionError as exc:
+        _note(notes, str(exc))
+        backend = None
+    result = CacheEntry(index=index, compile_id=cid, backend=backend, guard_count=count,
                         guards=groups, code=CodeView(name=new_code.co_name, source=text, decompiled=ok))
     graphs = [n for n in new_code.co_names if n.startswith("__compiled_fn_")]
     for gname in graphs:
