@@ -70,7 +70,9 @@ def test_toy_guards_are_readable_and_grouped():
     kind = " (module)" if _torch.torch_at_least(2, 6) else ""
     assert groups["torch"].guards[0].text == "torch is the same object as at compile time" + kind
     state = " ".join(g.text for g in groups["global state"].guards)
-    assert "grad_mode=True" in state and "against {" not in state
+    assert "against {" not in state and "___check" not in state
+    if _torch.torch_at_least(2, 6):  # 2.5.x's guard text does not say what the state was
+        assert "grad_mode=True" in state
     # no torch pseudo-code leaks into the readable text
     for group in entry.guards:
         for g in group.guards:

@@ -146,6 +146,8 @@ def readable_check(kind: str, check: str) -> str:
         if "___check_global_state" in m.group("what"):
             return _global_state_text(m.group("json"))
         return f"{readable_source(m.group('what'))} matches {m.group('json')}"
+    if check.startswith("___check_global_state()"):  # torch 2.5.x does not print the state it compares
+        return "torch global state (grad mode, default dtype, autocast, ...) is as at compile time"
     if check.startswith("___check_torch_function_mode_stack"):
         return "the torch function mode stack is as at compile time"
     if check.startswith("utils_device.CURRENT_DEVICE"):
