@@ -60,7 +60,7 @@ def moved(piece: str, exc: BaseException | None = None) -> TorchVersionError:
     detail = f" ({type(exc).__name__}: {exc})" if exc else ""
     return TorchVersionError(
         f"torch {torch_version()} has no {piece}{detail}; dynascope was checked on torch {CHECKED_ON}. "
-        "That part of the report is skipped; please report this torch version."
+        "That part is skipped; please report this torch version."
     )
 
 

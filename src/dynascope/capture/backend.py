@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .. import _torch
-from ..errors import ConfigError
+from ..errors import ConfigError, TorchVersionError
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
-from . import compile_events
+from . import compile_events, untraced
 from .attribution import attribution, event_name, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
@@ -113,46 +113,66 @@ class TracingBackend:
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 
-        context = CompileContext(
-            graph=_graph_name(gm),
-            compile_id=str(gm.meta.get("dynamo_compile_id") or _torch.current_compile_id() or "?"),
-            grad_enabled=torch.is_grad_enabled(),
-        )
+        context = CompileContext(_graph_name(gm), "?", torch.is_grad_enabled())
+        try:
+            compile_fn = self._traced_compiler(gm, context, record_shapes)
+        except Exception as exc:  # noqa: BLE001 - tracing must never cost the user their program
+            untraced.report(context.graph, context.compile_id, "graph", exc, self.inner)
+            return self._fall_back(gm, example_inputs, **kwargs)
+        return compile_fn(gm, example_inputs, **kwargs)  # errors in the user's graph are torch's to report
+
+    def _traced_compiler(self, gm: Any, context: CompileContext, record_shapes: bool) -> Callable:
+        """The compiler for this graph. What needs a torch internal fails here, before anything compiles."""
+        context.compile_id = str(gm.meta.get("dynamo_compile_id") or _torch.current_compile_id() or "?")
         if self.inner == "inductor":
-            return self._graph_level(gm, example_inputs, context, **kwargs)
+            return self._graph_level(context, _torch.lookup_backend("inductor"))
         if not self.autograd:
             self._trace_graph(gm, context, "inference", record_shapes)
-            return gm.forward
+            return lambda gm, *_: gm.forward
         return _torch.aot_autograd(
             fw_compiler=self._aot_compiler(context, "forward", record_shapes),
             bw_compiler=self._aot_compiler(context, "backward", record_shapes),
             inference_compiler=self._aot_compiler(context, "inference", record_shapes),
             partition_fn=_torch.min_cut_partitioner(),
             keep_inference_input_mutations=True,
-        )(gm, example_inputs, **kwargs)
+        )
 
     def _untraced(self, gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
         if self.inner == "eager":
             return gm.forward
         return _torch.lookup_backend(self.inner)(gm, example_inputs, **kwargs)
 
+    def _fall_back(self, gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
+        try:
+            return self._untraced(gm, example_inputs, **kwargs)
+        except TorchVersionError as exc:  # the inner backend's lookup moved too: run it as eager does
+            untraced.report(_graph_name(gm), "?", "graph", exc, "eager")
+            return gm.forward
+
     def _aot_compiler(self, context: CompileContext, phase: str, record_shapes: bool) -> Callable:
         def compile_graph(fx_graph: Any, example_inputs: list) -> Callable:
-            # The boxed convention (one list argument, cleared early) is what "aot_eager" uses; a plain
-            # gm.forward here would cost tens of microseconds per call in AOT's wrappers.
-            fx_graph.graph.set_codegen(_torch.boxed_codegen())
-            if phase == "forward":
-                context.layer_by_seq.update(layers_by_seq_nr(fx_graph))
-            self._trace_graph(fx_graph, context, phase, record_shapes)
-            forward = fx_graph.forward
-
-            def run(args: list) -> Any:
-                return forward(args)
-
-            run._boxed_call = True  # type: ignore[attr-defined]
-            return run
+            try:
+                return self._traced_boxed(fx_graph, context, phase, record_shapes)
+            except Exception as exc:  # noqa: BLE001 - this graph runs untraced, as aot_eager would run it
+                untraced.report(context.graph, context.compile_id, phase, exc, self.inner)
+                return untraced.boxed_interpreter(fx_graph)
 
         return compile_graph
+
+    def _traced_boxed(self, fx_graph: Any, context: CompileContext, phase: str, record_shapes: bool) -> Callable:
+        # The boxed convention (one list argument, cleared early) is what "aot_eager" uses; a plain
+        # gm.forward here would cost tens of microseconds per call in AOT's wrappers.
+        fx_graph.graph.set_codegen(_torch.boxed_codegen())
+        if phase == "forward":
+            context.layer_by_seq.update(layers_by_seq_nr(fx_graph))
+        self._trace_graph(fx_graph, context, phase, record_shapes)
+        forward = fx_graph.forward
+
+        def run(args: list) -> Any:
+            return forward(args)
+
+        run._boxed_call = True  # type: ignore[attr-defined]
+        return run
 
     def _trace_graph(self, gm: Any, context: CompileContext, phase: str, record_shapes: bool) -> int:
         shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": self.inner}
@@ -181,11 +201,10 @@ class TracingBackend:
 
         return torch.cuda.synchronize
 
-    def _graph_level(self, gm: Any, example_inputs: list, context: CompileContext, **kwargs: Any) -> Callable:
+    def _graph_level(self, context: CompileContext, inductor: Callable) -> Callable:
         """Inductor fuses ops into kernels, so only whole-graph calls can be timed (forward only)."""
         from ..trace import buffers
 
-        compiled = _torch.lookup_backend("inductor")(gm, example_inputs, **kwargs)
         shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": "forward", "backend": "inductor"}
         kernel = OpSpec.make(
             f"inductor.{context.graph}", "dynamo", context.grad_enabled,
@@ -199,15 +218,20 @@ class TracingBackend:
         header = -TABLE.register_graph(graph, [kernel])
         sink, clock = buffers.sink, buffers.now_ns
 
-        def run(*args: Any) -> Any:
-            record = sink()
-            record(header)
-            record(clock())
-            result = compiled(*args)
-            record(clock())
-            return result
+        def compile_graph(gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
+            compiled = inductor(gm, example_inputs, **kwargs)
 
-        return run
+            def run(*args: Any) -> Any:
+                record = sink()
+                record(header)
+                record(clock())
+                result = compiled(*args)
+                record(clock())
+                return result
+
+            return run
+
+        return compile_graph
 
 
 def _graph_name(gm: Any) -> str:

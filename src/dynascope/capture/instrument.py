@@ -58,16 +58,26 @@ def instrument(gm: Any, gid: int, synchronize: Any = None) -> None:
             out.append(reading)
         return out
 
-    gm.graph.on_generate_code(lambda previous: _chain(previous, add_readings))
-    gm.recompile()
-    real_recompile = getattr(gm, "real_recompile", None)  # lazy graph modules compile on first call
-    if real_recompile is not None:
-        real_recompile()
+    restore = gm.graph.on_generate_code(lambda previous: _chain(previous, add_readings))
+    try:
+        _recompile(gm)
+    except BaseException:
+        with restore:  # leaves the graph's code as it was, so that it can still run untraced
+            pass
+        _recompile(gm)
+        raise
     namespace = gm.forward.__globals__
     namespace["_dsc_sink"] = buffers.sink
     namespace["_dsc_clock"] = buffers.now_ns
     if synchronize:
         namespace["_dsc_sync"] = synchronize
+
+
+def _recompile(gm: Any) -> None:
+    gm.recompile()
+    real_recompile = getattr(gm, "real_recompile", None)  # lazy graph modules compile on first call
+    if real_recompile is not None:
+        real_recompile()
 
 
 def _chain(previous, transform):
