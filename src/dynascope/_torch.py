@@ -72,14 +72,14 @@ def unsupported(feature: str, has_it: str = "2.13.0") -> TorchVersionError:
 
 
 # ---------------------------------------------------------------------------------------------
-# Capture side (compile ids, AOT autograd, FX codegen). Checked on 2.13.0.
+# Capture side (compile ids, AOT autograd, FX codegen). Checked on 2.5.1, 2.13.0 and 2.15.0.
 # ---------------------------------------------------------------------------------------------
 
 
 def current_compile_id() -> str | None:
     """The compile id Dynamo is working on now, printed as Dynamo prints it ("0/0"), or None.
 
-    Private: torch._guards.CompileContext.current_compile_id (2.1 .. 2.13).
+    Private: torch._guards.CompileContext.current_compile_id (2.5.1 .. 2.15).
     """
     try:
         from torch._guards import CompileContext
@@ -110,7 +110,7 @@ def graph_name(gm: Any) -> str | None:
 
 
 def aot_autograd(**kwargs: Any) -> Any:
-    """torch._dynamo.backends.common.aot_autograd (2.0 .. 2.13)."""
+    """torch._dynamo.backends.common.aot_autograd (2.5.1 .. 2.15)."""
     try:
         from torch._dynamo.backends.common import aot_autograd as _aot
     except ImportError as exc:
@@ -119,7 +119,7 @@ def aot_autograd(**kwargs: Any) -> Any:
 
 
 def min_cut_partitioner() -> Any:
-    """The partitioner backend "aot_eager" uses: torch._functorch.partitioners (2.0 .. 2.13)."""
+    """The partitioner backend "aot_eager" uses: torch._functorch.partitioners (2.5.1 .. 2.15)."""
     try:
         from torch._functorch.partitioners import min_cut_rematerialization_partition
     except ImportError as exc:
@@ -178,7 +178,7 @@ def add_structured_trace_handler(callback: Any) -> Any:
     removes the handler. Several handlers may be installed at once (the logger fans out).
 
     Private: the "torch.__trace" logger that torch._logging.trace_structured writes to, which emits
-    only while it has a handler (2.2 .. 2.13).
+    only while it has a handler (2.5.1 .. 2.15).
     """
     import logging
 
@@ -207,7 +207,7 @@ def add_structured_trace_handler(callback: Any) -> Any:
 
 def record_compile_id(record: dict[str, Any]) -> str | None:
     """The compile id ("0/1") a structured-trace record was logged under, from the frame_id and
-    frame_compile_id torch adds to every record logged inside a compile (2.2 .. 2.15). Torch 2.5.1's
+    frame_compile_id torch adds to every record logged inside a compile (2.5.1 .. 2.15). Torch 2.5.1's
     chromium events carry no compile_id in their args, so this is how their compile is known."""
     frame, count = record.get("frame_id"), record.get("frame_compile_id")
     if frame is None or count is None:
@@ -230,7 +230,7 @@ def _explain_import(module: str, name: str, piece: str) -> Any:
 def cache_entries(code: Any) -> list[Any]:
     """The cache entries of a code object, in the order Dynamo checks them (most recently used first).
 
-    Private: torch._dynamo.eval_frame._debug_get_cache_entry_list (2.1 .. 2.13). Each entry
+    Private: torch._dynamo.eval_frame._debug_get_cache_entry_list (2.5.1 .. 2.15). Each entry
     (torch._C._dynamo.eval_frame._CacheEntry) has .code, .compile_id, .guard_manager, .backend.
     """
     fn = _explain_import(
@@ -244,7 +244,7 @@ def cache_entries(code: Any) -> list[Any]:
 
 
 def entry_compile_id(entry: Any) -> str:
-    """The compile id of a cache entry as Dynamo prints it. _CacheEntry.compile_id (2.3 .. 2.13)."""
+    """The compile id of a cache entry as Dynamo prints it. _CacheEntry.compile_id (2.5.1 .. 2.15)."""
     try:
         return str(entry.compile_id)
     except AttributeError as exc:
@@ -253,8 +253,8 @@ def entry_compile_id(entry: Any) -> str:
 
 def entry_backend_name(entry: Any) -> str | None:
     """The backend name of a cache entry: _CacheEntry.backend (a torch._TorchCompileWrapper with
-    .compiler_name, or the raw compiler function) (2.13 .. 2.15; the docs of 2.6 name it first).
-    Torch 2.5.1's cache entries do not record their backend."""
+    .compiler_name, or the raw compiler function) (2.13 .. 2.15). Torch 2.5.1's cache entries do not
+    record their backend."""
     if not hasattr(entry, "backend"):
         raise unsupported("cache entries' backend names")
     backend = entry.backend
@@ -270,7 +270,7 @@ def entry_backend_name(entry: Any) -> str | None:
 def unwrap_compiled(obj: Any) -> Any:
     """Undo torch.compile's wrapping: an OptimizedModule gives its original module (._orig_mod), a
     compiled function gives the user function (._torchdynamo_orig_callable). Returns obj unchanged
-    when it is not wrapped. Private attributes of torch._dynamo.eval_frame (2.0 .. 2.13)."""
+    when it is not wrapped. Private attributes of torch._dynamo.eval_frame (2.5.1 .. 2.15)."""
     for _ in range(8):
         if hasattr(obj, "_orig_mod") and type(obj).__name__ == "OptimizedModule":
             obj = obj._orig_mod
@@ -286,7 +286,7 @@ def unwrap_compiled(obj: Any) -> Any:
 def graph_module_of(compiled_fn: Any) -> Any:
     """The FX GraphModule behind a `__compiled_fn_N` global, or None when the backend replaced it
     (aot_eager, inductor). Private: the `_torchdynamo_orig_callable` attribute eval_frame sets on the
-    disabled wrapper; with backend "eager" it is the bound GraphModule.forward (2.0 .. 2.13)."""
+    disabled wrapper; with backend "eager" it is the bound GraphModule.forward (2.5.1 .. 2.15)."""
     fx = importlib.import_module("torch.fx")
     target = getattr(compiled_fn, "_torchdynamo_orig_callable", compiled_fn)
     seen = 0
@@ -319,7 +319,7 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
     Private: GuardManagerWrapper.root (RootGuardManager), GuardManager.get_leaf_guards /
     get_child_managers / get_source / fail_count, DictGuardManager.get_key_value_managers,
     LeafGuard.verbose_code_parts,
-    RootGuardManager.get_epilogue_lambda_guards (2.4 .. 2.13).
+    RootGuardManager.get_epilogue_lambda_guards (2.5.1 .. 2.15).
     """
     try:
         root = _guard_manager(entry).root
@@ -354,7 +354,7 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
             for row in rows:
                 row["fail_count"] = fails
             out.append({"source": source, "depth": depth, "guards": rows})
-        # DictGuardManager keeps its entries apart from the general children (2.4 .. 2.13)
+        # DictGuardManager keeps its entries apart from the general children (2.5.1 .. 2.15)
         if hasattr(mgr, "get_key_value_managers"):
             for _idx, (key_mgr, val_mgr) in sorted(mgr.get_key_value_managers().items()):
                 for sub in (key_mgr, val_mgr):
@@ -379,7 +379,7 @@ def check_guard_user_lines() -> None:
 
 
 def guard_code_parts(entry: Any) -> list[str]:
-    """Flat guard text of a cache entry: GuardManagerWrapper.code_parts (2.4 .. 2.13). Fallback when the
+    """Flat guard text of a cache entry: GuardManagerWrapper.code_parts (2.5.1 .. 2.15). Fallback when the
     tree walk is unavailable."""
     try:
         return list(_guard_manager(entry).code_parts)
@@ -390,7 +390,7 @@ def guard_code_parts(entry: Any) -> list[str]:
 def check_entry_guards(entry: Any, f_locals: dict[str, Any]) -> tuple[bool, list[str]]:
     """Evaluate a cache entry's guards on a dict of frame locals without running anything.
     Returns (passed, failing check descriptions). Private: GuardManagerWrapper.check_verbose ->
-    GuardDebugInfo(result, verbose_code_parts) (2.4 .. 2.13)."""
+    GuardDebugInfo(result, verbose_code_parts) (2.5.1 .. 2.15)."""
     try:
         info = _guard_manager(entry).check_verbose(f_locals)
     except AttributeError as exc:
@@ -423,7 +423,7 @@ def guard_fail_reason(entry: Any, f_locals: dict[str, Any]) -> str | None:
 def register_bytecode_hook(hook: Any) -> Any:
     """Call hook(old_code, new_code) for every frame Dynamo compiles (resume functions included); the
     hook must return None. Returns a function that removes it. Private:
-    torch._dynamo.convert_frame.register_bytecode_hook -> RemovableHandle (2.1 .. 2.13)."""
+    torch._dynamo.convert_frame.register_bytecode_hook -> RemovableHandle (2.5.1 .. 2.15)."""
     reg = _explain_import("torch._dynamo.convert_frame", "register_bytecode_hook",
                           "torch._dynamo.convert_frame.register_bytecode_hook")
     handle = reg(hook)
@@ -458,7 +458,7 @@ def graph_breaks_since(start: int) -> list[tuple[str, list[tuple[str, int, str]]
 
 def compilation_metrics() -> list[dict[str, Any]]:
     """Per-compile records torch keeps in process (deque-limited), as dicts. Private:
-    torch._dynamo.utils.get_compilation_metrics -> [CompilationMetrics dataclass] (2.2 .. 2.13)."""
+    torch._dynamo.utils.get_compilation_metrics -> [CompilationMetrics dataclass] (2.5.1 .. 2.15)."""
     import dataclasses
 
     fn = _explain_import("torch._dynamo.utils", "get_compilation_metrics", "torch._dynamo.utils.get_compilation_metrics")
@@ -473,13 +473,13 @@ def compilation_metrics() -> list[dict[str, Any]]:
 
 def guard_failures_for(code: Any) -> list[str]:
     """The guard-failure reasons torch accumulated for a code object. Private:
-    torch._dynamo.utils.guard_failures (dict code -> [str]) (2.0 .. 2.13)."""
+    torch._dynamo.utils.guard_failures (dict code -> [str]) (2.5.1 .. 2.15)."""
     failures = _explain_import("torch._dynamo.utils", "guard_failures", "torch._dynamo.utils.guard_failures")
     return [str(x) for x in failures.get(code, [])]
 
 
 def recompile_limit() -> int | None:
-    """torch._dynamo.config.recompile_limit (2.7 .. 2.13; older: cache_size_limit)."""
+    """torch._dynamo.config.recompile_limit (2.13 .. 2.15); cache_size_limit on 2.5.1."""
     cfg = importlib.import_module("torch._dynamo.config")
     for name in ("recompile_limit", "cache_size_limit"):
         value = getattr(cfg, name, None)
@@ -489,7 +489,7 @@ def recompile_limit() -> int | None:
 
 
 def is_optimized_module(obj: Any) -> bool:
-    """isinstance(obj, torch._dynamo.eval_frame.OptimizedModule) (2.0 .. 2.13)."""
+    """isinstance(obj, torch._dynamo.eval_frame.OptimizedModule) (2.5.1 .. 2.15)."""
     try:
         from torch._dynamo.eval_frame import OptimizedModule
     except ImportError:

@@ -1,0 +1,104 @@
+"""Every private-torch accessor in dynascope._torch, on a real compile with the installed torch: each
+gives what its docstring says, or (for what the torch never had) the one-line "not available" error."""
+
+import pytest
+import torch
+
+from dynascope import _torch
+from dynascope.errors import TorchVersionError
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def branchy(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def _seen_by_backend():
+    seen = {}
+
+    def backend(gm, example_inputs):
+        seen.setdefault("graph_name", _torch.graph_name(gm))  # the first graph: branchy's own
+        seen.setdefault("compile_id", _torch.current_compile_id())
+        return gm.forward
+
+    return backend, seen
+
+
+def test_capture_side_accessors():
+    backend, seen = _seen_by_backend()
+    torch.compile(branchy, backend=backend)(torch.randn(4), torch.randn(4))
+    assert seen["graph_name"].startswith("__compiled_fn_") and seen["compile_id"] == "0/0"
+    assert callable(_torch.aot_autograd(fw_compiler=lambda gm, _: gm.forward))
+    assert callable(_torch.min_cut_partitioner()) and callable(_torch.lookup_backend("aot_eager"))
+    assert hasattr(_torch.boxed_codegen(), "gen_fn_def")
+
+
+def test_boxed_codegen_takes_one_list_and_clears_it():
+    gm = torch.fx.symbolic_trace(lambda x, y: x * y + 1)
+    gm.graph.set_codegen(_torch.boxed_codegen())
+    gm.recompile()
+    args = [torch.ones(2), torch.full((2,), 3.0)]
+    torch.testing.assert_close(gm.forward(args), torch.full((2,), 4.0))
+    assert args == []
+
+
+def test_structured_records_carry_compile_ids():
+    records = []
+    remove = _torch.add_structured_trace_handler(lambda record, payload: records.append(record))
+    try:
+        torch.compile(branchy, backend="eager")(torch.randn(4), torch.randn(4))
+    finally:
+        remove()
+    ids = {_torch.record_compile_id(r) for r in records if "dynamo_start" in r}
+    assert {"0/0", "1/0"} <= ids
+
+
+def test_explain_side_accessors():
+    hooked = []
+    remove = _torch.register_bytecode_hook(lambda old, new: hooked.append(old.co_name))
+    start = _torch.graph_break_count()
+    try:
+        compiled = torch.compile(branchy, backend="eager")
+        compiled(torch.randn(4), torch.randn(4))
+    finally:
+        remove()
+    assert hooked[0] == "branchy"
+    (entry,) = _torch.cache_entries(branchy.__code__)
+    assert _torch.entry_compile_id(entry) == "0/0"
+    sources = {row["source"] for row in _torch.guard_tree(entry)}
+    assert {"L['a']", "L['b']"} <= sources
+    assert any("check_tensor" in part or "TENSOR_MATCH" in part for part in _torch.guard_code_parts(entry))
+    assert _torch.check_entry_guards(entry, {"a": torch.randn(4), "b": torch.randn(4)})[0]
+    miss = {"a": torch.randn(4, dtype=torch.float64), "b": torch.randn(4)}
+    assert not _torch.check_entry_guards(entry, miss)[0]
+    assert "dtype mismatch" in _torch.guard_fail_reason(entry, miss)
+    assert _torch.guard_failures_for(branchy.__code__) == []  # asking recorded nothing
+    (reason, stack), *_ = _torch.graph_breaks_since(start)
+    assert stack[-1][2] == "branchy" and reason
+    rows = _torch.compilation_metrics()
+    assert any(r.get("co_name") == "branchy" and r.get("compile_id") == "0/0" for r in rows)
+    assert isinstance(_torch.recompile_limit(), int)
+    assert _torch.unwrap_compiled(compiled) is branchy
+
+
+def test_features_missing_from_the_torch_say_so_in_one_line():
+    torch.compile(branchy, backend="eager")(torch.randn(4), torch.randn(4))
+    (entry,) = _torch.cache_entries(branchy.__code__)
+    if _torch.torch_at_least(2, 6):
+        assert _torch.entry_backend_name(entry) == "eager"
+        _torch.check_guard_user_lines()
+        return
+    for read in (lambda: _torch.entry_backend_name(entry), _torch.check_guard_user_lines):
+        with pytest.raises(TorchVersionError) as info:
+            read()
+        text = str(info.value)
+        assert "\n" not in text and f"not available on torch {torch.__version__}" in text and "2.13" in text
