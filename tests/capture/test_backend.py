@@ -262,3 +262,11 @@ def test_an_explicit_session_replaces_the_default_one(tmp_path, monkeypatch):
         model(torch.randn(4, 8))
     assert default.closed and check(load(default.path))  # complete, not lost
     assert op_events(check(load(mine.path)))
+
+
+def test_layer_paths_read_the_same_in_every_torch_spelling():
+    from dynascope.capture.attribution import clean_module_path
+
+    assert clean_module_path("L['self']._modules['layers']._modules['0']") == "layers.0"  # torch 2.5.1
+    assert clean_module_path("L['self'].layers.0") == "layers.0"  # torch 2.13
+    assert clean_module_path("L['self'].blocks[0]._modules['fc']") == "blocks.0.fc"

@@ -30,9 +30,10 @@ def event_name(node: Any, gm: Any) -> str:
 
 
 def clean_module_path(path: str) -> str:
-    """Dynamo's "L['self'].blocks[0]._modules['fc']" -> "blocks.0.fc"."""
-    path = _ROOT.sub("", path)
+    """Dynamo's "L['self'].blocks[0]._modules['fc']" -> "blocks.0.fc" (torch 2.5.1 spells every
+    level "._modules['name']", "L['self']._modules['layers']" included)."""
     path = path.replace("._modules", "")
+    path = _ROOT.sub("", path)
     path = _KEY.sub(r".\1", path)
     path = _INDEX.sub(r".\1", path)
     return path.strip(".")
