@@ -128,7 +128,7 @@ class TracingBackend:
             return self._graph_level(context, _torch.lookup_backend("inductor"))
         if not self.autograd:
             self._trace_graph(gm, context, "inference", record_shapes)
-            return lambda gm, *_: gm.forward
+            return lambda gm, *_, **__: gm.forward
         return _torch.aot_autograd(
             fw_compiler=self._aot_compiler(context, "forward", record_shapes),
             bw_compiler=self._aot_compiler(context, "backward", record_shapes),
