@@ -21,6 +21,7 @@ NEEDS_TORCH = [
     "seeds",
     "trace/test_config.py",
     "trace/test_durability.py",
+    "test_torch_accessors.py",
 ]
 if importlib.util.find_spec("torch") is None:
     collect_ignore = NEEDS_TORCH
