@@ -126,7 +126,7 @@ def test_toy_example_inductor():
     with observe() as obs:
         opt = run_toy(backend="inductor", n=10)
     expl = explain(opt)
-    assert expl.cache_entries[0].backend == "inductor"
+    assert_backend(expl, expl.cache_entries[0], "inductor")
     assert len(expl.all_entries()) == 3
     sg = expl.cache_entries[0].subgraphs[0]
     assert sg.fx_code and "torch.abs" in sg.fx_code  # Dynamo's graph, kept by the observer
