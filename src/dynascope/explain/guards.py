@@ -162,8 +162,8 @@ def readable_check(kind: str, check: str) -> str:
             else f"{names[0]} does not alias another input"
     m = _HASATTR.match(check)
     if m:
-        neg = "" if m.group("val") == "True" else "not "
-        return f"{readable_source(m.group('src'))} has {neg}attribute {m.group('attr')}"
+        has = "has" if m.group("val") == "True" else "has no"
+        return f"{readable_source(m.group('src'))} {has} attribute {m.group('attr')}"
     m = _DICT_KEY.match(check)
     if m:
         return f"key #{m.group('i')} of {readable_source(m.group('d'))} is {m.group('k')}"
