@@ -231,7 +231,8 @@ def cache_entries(code: Any) -> list[Any]:
     """The cache entries of a code object, in the order Dynamo checks them (most recently used first).
 
     Private: torch._dynamo.eval_frame._debug_get_cache_entry_list (2.5.1 .. 2.15). Each entry
-    (torch._C._dynamo.eval_frame._CacheEntry) has .code, .compile_id, .guard_manager, .backend.
+    (torch._C._dynamo.eval_frame._CacheEntry) has .code, .compile_id, .guard_manager, .backend; on
+    2.5.1 .check_fn for .guard_manager, and no .backend.
     """
     fn = _explain_import(
         "torch._dynamo.eval_frame", "_debug_get_cache_entry_list",
