@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .comprehension import from_statements
 from .nodes import (
-    BINOPS, INPLACE_FUNCTIONS, assertion_error_name, call_named, const, is_pure, name, names_read, none_to_absent,
+    BINOPS, INPLACE_FUNCTIONS, assertion_error_name, call_named, const, is_pure, name, names_read,
     same_target,
 )
 from .opcodes import FEATURES, Instr
@@ -341,11 +341,6 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(container, SymList) and not container.escaped and self.symlist_store(container, key, value):
             return
         self.store(ast.Subscript(value=self.expr(container), slice=self.expr(key), ctx=ast.Store()), value)
-
-    def op_STORE_SLICE(self, ins):
-        stop, start, container, value = self.pop(), self.pop(), self.pop(), self.pop()
-        key = ast.Slice(lower=none_to_absent(start), upper=none_to_absent(stop))
-        self.store(ast.Subscript(value=self.expr(container), slice=key, ctx=ast.Store()), value)
 
     def try_tuple_assignment(self) -> bool:
         """`a, b = b, a` arrives as consecutive stores of values already on the stack; when a later

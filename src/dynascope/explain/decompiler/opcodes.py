@@ -154,6 +154,9 @@ def _canonicalize(raw) -> list[Instr]:
         return [Instr("FORMAT", None, (-1, False), off)]
     if name == "FORMAT_WITH_SPEC":
         return [Instr("FORMAT", None, (-1, True), off)]
+    if name in ("BINARY_SLICE", "STORE_SLICE"):  # 3.12+: `x[a:b]` without a slice object, as 3.11 spells it
+        subscript = "BINARY_SUBSCR" if name == "BINARY_SLICE" else "STORE_SUBSCR"
+        return [Instr("BUILD_SLICE", 2, 2, off), Instr(subscript, None, None, off)]
     if name == "RETURN_CONST":
         return [Instr("LOAD_CONST", arg, argval, off), Instr("RETURN_VALUE", None, None, off)]
     if name == "END_FOR":

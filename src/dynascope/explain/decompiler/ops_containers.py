@@ -67,6 +67,9 @@ class ContainerOps:
             return
         if isinstance(target, Accumulator):
             raise DecompileError("LIST_EXTEND on a comprehension accumulator")
+        self.stack.append(value)
+        self.flush()  # the list stays on the stack: save it first, or it would be computed twice
+        value, target = self.pop(), self.stack[-ins.arg]
         self.emit(ast.Expr(value=ast.Call(func=ast.Attribute(value=self.expr(target), attr="extend", ctx=ast.Load()),
                                           args=[self.expr(value)], keywords=[])))
 

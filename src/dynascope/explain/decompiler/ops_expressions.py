@@ -28,11 +28,6 @@ class ExpressionOps:
                 return
         self.push(ast.Subscript(value=self.expr(container), slice=self.expr(key), ctx=ast.Load()))
 
-    def op_BINARY_SLICE(self, ins):
-        stop, start, container = self.pop(), self.pop(), self.pop()
-        key = ast.Slice(lower=none_to_absent(start), upper=none_to_absent(stop))
-        self.push(ast.Subscript(value=self.expr(container), slice=key, ctx=ast.Load()))
-
     def op_BUILD_SLICE(self, ins):
         parts = [none_to_absent(self.expr(v)) for v in self.popn(ins.arg)]
         self.push(ast.Slice(lower=parts[0], upper=parts[1], step=parts[2] if len(parts) > 2 else None))
