@@ -519,6 +519,203 @@ def resume_call_shape(a, b):
 
 
 # ---------------------------------------------------------------------------------------------
+# try statements whose clauses leave early, loop exits to an outer loop, comprehensions
+@sample((5,), (0,), ("a",))
+def try_except_else_finally_return(x):
+    log = []
+    try:
+        v = 10 // x
+    except ZeroDivisionError:
+        return "zero", log
+    except TypeError as e:
+        return "type", str(e)[:5], log
+    else:
+        log.append(v)
+    finally:
+        log.append("fin")
+    return v, log
+
+
+@sample((5,), (0,), (-5,))
+def try_except_else_all_return(x):
+    try:
+        v = 10 // x
+    except ZeroDivisionError:
+        return "zero"
+    else:
+        if v < 0:
+            return "negative"
+        v += 1
+    return v
+
+
+@sample((2,), (0,), (None,))
+def try_except_return_else_loop(x):
+    out = []
+    try:
+        n = 4 // x
+    except (ZeroDivisionError, TypeError):
+        return out
+    else:
+        for i in range(n):
+            out.append(i)
+    return out
+
+
+@sample(([[1, 2], [3, -1, 4], []],), ([],))
+def continue_outer_from_for_else(rows):
+    out = []
+    for row in rows:
+        for v in row:
+            if v < 0:
+                break
+        else:
+            out.append(sum(row))
+            continue
+        out.append("neg")
+    return out
+
+
+@sample((6,), (0,))
+def continue_outer_from_while_else(n):
+    out = []
+    i = 0
+    while i < n:
+        i += 1
+        j = 0
+        while j < i:
+            j += 1
+            if j == 3:
+                break
+        else:
+            continue
+        out.append(i)
+    return out
+
+
+@sample(([[1, 2], [0, 5], [7]],), ([],))
+def continue_outer_from_inner_body(rows):
+    out = []
+    for row in rows:
+        for v in row:
+            if v == 0:
+                break
+            out.append(v)
+        else:
+            continue
+        out.append("zero")
+        if len(out) > 10:
+            break
+    return out
+
+
+@sample(([[1, 2], [3, -1, 4], [5]],), ([],))
+def break_flag_then_continue(rows):
+    out = []
+    for row in rows:
+        bad = False
+        for v in row:
+            if v < 0:
+                bad = True
+                break
+        if bad:
+            continue
+        out.append(sum(row))
+    return out
+
+
+@sample(([1, 2, 3], [0, 2]), ([], [1]))
+def multi_clause_comprehensions(xs, ys):
+    a = [x * y for x in xs for y in ys]
+    b = [x for x in xs if x > 0 if x % 2]
+    c = {x: y for x in xs if x for y in ys if y != x}
+    d = [[y for y in range(x) if y] for x in xs if x < 5]
+    e = {(x, y) for x in xs for y in ys if x < y}
+    f = list(x + y for x in xs if x > 1 for y in ys if y)
+    g = [x for x in xs if x > 0 and x < 3 or x == 0]
+    return a, b, c, d, sorted(e), f, g
+
+
+@sample(([[1, 2], [3]], 2), ([], 0))
+def comprehension_reads_outer_names(rows, k):
+    scaled = [[v * k for v in row] for row in rows]
+    pairs = [(i, v) for i, row in enumerate(rows) for v in row if v != k]
+    return scaled, pairs, {k: len(rows) for _ in rows}
+
+
+@sample((0,), (1,), (2,))
+def return_inside_try_finally(x):
+    log = []
+    try:
+        if x == 1:
+            return "early", log
+        log.append("body")
+        if x == 2:
+            return "late", log
+    finally:
+        log.append("fin")
+    return "end", log
+
+
+@sample(([0, 1, 2, 3, 4],), ([],))
+def break_continue_in_try_finally(xs):
+    log = []
+    for x in xs:
+        try:
+            if x == 1:
+                continue
+            if x == 3:
+                break
+            log.append(x)
+        finally:
+            log.append("f")
+    return log
+
+
+@sample((5,), (0,))
+def nested_try_finally(x):
+    log = []
+    try:
+        try:
+            log.append(10 // x)
+        finally:
+            log.append("inner")
+    except ZeroDivisionError:
+        log.append("zd")
+    finally:
+        log.append("outer")
+    return log
+
+
+@sample((1,), (0,), (2,))
+def with_inside_try(x):
+    rec = Recorder()
+    try:
+        with rec:
+            rec.events.append(1 // x)
+            if x == 2:
+                return rec.events
+        rec.events.append("after")
+    except ZeroDivisionError:
+        rec.events.append("zd")
+    return rec.events
+
+
+@sample((3,), (0,))
+def try_finally_in_while(n):
+    log = []
+    while n:
+        try:
+            n -= 1
+            if n == 1:
+                continue
+            log.append(n)
+        finally:
+            log.append("f")
+    return log
+
+
+# ---------------------------------------------------------------------------------------------
 # order of evaluation and other traps
 @sample((1,), (2,))
 def exit_changes_value(x):

@@ -90,7 +90,7 @@ class ProtectedRegions:
                                        early_exit=lambda b: self.finally_early_return(b, length))
             return self.finish_finally(body, finally_stmts, length, out)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
-        clauses, after = self.except_clauses(handler, h_stack)
+        clauses, after = self.except_clauses(handler, h_stack, region.early_exit)
         statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
         out.append(statement)
         if body.stack is None:
@@ -105,8 +105,9 @@ class ProtectedRegions:
         statement.orelse = orelse.stmts
         return after, (orelse.stack if orelse.stack is not None else base), None
 
-    def except_clauses(self, handler: Block, stack: list):
-        """The `except` clauses of a handler, and the block where they rejoin normal flow."""
+    def except_clauses(self, handler: Block, stack: list, early_exit=None):
+        """The `except` clauses of a handler, and the block where they rejoin normal flow.
+        `early_exit` (of an enclosing with/finally) recognises a clause that returns through it."""
         clauses = []
         after = None
         block, instrs = handler, handler.body[1:]
@@ -119,7 +120,11 @@ class ProtectedRegions:
             type_expr, exc_name, start, skip = self.clause_header(block, instrs, stack, kind)
             if exc_name:
                 self.exception_names.add(exc_name)
-            walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True), skip_until=skip)
+            walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True, early_exit=early_exit),
+                               skip_until=skip)
+            resume = early_exit(walked.exit) if early_exit and walked.stack is not None and walked.exit else None
+            if resume is not None:  # `return` inside the clause: the finally body / __exit__ runs first
+                self.finish_early_exit(walked, None, *resume)
             if walked.stack is not None:
                 after = after or walked.exit
             clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=walked.stmts or [ast.Pass()]))
