@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .comprehension import from_statements
 from .nodes import (
-    BINOPS, INPLACE_FUNCTIONS, assertion_error_name, call_named, const, is_pure, name, names_read,
+    BINOPS, INPLACE_FUNCTIONS, as_value, assertion_error_name, call_named, const, is_pure, name, names_read,
     same_target,
 )
 from .opcodes import FEATURES, Instr
@@ -161,7 +161,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if not side_effects and not (names_read(value) & set(writes)):
             return value
         temp = self.frame.new_temp()
-        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(value), lineno=0))
+        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=as_value(self.expr(value)), lineno=0))
         self.replace_everywhere(value, name(temp))
         self.saved_as[id(value)] = (value, temp)
         return name(temp)

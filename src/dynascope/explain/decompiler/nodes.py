@@ -56,6 +56,13 @@ def none_to_absent(node):
     return node
 
 
+def as_value(node: ast.expr) -> ast.expr:
+    """A slice is only valid syntax inside brackets; anywhere else it is `slice(lower, upper, step)`."""
+    if isinstance(node, ast.Slice):
+        return call_named("slice", *(part or const(None) for part in (node.lower, node.upper, node.step)))
+    return node
+
+
 def as_tuple(node: ast.expr) -> ast.expr:
     if isinstance(node, ast.List):
         return ast.Tuple(elts=node.elts, ctx=ast.Load())
@@ -94,6 +101,8 @@ def is_pure(node: Any) -> bool:
         return True
     if isinstance(node, (ast.Tuple, ast.List)) and isinstance(node.ctx, ast.Load):
         return all(is_pure(e) for e in node.elts)
+    if isinstance(node, ast.Slice):
+        return all(part is None or is_pure(part) for part in (node.lower, node.upper, node.step))
     if isinstance(node, ast.NamedExpr):
         return False
     return is_marker(node) and not isinstance(node, (Inplace, Unpacked))
