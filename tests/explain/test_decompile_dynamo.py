@@ -6,6 +6,12 @@ put `__compiled_fn_*` and `__resume_at_*`), and must return what the compiled fu
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
+import io
+import types
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -39,10 +45,12 @@ def _inputs(sign: float, seed: int):
     return torch.randn(10, generator=g), sign * torch.rand(10, generator=g) + sign * 0.1
 
 
-def _rebuild(source: str, code, globals_: dict):
+def _rebuild(source: str, code, globals_: dict, closure: dict | None = None):
     namespace = dict(globals_)  # Dynamo's injected names live here; keep the module untouched
     exec(compile(source, "<decompiled>", "exec"), namespace)
     name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
+    if f"__closure_{name}" in namespace:  # a function that needs its free variables' cells
+        return namespace[f"__closure_{name}"](*(closure[v] for v in code.co_freevars))
     return namespace[name]
 
 
@@ -191,13 +199,93 @@ def _clones(args):
 
 
 def _check_main_entries(fn, compiled, calls):
-    """Decompile every cache entry of `fn`; each must match the compiled function on `calls`."""
+    """Decompile every cache entry of `fn`; each must match the compiled function on `calls`, and so
+    must the whole decompiled chain (resume functions running their decompiled entries too)."""
     entries = _debug_get_cache_entry_list(fn)
     assert entries
     for entry in entries:
         rebuilt = _rebuild(decompile(entry.code), entry.code, fn.__globals__)
         for args in calls:
             _assert_same(rebuilt(*_clones(args)), compiled(*_clones(args)))
+    chain = DecompiledChain(fn)
+    for args in calls:
+        _assert_same(chain(*_clones(args)), compiled(*_clones(args)))
+    return chain
+
+
+class DecompiledChain:
+    """Runs what Dynamo made of `fn` as decompiled source only: the transformed code of the cache
+    entry whose guards accept the arguments is decompiled and exec'd, and each call it makes to a
+    `__resume_at_*` function runs that resume function's decompiled entry the same way.  Every
+    resume function reached is also checked the other way round: its original (prologue) code,
+    decompiled, must behave like the original on the arguments it was called with."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.ran: list = []  # code objects whose decompiled transformed code ran
+        self.resumed: list = []  # (resume function, arguments) as called
+
+    def __call__(self, *args, **kwargs):
+        return self.run(self.fn, args, kwargs)
+
+    def run(self, fn, args, kwargs=None):
+        bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
+        bound.apply_defaults()
+        closure = _closure_values(fn)
+        entries = _debug_get_cache_entry_list(fn)
+        if not entries:  # Dynamo left this frame alone (nothing to compile in it): so do we
+            return fn(*bound.args, **bound.kwargs)
+        f_locals = {**bound.arguments, **closure}
+        entry = next((e for e in entries if e.guard_manager.check(f_locals)), None)
+        assert entry is not None, f"no cache entry of {fn.__qualname__} accepts {f_locals!r}"
+        source = decompile(entry.code)
+        namespace = {**fn.__globals__, **closure}  # a bare code object has no closure: give its values
+        for name in _called_names(source):
+            if name.startswith("__resume_at_"):  # resume functions passed as data keep their identity
+                namespace[name] = self.resume(fn.__globals__[name])
+        rebuilt = _rebuild(source, entry.code, namespace, closure)
+        self.ran.append(entry.code)
+        return rebuilt(*bound.args, **bound.kwargs)
+
+    def resume(self, resume_fn):
+        if not resume_fn.__code__.co_name.startswith("torch_dynamo_resume_in_"):
+            return lambda closure: self.resume(resume_fn(closure))  # makes the resume function from cells
+
+        def call(*args):
+            self.resumed.append(resume_fn)
+            self.check_original(resume_fn, args)
+            return self.run(resume_fn, args)
+
+        return call
+
+    def check_original(self, resume_fn, args):
+        """The resume function as Dynamo wrote it (a prologue jumping into the original code),
+        decompiled, must behave like itself; both run on fresh cells, leaving the real ones alone."""
+        closure = _closure_values(resume_fn)
+        source, ok = decompile_or_dis(resume_fn)
+        assert ok, source
+        original = _rebuild(source, resume_fn.__code__, {**resume_fn.__globals__, **closure}, closure)
+        cells = tuple(types.CellType(closure[v]) for v in resume_fn.__code__.co_freevars)
+        fresh = types.FunctionType(resume_fn.__code__, resume_fn.__globals__, resume_fn.__name__, None, cells)
+        with contextlib.redirect_stdout(io.StringIO()) as printed_by_decompiled:
+            got = original(*_copies(args))
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            _assert_same(got, fresh(*_copies(args)))
+        assert printed_by_decompiled.getvalue() == printed.getvalue()
+
+
+def _closure_values(fn) -> dict:
+    return dict(zip(fn.__code__.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
+
+
+def _called_names(source: str) -> set[str]:
+    return {node.func.id for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+
+
+def _copies(args):
+    """Resume functions get lists they empty (`__nested_frame_values[:] = []`): copy those, clone tensors."""
+    return [list(a) if isinstance(a, list) else a.clone() if isinstance(a, torch.Tensor) else a for a in args]
 
 
 def test_graph_break_inside_no_grad(capsys):
@@ -237,3 +325,119 @@ def test_module_forward_with_break_and_branch(capsys):
     for owner, entry in _entries_with_resume_functions(forward):
         source, ok = decompile_or_dis(entry.code)
         assert ok, source
+
+
+# ---- whole chains: main frame and resume functions, all run as decompiled source -------------
+def loop_after_break(x, n):
+    print("a")
+    for i in range(n):
+        if i % 2:
+            x = x * 2
+        else:
+            x = x - 1
+    ys = [x * k for k in range(n) if k]
+    return sum(ys), x
+
+
+def while_after_break(x):
+    print("w")
+    i = 0
+    while x.sum() < 100 and i < 50:
+        x = x * 2 + 1
+        i += 1
+    return x, i
+
+
+def _helper_with_break(x, *, shift=1):
+    x = x + shift
+    print("h")
+    if x.sum() > 0:
+        return x * 3
+    return x - 3
+
+
+def break_in_nested_call(x):
+    y = x.sin()
+    y = _helper_with_break(y, shift=2)
+    return y.cos(), f"{len(y)}"
+
+
+def nested_break_inside_with(x):
+    with torch.no_grad():
+        y = _helper_with_break(x)
+    return y * 2, torch.is_grad_enabled()
+
+
+def keyword_call_break(x, **options):
+    y = torch.nn.functional.softmax(x, dim=0)
+    print("kw", sorted(options))
+    return torch.clamp(y, min=0.0, max=0.5), options.get("k", -1)
+
+
+class SuperBranchy(Branchy):
+    def forward(self, x, scale=3.0):
+        h, m = super().forward(x, scale)
+        print("s")
+        if m > 0:
+            return h - m
+        return h + m
+
+
+def _tensor(sign, seed, n=6):
+    g = torch.Generator().manual_seed(seed)
+    return sign * (torch.rand(n, generator=g) + 0.1)
+
+
+CHAINS = {
+    "toy_example": (toy_example, [_inputs(1.0, 0), _inputs(-1.0, 1), _inputs(-1.0, 2)], {}),
+    "print_then_branch": (toy_print, [_inputs(1.0, 3), _inputs(-1.0, 4)], {}),
+    "with_no_grad": (grad_break, [(torch.randn(5, requires_grad=True),)], {}),
+    "loop_in_resume_function": (loop_after_break, [(_tensor(1.0, 5), 4), (_tensor(-1.0, 6), 3)], {}),
+    "data_dependent_while": (while_after_break, [(_tensor(1.0, 7),), (_tensor(-1.0, 8),)], {}),
+    "break_in_nested_call": (break_in_nested_call, [(_tensor(1.0, 9),), (_tensor(-1.0, 10),)],
+                             {"nested_graph_breaks": True}),
+    "nested_break_inside_with": (nested_break_inside_with, [(_tensor(1.0, 11),), (_tensor(-1.0, 12),)],
+                                 {"nested_graph_breaks": True}),
+    "keyword_call_break": (keyword_call_break, [(_tensor(1.0, 13),), ((_tensor(-1.0, 14),), {"k": 2})], {}),
+}
+
+
+def _call(fn, args):
+    if len(args) == 2 and isinstance(args[0], tuple) and isinstance(args[1], dict):
+        return fn(*_clones(args[0]), **args[1])
+    return fn(*_clones(args))
+
+
+@pytest.mark.parametrize("case", sorted(CHAINS))
+def test_decompiled_chain_behaves_like_dynamo(case, capsys):
+    fn, calls, config = CHAINS[case]
+    with torch._dynamo.config.patch(**config):
+        compiled = torch.compile(fn, backend="eager")
+        for args in calls:
+            _call(compiled, args)
+        chain = DecompiledChain(fn)
+        for args in calls:
+            capsys.readouterr()
+            expected = _call(compiled, args)
+            printed = capsys.readouterr().out
+            _assert_same(_call(chain, args), expected)
+            assert capsys.readouterr().out == printed
+    assert chain.ran and chain.resumed, "the case should make Dynamo break the graph and resume"
+    assert all(code.co_name != fn.__name__ or code in chain.ran for code in chain.ran)
+
+
+def test_module_chain_with_super_and_defaults(capsys):
+    module = SuperBranchy()
+    compiled = torch.compile(module, backend="eager")
+    x = torch.randn(3, 4)
+    calls = [(module, x), (module, -x), (module, 3 * x)]
+    for _, inputs in calls:
+        compiled(inputs.clone())
+    chain = DecompiledChain(type(module).forward)
+    for m, inputs in calls:
+        capsys.readouterr()
+        expected = compiled(inputs.clone())
+        printed = capsys.readouterr().out
+        _assert_same(chain(m, inputs.clone()), expected)
+        assert capsys.readouterr().out == printed
+    assert len(chain.resumed) >= 3

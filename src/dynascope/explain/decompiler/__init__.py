@@ -74,8 +74,9 @@ def decompile(obj: Any) -> str:
 
 def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef:
     """A function that assigns its free variables needs `nonlocal`, which only compiles inside an
-    enclosing function: return `def __closure_<name>(<free vars>): def <name>...; return <name>`."""
-    if not any(isinstance(stmt, ast.Nonlocal) for stmt in node.body):
+    enclosing function, and one that passes the cell of a free variable on needs that cell to exist:
+    return `def __closure_<name>(<free vars>): def <name>...; return <name>`."""
+    if not any(isinstance(stmt, ast.Nonlocal) for stmt in node.body) and not _reads_free_cells(node, code):
         return node
     params = ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in code.co_freevars], vararg=None,
                            kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
@@ -85,6 +86,12 @@ def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef
     if VERSION >= (3, 12):
         wrapper.type_params = []
     return wrapper
+
+
+def _reads_free_cells(node: ast.FunctionDef, code: CodeType) -> bool:
+    """Does the body take a free variable's cell (`(lambda: v).__closure__[0]`, from LOAD_CLOSURE)?"""
+    return any(isinstance(n, ast.Attribute) and n.attr == "__closure__" and isinstance(n.value, ast.Lambda)
+               and isinstance(n.value.body, ast.Name) and n.value.body.id in code.co_freevars for n in ast.walk(node))
 
 
 def decompile_or_dis(obj: Any) -> tuple[str, bool]:

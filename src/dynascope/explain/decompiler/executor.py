@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from .comprehension import from_statements
 from .nodes import (
-    BINOPS, INPLACE_FUNCTIONS, as_value, assertion_error_name, call_named, const, is_pure, name, names_read,
-    same_target,
+    BINOPS, INPLACE_FUNCTIONS, NO_ARGUMENTS, as_value, assertion_error_name, call_named, const, constant_expr,
+    is_pure, name, names_read, same_target,
 )
 from .opcodes import FEATURES, Instr
 from .ops_calls import CallOps
@@ -22,7 +22,7 @@ from .ops_containers import ContainerOps
 from .ops_expressions import ExpressionOps
 from .ops_match import PatternOps
 from .values import (
-    NULL, Accumulator, DecompileError, ExcInfo, FunctionValue, ImportedModule, ImportedName, Inplace, Iter,
+    NULL, Accumulator, CellRef, DecompileError, ExcInfo, FunctionValue, ImportedModule, ImportedName, Inplace, Iter,
     LoopValue, SavedLocal, SymList, Unpacked, WithEnter, WithExit, is_marker,
 )
 
@@ -92,6 +92,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
             return self.inplace_call(value)
         if isinstance(value, Iter):
             return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
+        if isinstance(value, CellRef):  # the very cell: a lambda reading the variable closes over it
+            return ast.Subscript(value=ast.Attribute(value=ast.Lambda(args=NO_ARGUMENTS, body=name(value.name)),
+                                                     attr="__closure__", ctx=ast.Load()), slice=const(0), ctx=ast.Load())
         if isinstance(value, Accumulator):
             return self.comprehension_of(value)
         if isinstance(value, ImportedModule):
@@ -154,6 +157,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
             return value
         if isinstance(value, Iter):
             return value
+        if isinstance(value, ast.Starred):  # `*v` inside a list: only v can be saved
+            return ast.Starred(value=self.saved(value.value, writes, side_effects), ctx=ast.Load())
         if is_marker(value):
             return value
         if is_pure(value) and not (names_read(value) & set(writes)):
@@ -259,7 +264,10 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
             self.pc += 1
 
     def op_LOAD_CONST(self, ins):
-        self.push(const(ins.argval))
+        self.push(constant_expr(ins.argval))
+
+    def op_LOAD_CLOSURE(self, ins):
+        self.push(CellRef(ins.argval))
 
     def op_LOAD_SMALL_INT(self, ins):
         self.push(const(ins.argval))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import sys
+from types import CodeType
 from typing import Any
 
-from .values import Inplace, Iter, LoopValue, SymList, Unpacked, is_marker
+from .values import DecompileError, Inplace, Iter, LoopValue, SymList, Unpacked, is_marker
 
 BINOPS = {
     "+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "//": ast.FloorDiv, "%": ast.Mod,
@@ -29,6 +31,48 @@ def name(identifier: str, ctx=None) -> ast.Name:
 
 def const(value: Any) -> ast.expr:
     return ast.Constant(value=value)
+
+
+NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+LITERAL_TYPES = (type(None), bool, int, float, complex, str, bytes, type(...))
+
+
+def constant_expr(value: Any) -> ast.expr:
+    """A LOAD_CONST value as source: a literal, or the import path of an object Dynamo put in co_consts."""
+    if isinstance(value, (LITERAL_TYPES, CodeType)) or (isinstance(value, frozenset) and _all_literal(value)):
+        return const(value)
+    if isinstance(value, tuple):
+        return const(value) if _all_literal(value) else ast.Tuple(elts=[constant_expr(v) for v in value], ctx=ast.Load())
+    path = _import_path(value)
+    if path is None:
+        raise DecompileError(f"constant {type(value).__name__} {repr(value)[:60]} has no source form")
+    return path
+
+
+def _all_literal(values) -> bool:
+    return all(isinstance(v, LITERAL_TYPES) or (isinstance(v, tuple) and _all_literal(v)) for v in values)
+
+
+def _import_path(value: Any) -> ast.expr | None:
+    """`__import__('builtins').super`, `__import__('importlib').import_module('m').f`: only when that
+    path leads back to this very object now (a module already imported, no `<locals>`)."""
+    module_name, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    found = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if found is not value:
+        return None
+    if module_name == "builtins":
+        node: ast.expr = call_named("__import__", const("builtins"))
+    else:
+        importlib = call_named("__import__", const("importlib"))
+        node = ast.Call(func=ast.Attribute(value=importlib, attr="import_module", ctx=ast.Load()),
+                        args=[const(module_name)], keywords=[])
+    for part in qualname.split("."):
+        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+    return node
 
 
 def call_named(function: str, *args) -> ast.Call:

@@ -31,7 +31,7 @@ RENAMES = {
     "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_IF_NONE",
     "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_IF_NOT_NONE",
-    "LOAD_FAST_CHECK": "LOAD_FAST", "LOAD_CLOSURE": "LOAD_FAST",
+    "LOAD_FAST_CHECK": "LOAD_FAST",
     "DUP_TOP": "COPY_1", "ROT_TWO": "SWAP_2",
 }
 
@@ -59,6 +59,8 @@ _FEATURES = {
                   exception_values=1, match_pushes_bool=False),
 }
 FEATURES = _FEATURES.get(VERSION, _FEATURES[max(_FEATURES)])
+# 3.13 assembles LOAD_CLOSURE (push the cell itself) as LOAD_FAST of the cell's slot
+CELL_LOADS_ARE_FAST = VERSION >= (3, 13)
 
 JUMP_OPS = frozenset({"JUMP"})
 CONDITIONAL_JUMPS = frozenset({
@@ -91,6 +93,7 @@ def canonical_instructions(code) -> list[Instr]:
     """The code object's instructions in canonical form (fused opcodes split, renames applied)."""
     result: list[Instr] = []
     handler_starts = {target for _s, _e, target, _d, _l in exception_entries(code)} if VERSION < (3, 11) else set()
+    cells = set(code.co_cellvars) | set(code.co_freevars)
     line = None
     for raw in dis.get_instructions(code):
         if raw.starts_line is not None and raw.starts_line is not False:
@@ -100,6 +103,8 @@ def canonical_instructions(code) -> list[Instr]:
         if raw.offset - 1 in handler_starts:  # 3.10: make the handler look like 3.11's
             result.append(Instr("PUSH_EXC_INFO", None, None, raw.offset - 1, line=line, original="(handler)"))
         for ins in _canonicalize(raw):
+            if ins.name == "LOAD_FAST" and ins.argval in cells and CELL_LOADS_ARE_FAST:  # a cell, not its value
+                ins.name = "LOAD_CLOSURE"
             ins.line = line
             ins.original = raw.opname
             result.append(ins)

@@ -146,6 +146,13 @@ class ExcInfo:
 
 
 @dataclass(eq=False)
+class CellRef:
+    """LOAD_CLOSURE: the cell of a variable, not its value (closures; Dynamo passes cells around)."""
+
+    name: str
+
+
+@dataclass(eq=False)
 class LastI:
     """The lasti integer pushed for cleanup handlers."""
 
