@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 from types import CodeType
 
-from .opcodes import BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, TERMINATORS, Instr, canonical_instructions, exception_entries
+from .opcodes import BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, NON_RAISING, TERMINATORS, Instr, canonical_instructions, exception_entries
 
 
 @dataclass(eq=False)
@@ -79,12 +79,11 @@ class ControlFlowGraph:
             if ins.name in BRANCHING or ins.name in TERMINATORS:
                 if i + 1 < len(self.instrs):
                     leaders.add(self.instrs[i + 1].offset)
-        for start, end, target, _, _ in self.entries:
-            leaders.update((start, end, target))
+        leaders.update(target for _, _, target, _, _ in self.entries)  # range ends: where the handler changes
         current: list[Instr] = []
         previous_handler = object()
         for ins in self.instrs:
-            handler = self._handler_at(ins.offset)
+            handler = self._handler_at(ins.offset) if ins.name not in NON_RAISING else previous_handler
             if current and (ins.offset in leaders or handler != previous_handler) and ins.offset != current[-1].offset:
                 self._add_block(current)
                 current = []
