@@ -13,7 +13,7 @@ import ast
 from .cfg import Block
 from .executor import BlockExecutor
 from .opcodes import FEATURES, Instr
-from .regions import Region, Walked, copy_stack
+from .regions import NOT_EXPRESSIBLE, Region, Walked, copy_stack
 from .values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
 
 
@@ -123,8 +123,8 @@ class ProtectedRegions:
             walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True, early_exit=early_exit),
                                skip_until=skip)
             resume = early_exit(walked.exit) if early_exit and walked.stack is not None and walked.exit else None
-            if resume is not None:  # `return` inside the clause: the finally body / __exit__ runs first
-                self.finish_early_exit(walked, None, *resume)
+            if resume is not None and resume is not NOT_EXPRESSIBLE:  # `return` inside the clause: the finally body / __exit__ runs first
+                self.finish_early_exit(walked, None, resume)
             if walked.stack is not None:
                 after = after or walked.exit
             clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=walked.stmts or [ast.Pass()]))
@@ -206,15 +206,38 @@ class ProtectedRegions:
         return count
 
     def finally_early_return(self, block: Block, length: int):
-        """A `return` inside try...finally: the finally body inlined (`length` instructions) first."""
+        """A `return`, `break` or `continue` inside try...finally: the finally body inlined (`length`
+        instructions) first."""
         resume = self.instr_after(block.start, length)
         if resume is None:
             return None
-        rest = [i.name for i in self.cfg.by_offset[resume.offset].instrs if i.offset >= resume.offset]
+        resume_block = self.cfg.by_offset[resume.offset]
+        rest = [i for i in resume_block.instrs if i.offset >= resume.offset]
         # the value must already be on the stack: `return v` after the try statement loads it here
-        if rest in (["RETURN_VALUE"], ["LOAD_CONST", "RETURN_VALUE"]):
-            resume_block = self.cfg.by_offset[resume.offset]
+        if [i.name for i in rest] in (["RETURN_VALUE"], ["LOAD_CONST", "RETURN_VALUE"]):
             return resume_block, (resume.offset if resume.offset != resume_block.start else None)
+        return self.loop_exit_after(resume_block, rest) or NOT_EXPRESSIBLE
+
+    def loop_exit_after(self, block: Block, rest: list):
+        """`continue` when only a jump to the innermost loop's header is left; `break` when what is
+        left is the loop's exit (a `for` loop's break pops the iterator, then jumps there or runs a
+        copy of the code after the loop, which CPython duplicates onto the break path)."""
+        loop = next((loop for loop in reversed(self.loops) if loop.body is not None), None)
+        if loop is None:
+            return None
+        if [i.name for i in rest] == ["JUMP"] and block.succs[0] is loop.header:
+            return ast.Continue()
+        if loop.exhausted is not None and rest and rest[0].name == "POP_TOP":
+            rest = rest[1:]
+        if [i.name for i in rest] == ["JUMP"] and block.succs[0] in (loop.follow, loop.exhausted):
+            return ast.Break()
+        after_loop = loop.follow or loop.exhausted
+        if after_loop is not None and rest and rest[-1].name in ("RETURN_VALUE", "RAISE_VARARGS"):
+            code = after_loop.instrs
+            while after_loop is loop.exhausted and code and code[0].name == "POP_TOP":  # END_FOR's pops
+                code = code[1:]
+            if _same_code(rest, code) and not after_loop.succs:
+                return ast.Break()
         return None
 
     def instr_after(self, offset: int, count: int):
@@ -228,6 +251,10 @@ class ProtectedRegions:
         resume = self.instr_after(body.exit.start, length)
         block = self.cfg.by_offset[resume.offset]
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
+
+
+def _same_code(a: list, b: list) -> bool:
+    return [(i.name, repr(i.argval)) for i in a] == [(i.name, repr(i.argval)) for i in b]
 
 
 def _assigned_names(stmts: list) -> set[str]:

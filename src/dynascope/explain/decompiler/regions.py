@@ -9,6 +9,9 @@ from .cfg import Block
 from .values import SymList
 
 MAX_BLOCK_VISITS = 20_000
+# Region.early_exit's answer for a path out of try...finally it cannot express: the walk must stop
+# there (walking on would run the inlined copy of the finally body as if it were plain code)
+NOT_EXPRESSIBLE = "not expressible"
 
 
 @dataclass
@@ -31,7 +34,7 @@ class Region:
     # inside `with`/`try...finally`: a `return` inlines the __exit__ call / finally body before
     # RETURN_VALUE.  Given such a block, where the return resumes after the inlined copy (None
     # when the block is not one).
-    early_exit: Callable[[Block], tuple | None] | None = None
+    early_exit: Callable[[Block], Any] | None = None
 
 
 @dataclass

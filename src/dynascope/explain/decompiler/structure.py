@@ -15,7 +15,7 @@ from .executor import BlockExecutor, Frame
 from .nodes import const, name
 from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL, FEATURES, Instr
 from .protected import ProtectedRegions
-from .regions import MAX_BLOCK_VISITS, Loop, NotAnExpression, Region, Walked, copy_stack
+from .regions import MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
 from .values import DecompileError, Iter, LoopValue, Null, SymList
 
 
@@ -45,6 +45,9 @@ class Structurer(ProtectedRegions):
         while block is not None:
             if block is region.stop and not entering_loop:
                 return Walked(out, stack, block)
+            if region.leaves is not None and region.early_exit is not None and region.leaves(block) \
+                    and region.early_exit(block) is not None:
+                return Walked(out, stack, block)  # return/break/continue through a finally or __exit__
             jump = self.loop_jump(block, entering_loop)
             if jump is not None:
                 return self.finish_loop_jump(out, stack, block, jump, skip_until)
@@ -282,8 +285,8 @@ class Structurer(ProtectedRegions):
         for arm in (then, other):
             if arm.stack is not None and arm.exit is not merge and region.early_exit is not None:
                 resume = region.early_exit(arm.exit)
-                if resume is not None:
-                    self.finish_early_exit(arm, merge, *resume)
+                if resume is not None and resume is not NOT_EXPRESSIBLE:
+                    self.finish_early_exit(arm, merge, resume)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
         if len(leaving) == 2 and self.same_exit_code(*leaving):
             kept = min(leaving, key=lambda b: b.start)
@@ -310,7 +313,14 @@ class Structurer(ProtectedRegions):
         key = lambda block: [(i.name, repr(i.argval)) for i in block.instrs]  # noqa: E731
         return key(a) == key(b) and len(a.instrs) <= 12
 
-    def finish_early_exit(self, arm: Walked, merge, resume_block, skip) -> None:
+    def finish_early_exit(self, arm: Walked, merge, resume) -> None:
+        """`resume` (from Region.early_exit): a `break`/`continue` statement, or (block, offset)
+        where the code after the inlined finally / __exit__ copy goes on to a `return`."""
+        if isinstance(resume, ast.stmt):
+            arm.stmts.append(resume)
+            arm.stack, arm.exit = None, None
+            return
+        resume_block, skip = resume
         rest = self.walk(resume_block, arm.stack, Region(stop=merge), skip_until=skip)
         if rest.stack is not None:
             raise DecompileError("a branch leaves its with/finally block and carries on")
