@@ -67,9 +67,9 @@ CONDITIONAL_JUMPS = frozenset({
     "POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
     "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_NOT_EXC_MATCH",
 })
-# 3.13's conditional jumps take an exact bool (TO_BOOL comes first), so they cannot raise: the
-# exception table may leave them uncovered in the middle of a protected test
-NON_RAISING = CONDITIONAL_JUMPS if VERSION >= (3, 13) else frozenset()
+# Instructions that cannot raise, which the exception table may leave uncovered in the middle of a
+# protected run (a return inside `with`; 3.13's conditional jumps, which take an exact bool)
+NON_RAISING = frozenset({"RETURN_VALUE"}) | (CONDITIONAL_JUMPS if VERSION >= (3, 13) else frozenset())
 TERMINATORS = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
 BRANCHING = JUMP_OPS | CONDITIONAL_JUMPS | {"FOR_ITER", "SEND"}
 
