@@ -21,6 +21,7 @@ class Loop:
     follow: Block | None
     target: Any = None
     exhausted: Block | None = None  # a `for` loop's exit when its iterator runs out
+    continue_flag: str | None = None  # set where a path out of this loop continues the enclosing one
 
 
 @dataclass

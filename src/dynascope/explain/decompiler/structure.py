@@ -133,7 +133,10 @@ class Structurer(ProtectedRegions):
             if block is outer.header:
                 if self.is_break_then_continue(block):
                     return "break"
-                raise DecompileError("continue of an outer loop from an inner one")
+                real = [loop for loop in self.loops if loop.body is not None]
+                if len(real) >= 2 and real[-2] is outer:
+                    return "continue outer"
+                raise DecompileError("continue of a loop two or more levels out")
         return None
 
     def is_break_then_continue(self, outer_header: Block) -> bool:
@@ -157,6 +160,11 @@ class Structurer(ProtectedRegions):
             return Walked(out, None)
         if jump == "break":
             out.append(ast.Break())
+            return Walked(out, None)
+        if jump == "continue outer":  # Python has no such statement: break, then continue on a flag
+            inner = [loop for loop in self.loops if loop.body is not None][-1]
+            inner.continue_flag = inner.continue_flag or self.frame.new_temp().replace("__t", "__continue_")
+            out.extend([_assign_flag(inner.continue_flag, True), ast.Break()])
             return Walked(out, None)
         if block is loop.follow:
             out.append(ast.Break())
@@ -207,7 +215,8 @@ class Structurer(ProtectedRegions):
             walked = self.walk(header, copy_stack(stack), Region(), entering_loop=True)
         finally:
             self.loops.pop()
-        out.append(ast.While(test=const(True), body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[]))
+        _append_loop(out, ast.While(test=const(True), body=_strip_trailing_continue(walked.stmts) or [ast.Pass()],
+                                    orelse=[]), loop)
         if follow is None:
             return None, None
         return follow, stack
@@ -229,20 +238,20 @@ class Structurer(ProtectedRegions):
         statement = ast.For(target=loop.target, iter=iterator.iterable,
                             body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[], lineno=0)
         if follow is exhausted:
-            out.append(statement)
+            _append_loop(out, statement, loop)
             return exhausted, after_stack
         if follow is None:  # nothing after the loop but code that ends the function
-            out.append(statement)
+            _append_loop(out, statement, loop)
             tail = self.walk(exhausted, after_stack, Region())
             out.extend(tail.stmts)
             return (None, None) if tail.stack is None else (None, tail.stack)
         tail = self.walk(exhausted, after_stack, Region(stop=follow))
         if tail.stack is None:
-            out.append(statement)
+            _append_loop(out, statement, loop)
             out.extend(tail.stmts)
             return (follow, tail.stack) if tail.stack is not None else (None, None)
         statement.orelse = tail.stmts
-        out.append(statement)
+        _append_loop(out, statement, loop)
         return follow, tail.stack
 
     def branch_of(self, block: Block, executor: BlockExecutor):
@@ -452,6 +461,20 @@ def _bool_op(kind, left, right):
     if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
         return ast.BoolOp(op=kind(), values=left.values + [right])
     return ast.BoolOp(op=kind(), values=[left, right])
+
+
+def _append_loop(out: list, statement, loop: Loop) -> None:
+    """The loop statement, inside `flag = False` ... `if flag: continue` when a path out of it
+    continues the enclosing loop."""
+    if loop.continue_flag is None:
+        out.append(statement)
+        return
+    out.extend([_assign_flag(loop.continue_flag, False), statement,
+                ast.If(test=name(loop.continue_flag), body=[ast.Continue()], orelse=[])])
+
+
+def _assign_flag(flag: str, value: bool) -> ast.stmt:
+    return ast.Assign(targets=[name(flag, ast.Store())], value=const(value), lineno=0)
 
 
 def _strip_trailing_continue(stmts: list) -> list:
