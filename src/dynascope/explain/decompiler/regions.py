@@ -22,6 +22,7 @@ class Loop:
     target: Any = None
     exhausted: Block | None = None  # a `for` loop's exit when its iterator runs out
     continue_flag: str | None = None  # set where a path out of this loop continues the enclosing one
+    break_stack: list | None = None  # the stack a `break` leaves at `follow`
 
 
 @dataclass

@@ -167,6 +167,7 @@ class Structurer(ProtectedRegions):
             out.extend([_assign_flag(inner.continue_flag, True), ast.Break()])
             return Walked(out, None)
         if block is loop.follow:
+            loop.break_stack = loop.break_stack or copy_stack(stack)
             out.append(ast.Break())
             return Walked(out, None)
         # code on the way out of the loop (a `return`, or statements before `break`)
@@ -207,6 +208,8 @@ class Structurer(ProtectedRegions):
         if follow is not None and follow in body:
             follow = None
         first = header.instrs[0]
+        if follow is None and cut is not None and first.name == "FOR_ITER":
+            follow = self.break_target(header, body, enclosing, cut)
         if first.name == "FOR_ITER" and len(header.instrs) == 1:
             return self.emit_for(header, body, follow, stack, out, region)
         loop = Loop(header=header, body=body, follow=follow)
@@ -220,6 +223,14 @@ class Structurer(ProtectedRegions):
         if follow is None:
             return None, None
         return follow, stack
+
+    def break_target(self, header: Block, body: set, enclosing: set, cut: Block) -> Block | None:
+        """Where a nested `for` loop's breaks go when its `else` continues the enclosing loop (so no
+        block post-dominates it there): the one way out, besides running out, that goes on in the
+        enclosing loop."""
+        exits = {s for b in body for s in b.succs if s not in body and s is not header.succs[1]}
+        going_on = [s for s in exits if s is cut or any(cut in b.succs for b in self.cfg._reach(s, enclosing, cut))]
+        return going_on[0] if len(going_on) == 1 else None
 
     def emit_for(self, header, body, follow, stack, out, region):
         iterator = stack[-1] if stack else None
@@ -246,10 +257,14 @@ class Structurer(ProtectedRegions):
             out.extend(tail.stmts)
             return (None, None) if tail.stack is None else (None, tail.stack)
         tail = self.walk(exhausted, after_stack, Region(stop=follow))
+        if tail.stack is None and loop.break_stack is not None:  # only a `break` gets past the `else`
+            statement.orelse = tail.stmts
+            _append_loop(out, statement, loop)
+            return follow, loop.break_stack
         if tail.stack is None:
             _append_loop(out, statement, loop)
             out.extend(tail.stmts)
-            return (follow, tail.stack) if tail.stack is not None else (None, None)
+            return None, None
         statement.orelse = tail.stmts
         _append_loop(out, statement, loop)
         return follow, tail.stack
