@@ -44,6 +44,10 @@ def _walk(stmts: list, generators: list) -> list:
     if isinstance(stmt, ast.For) and not stmt.orelse:
         generators.append(ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[], is_async=0))
         return _walk(stmt.body, generators)
+    if isinstance(stmt, ast.If) and generators and _filter_tree([stmt]) not in (None, True, False):
+        test, element = _filter_tree([stmt])
+        generators[-1].ifs.append(test)
+        return element
     if isinstance(stmt, ast.If) and generators:
         if not stmt.orelse or _only_continue(stmt.orelse):
             generators[-1].ifs.append(stmt.test)
@@ -56,6 +60,46 @@ def _walk(stmts: list, generators: list) -> list:
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
         return [stmt.value.value]
     raise DecompileError(f"unexpected {type(stmt).__name__} in a comprehension")
+
+
+def _filter_tree(stmts: list):
+    """A comprehension filter the compiler turned into nested ifs (`if (a if c else b)`, whose
+    leaves append one same element or skip): (condition, element), True/False for a leaf that
+    always/never appends, or None for anything else."""
+    while stmts and isinstance(stmts[-1], (ast.Continue, ast.Pass)):
+        stmts = stmts[:-1]
+    if not stmts:
+        return False
+    if len(stmts) == 1 and isinstance(stmts[0], ast.Expr) and _is_append(stmts[0].value):
+        return True, stmts[0].value.args
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.If):
+        return None
+    branches = [_filter_tree(stmts[0].body), _filter_tree(stmts[0].orelse)]
+    if None in branches:
+        return None
+    elements = [b[1] for b in branches if isinstance(b, tuple)]
+    if not elements or any(ast.dump(ast.List(elts=e)) != ast.dump(ast.List(elts=elements[0])) for e in elements):
+        return None
+    body, orelse = (b[0] if isinstance(b, tuple) else b for b in branches)
+    return _choose(stmts[0].test, body, orelse), elements[0]
+
+
+def _choose(test, body, orelse) -> ast.expr:
+    """A condition true when `body` holds if `test`, else when `orelse` holds (True/False: always/never)."""
+    if body is True and orelse is False:
+        return test
+    if body is False and orelse is True:
+        return _negate(test)
+    if orelse is False:
+        return ast.BoolOp(op=ast.And(), values=[test, body])
+    if body is True:
+        return ast.BoolOp(op=ast.Or(), values=[test, orelse])
+    return ast.IfExp(test=test, body=ast.Constant(body) if isinstance(body, bool) else body,
+                     orelse=ast.Constant(orelse) if isinstance(orelse, bool) else orelse)
+
+
+def _is_append(node) -> bool:
+    return isinstance(node, ast.Call) and getattr(node.func, "id", None) == APPEND
 
 
 def _only_continue(stmts) -> bool:

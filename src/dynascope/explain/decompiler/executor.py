@@ -404,7 +404,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
 
     def op_POP_TOP(self, ins):
         value = self.pop()
-        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value):
+        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value) or getattr(value, "evaluated_by_test", False):
             return
         self.emit(ast.Expr(value=self.expr(value)))
 

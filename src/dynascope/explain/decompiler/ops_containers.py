@@ -21,6 +21,9 @@ class ContainerOps:
         if ins.arg or not self.frame.accumulator_pending:
             return False
         self.frame.accumulator_pending = False
+        for i, value in enumerate(self.stack):  # an earlier inlined comprehension, already looped: done
+            if isinstance(value, Accumulator) and value.out is self.out and len(self.out) > value.start:
+                self.stack[i] = self.comprehension_of(value)
         self.push(Accumulator(kind, self.out, len(self.out)))
         return True
 

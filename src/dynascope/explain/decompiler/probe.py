@@ -636,6 +636,18 @@ def multi_clause_comprehensions(xs, ys):
     return a, b, c, d, sorted(e), f, g
 
 
+@sample(([1, -1, 3], [("a", 1), ("b", None)]), ([], []))
+def comprehensions_side_by_side(args, pairs):
+    return ", ".join([repr(a) for a in args if a != -1] + ["%s=%r" % (k, v) for k, v in pairs if v is not None])
+
+
+@sample(([(1, None), (0, 2), (3, 0)],), ([],))
+def comprehension_conditional_filter(rows):
+    kept = [r for r in rows if (r[0] if r[1] is None else r[1])]
+    flags = [a > 0 and b is None for a, b in rows]
+    return kept, flags, any(a > 0 and b for a, b in rows), [a for a, b in rows if not (a or b)]
+
+
 @sample(([[1, 2], [3]], 2), ([], 0))
 def comprehension_reads_outer_names(rows, k):
     scaled = [[v * k for v in row] for row in rows]

@@ -282,6 +282,8 @@ class Structurer(ProtectedRegions):
                 return test, fall, popped, jump, kept
             return test, jump, kept, fall, popped
         value = executor.expr(executor.pop())
+        if any(v is value for v in stack):  # 3.12+ `a and b`: COPY, test, POP_TOP of the tested copy
+            value.evaluated_by_test = True
         if last.name == "POP_JUMP_IF_FALSE":
             return value, fall, copy_stack(stack), jump, copy_stack(stack)
         if last.name == "POP_JUMP_IF_TRUE":
