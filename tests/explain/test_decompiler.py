@@ -192,3 +192,61 @@ def test_stdlib_functions_behave_the_same_after_decompiling():
             assert probe._outcome(recreated, args, {}) == probe._outcome(func, args, {}), (func, args, source)
             checked += 1
     assert checked >= 20
+
+
+def _round_trips(func) -> str:
+    sample = next(s for s in probe.SAMPLES if s.func is func)
+    result = probe.check(sample)
+    assert result.passed, f"{result.detail}\n{result.source}"
+    return result.source
+
+
+def test_except_clauses_that_return_inside_try_finally():
+    source = _round_trips(probe.try_except_else_finally_return)
+    assert "finally:" in source and "except ZeroDivisionError:" in source and "except TypeError as e:" in source
+    assert source.count("log.append('fin')") == 1  # the finally body once, not its inlined copies
+
+
+def test_break_and_continue_through_finally_run_it_once():
+    for func in (probe.break_continue_in_try_finally, probe.try_finally_in_while, probe.return_inside_try_finally):
+        source = _round_trips(func)
+        assert source.count("'f'") + source.count("'fin'") == 1, source
+    assert "break" in decompile(probe.break_continue_in_try_finally)
+
+
+def test_continue_of_the_enclosing_loop():
+    for_else = _round_trips(probe.continue_outer_from_for_else)
+    assert "else:" in for_else and "__continue_" not in for_else  # reads as the source's for/else
+    while_else = _round_trips(probe.continue_outer_from_while_else)
+    assert "__continue_" in while_else  # no statement for it: a flag, then `continue` after the inner loop
+    _round_trips(probe.continue_outer_from_inner_body)
+
+
+def test_comprehensions_with_several_clauses_stay_comprehensions():
+    source = _round_trips(probe.multi_clause_comprehensions)
+    assert "for x in xs for y in ys" in source
+    assert "[x for x in xs if x > 0 if x % 2]" in source or "[x for x in xs if x > 0 and x % 2]" in source
+    assert "[[y for y in range(x) if y] for x in xs if x < 5]" in source
+    assert "for x in xs:" not in source and "__append__" not in source
+    conditional = _round_trips(probe.comprehension_conditional_filter)
+    assert "for r in rows if (" in conditional and "__append__" not in conditional
+    _round_trips(probe.comprehensions_side_by_side)
+
+
+def _returns_constant():
+    return "placeholder"
+
+
+def test_constants_without_a_literal_form():
+    code = _returns_constant.__code__
+    with_builtin = code.replace(co_consts=tuple(super if c == "placeholder" else c for c in code.co_consts))
+    source = decompile(with_builtin)
+    assert "__import__('builtins').super" in source
+    namespace: dict = {}
+    exec(source, namespace)
+    assert namespace["_returns_constant"]() is super
+    with_module_object = code.replace(co_consts=tuple(os.path.join if c == "placeholder" else c for c in code.co_consts))
+    assert "import_module('posixpath').join" in decompile(with_module_object)
+    unnamed = code.replace(co_consts=tuple(object() if c == "placeholder" else c for c in code.co_consts))
+    with pytest.raises(DecompileError, match="no source form"):
+        decompile(unnamed)

@@ -44,10 +44,6 @@ def _walk(stmts: list, generators: list) -> list:
     if isinstance(stmt, ast.For) and not stmt.orelse:
         generators.append(ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[], is_async=0))
         return _walk(stmt.body, generators)
-    if isinstance(stmt, ast.If) and generators and _filter_tree([stmt]) not in (None, True, False):
-        test, element = _filter_tree([stmt])
-        generators[-1].ifs.append(test)
-        return element
     if isinstance(stmt, ast.If) and generators:
         if not stmt.orelse or _only_continue(stmt.orelse):
             generators[-1].ifs.append(stmt.test)
@@ -59,6 +55,10 @@ def _walk(stmts: list, generators: list) -> list:
         return stmt.value.args
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
         return [stmt.value.value]
+    if isinstance(stmt, ast.If) and generators and _filter_tree([stmt]) not in (None, True, False):
+        test, element = _filter_tree([stmt])
+        generators[-1].ifs.append(test)
+        return element
     raise DecompileError(f"unexpected {type(stmt).__name__} in a comprehension")
 
 
