@@ -27,6 +27,13 @@ from .values import (
 )
 
 SIMPLE_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_GLOBAL", "STORE_NAME")
+EVALUATED_AT = "_dynascope_position"
+
+
+def _evaluated_at(value: Any) -> int:
+    if isinstance(value, SymList):  # a list Dynamo built: where its first item was computed
+        return min((_evaluated_at(item) for item in value.items if not is_pure(item)), default=0)
+    return getattr(value, EVALUATED_AT, 0)
 
 
 class Frame:
@@ -36,11 +43,16 @@ class Frame:
         self.code = code
         self.render_function = render_function
         self.temp_count = 0
+        self.position = 0  # counts pushed expressions: the order the original evaluated them in
         self.globals_declared: set[str] = set()
         # the next empty BUILD_LIST/SET/MAP starts a comprehension (set for comprehension code,
         # and by LOAD_FAST_AND_CLEAR where 3.12+ inlines comprehensions)
         self.accumulator_pending = code.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>")
         self.nonlocals_declared: set[str] = set()
+
+    def next_position(self) -> int:
+        self.position += 1
+        return self.position
 
     def new_temp(self) -> str:
         self.temp_count += 1
@@ -63,6 +75,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         self.saved_as: dict[int, tuple] = {}
 
     def push(self, value: Any) -> None:
+        if isinstance(value, ast.AST) and not hasattr(value, EVALUATED_AT):
+            setattr(value, EVALUATED_AT, self.frame.next_position())
         self.stack.append(value)
 
     def pop(self) -> Any:
@@ -137,8 +151,18 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         return name(temp)
 
     def emit(self, stmt: ast.stmt, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
+        if side_effects and isinstance(stmt, (ast.Assign, ast.Expr)) and self.computed_before_stack(stmt.value):
+            self.push(stmt.value)  # computed before values still on the stack: save it in its turn
+            self.flush(writes, side_effects)
+            stmt.value = self.pop()
         self.flush(writes, side_effects)
         self.out.append(stmt)
+
+    def computed_before_stack(self, value: Any) -> bool:
+        if is_pure(value) or not hasattr(value, EVALUATED_AT):
+            return False
+        items = [i for v in self.stack for i in (v.items if isinstance(v, SymList) else [v])]
+        return any(not is_pure(v) and _evaluated_at(v) > _evaluated_at(value) for v in items)
 
     def flush(self, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
         """Save stack values the next statement could disturb into temporaries, in stack order.
@@ -148,8 +172,18 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         for i, value in enumerate(self.stack):
             if isinstance(value, Accumulator):
                 first = i + 1
+        slots = []  # saved in the order they were computed: SWAP/ROT may have reordered the stack
         for i in range(first, len(self.stack)):
-            self.stack[i] = self.saved(self.stack[i], writes, side_effects)
+            value = self.stack[i]
+            if isinstance(value, SymList):
+                slots += [(_evaluated_at(item), i, j) for j, item in enumerate(value.items)]
+            else:
+                slots.append((_evaluated_at(value), i, None))
+        for _, i, j in sorted(slots, key=lambda slot: slot[0]):
+            if j is None:
+                self.stack[i] = self.saved(self.stack[i], writes, side_effects)
+            elif j < len(self.stack[i].items):
+                self.stack[i].items[j] = self.saved(self.stack[i].items[j], writes, side_effects)
 
     def saved(self, value: Any, writes, side_effects: bool) -> Any:
         if isinstance(value, SymList):
@@ -189,6 +223,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         return Substitute().visit(node) if saved else node
 
     def replace_everywhere(self, old: Any, new: Any) -> None:
+        if hasattr(old, EVALUATED_AT) and isinstance(new, ast.AST):
+            setattr(new, EVALUATED_AT, getattr(old, EVALUATED_AT))
         for i, v in enumerate(self.stack):
             if v is old:
                 self.stack[i] = new

@@ -801,6 +801,14 @@ def evaluation_order(x):
     return r, d, log
 
 
+@sample((1,), (0,))
+def swapped_pending_calls(x):
+    log = []
+    a, b = _side(log, "a", x), _side(log, "b", 2)
+    c, d, e = _side(log, "c", 3), _side(log, "d", a), _side(log, "e", b)
+    return a, b, c, d, e, log
+
+
 @sample((1, 2, 3), (4, 5, 6))
 def positional_only(a, b, /, c):
     return a - b + c
