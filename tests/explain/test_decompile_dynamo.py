@@ -441,3 +441,7 @@ def test_module_chain_with_super_and_defaults(capsys):
         _assert_same(chain(m, inputs.clone()), expected)
         assert capsys.readouterr().out == printed
     assert len(chain.resumed) >= 3
+    forward = SuperBranchy.forward  # the user's method itself: zero-argument super() needs its __class__ cell
+    rebuilt = _rebuild(decompile(forward), forward.__code__, forward.__globals__, _closure_values(forward))
+    with contextlib.redirect_stdout(io.StringIO()):
+        _assert_same(rebuilt(module, x.clone()), forward(module, x.clone()))

@@ -74,9 +74,11 @@ def decompile(obj: Any) -> str:
 
 def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef:
     """A function that assigns its free variables needs `nonlocal`, which only compiles inside an
-    enclosing function, and one that passes the cell of a free variable on needs that cell to exist:
+    enclosing function, one that passes the cell of a free variable on needs that cell to exist, and so
+    does a method calling `super()`:
     return `def __closure_<name>(<free vars>): def <name>...; return <name>`."""
-    if not any(isinstance(stmt, ast.Nonlocal) for stmt in node.body) and not _reads_free_cells(node, code):
+    if (not any(isinstance(stmt, ast.Nonlocal) for stmt in node.body) and not _reads_free_cells(node, code)
+            and "__class__" not in code.co_freevars):  # zero-argument super() needs that cell
         return node
     params = ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in code.co_freevars], vararg=None,
                            kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])

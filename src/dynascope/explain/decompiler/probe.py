@@ -927,6 +927,14 @@ def explicit_super(obj):
         return "not derived", type(exc).__name__
 
 
+class ZeroArgSuper(Derived):
+    def describe(self, suffix=""):
+        return "zero:" + super().describe(suffix), __class__.__name__
+
+
+SAMPLES.append(Sample(ZeroArgSuper.describe, [(ZeroArgSuper(),), (ZeroArgSuper(), "?")]))
+
+
 class _Ctx:
     def __init__(self, log, tag):
         self.log, self.tag = log, tag
@@ -1091,6 +1099,8 @@ class ProbeResult:
 def rebuild(func: Callable, source: str) -> Callable:
     namespace = dict(func.__globals__)
     exec(compile(source, f"<decompiled {func.__name__}>", "exec"), namespace)
+    if f"__closure_{func.__name__}" in namespace:  # free variables come in as the wrapper's arguments
+        return namespace[f"__closure_{func.__name__}"](*(cell.cell_contents for cell in func.__closure__))
     return namespace[func.__name__]
 
 
