@@ -223,7 +223,8 @@ class DecompiledChain:
     def __init__(self, fn):
         self.fn = fn
         self.ran: list = []  # code objects whose decompiled transformed code ran
-        self.resumed: list = []  # (resume function, arguments) as called
+        self.resumed: list = []  # resume functions as called
+        self.eager: list = []  # frames Dynamo left alone for the arguments they got
 
     def __call__(self, *args, **kwargs):
         return self.run(self.fn, args, kwargs)
@@ -232,12 +233,11 @@ class DecompiledChain:
         bound = inspect.signature(fn).bind(*args, **(kwargs or {}))
         bound.apply_defaults()
         closure = _closure_values(fn)
-        entries = _debug_get_cache_entry_list(fn)
-        if not entries:  # Dynamo left this frame alone (nothing to compile in it): so do we
-            return fn(*bound.args, **bound.kwargs)
         f_locals = {**bound.arguments, **closure}
-        entry = next((e for e in entries if e.guard_manager.check(f_locals)), None)
-        assert entry is not None, f"no cache entry of {fn.__qualname__} accepts {f_locals!r}"
+        entry = next((e for e in _debug_get_cache_entry_list(fn) if e.guard_manager.check(f_locals)), None)
+        if entry is None:  # these inputs (seen by the compiled run first) made Dynamo run the frame as is
+            self.eager.append(fn)
+            return fn(*bound.args, **bound.kwargs)
         source = decompile(entry.code)
         namespace = {**fn.__globals__, **closure}  # a bare code object has no closure: give its values
         for name in _called_names(source):
@@ -374,6 +374,18 @@ def keyword_call_break(x, **options):
     return torch.clamp(y, min=0.0, max=0.5), options.get("k", -1)
 
 
+def try_after_break(x, divisor):
+    y = x.exp()
+    print("t")
+    try:
+        y = y * (1 // divisor)
+    except ZeroDivisionError:
+        y = -y
+    finally:
+        y = y + 1
+    return y
+
+
 class SuperBranchy(Branchy):
     def forward(self, x, scale=3.0):
         h, m = super().forward(x, scale)
@@ -398,6 +410,8 @@ CHAINS = {
                              {"nested_graph_breaks": True}),
     "nested_break_inside_with": (nested_break_inside_with, [(_tensor(1.0, 11),), (_tensor(-1.0, 12),)],
                                  {"nested_graph_breaks": True}),
+    "try_in_resume_function": (try_after_break, [(_tensor(1.0, 15), 2), (_tensor(1.0, 16), 0)],
+                               {"automatic_dynamic_shapes": False}),
     "keyword_call_break": (keyword_call_break, [(_tensor(1.0, 13),), ((_tensor(-1.0, 14),), {"k": 2})], {}),
 }
 
