@@ -250,3 +250,64 @@ def test_constants_without_a_literal_form():
     unnamed = code.replace(co_consts=tuple(object() if c == "placeholder" else c for c in code.co_consts))
     with pytest.raises(DecompileError, match="no source form"):
         decompile(unnamed)
+
+
+def _break_in_except_with_finally(xs):
+    log = []
+    for x in xs:
+        try:
+            log.append(10 // x)
+        except ZeroDivisionError:
+            log.append("z")
+            break
+        finally:
+            log.append("f")
+    else:
+        log.append("else")
+    return log
+
+
+def _break_through_two_finally_blocks(xs):
+    log = []
+    for x in xs:
+        try:
+            try:
+                if x == 2:
+                    break
+                log.append(x)
+            finally:
+                log.append("i")
+        finally:
+            log.append("o")
+    return log
+
+
+def _while_true_break_in_finally(n):
+    log = []
+    while True:
+        try:
+            n -= 1
+            if n < 0:
+                break
+            log.append(n)
+        finally:
+            log.append("f")
+    return log, n
+
+
+@pytest.mark.parametrize("func, inputs", [
+    (_break_in_except_with_finally, [([1, 0, 2],), ([1, 2],)]),
+    (_break_through_two_finally_blocks, [([0, 1, 2, 3],)]),
+    (_while_true_break_in_finally, [(3,)]),
+])
+def test_exits_through_finally_are_right_or_refused(func, inputs):
+    """Paths out of try...finally the decompiler cannot express raise DecompileError; they must never
+    come out as code that runs the finally body twice (what walking its inlined copy used to do)."""
+    source, ok = decompile_or_dis(func)
+    if not ok:
+        assert "# reason: DecompileError" in source
+        return
+    namespace = dict(func.__globals__)
+    exec(source, namespace)
+    for args in inputs:
+        assert namespace[func.__name__](*args) == func(*args), source

@@ -713,6 +713,31 @@ def with_inside_try(x):
     return rec.events
 
 
+@sample(([0, 1, 2, 3],), ([5],))
+def break_in_with_in_try_finally(xs):
+    rec = Recorder()
+    for x in xs:
+        try:
+            with rec:
+                if x == 2:
+                    break
+                rec.events.append(x)
+        finally:
+            rec.events.append("f")
+    return rec.events
+
+
+@sample((1,), (0,))
+def finally_changes_what_return_reads(x):
+    log = [0]
+    try:
+        if x:
+            return len(log)
+    finally:
+        log.append(1)
+    return len(log) * 10
+
+
 @sample((3,), (0,))
 def try_finally_in_while(n):
     log = []

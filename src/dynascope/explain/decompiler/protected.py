@@ -86,8 +86,12 @@ class ProtectedRegions:
         finally_stmts = self.finally_clause(handler, h_stack)
         if finally_stmts is not None:
             length = self._finally_length
-            body = self.protected_body(block, handler, stack, rebound=_assigned_names(finally_stmts),
-                                       early_exit=lambda b: self.finally_early_return(b, length))
+            self.active_finally.append((handler, length))
+            try:
+                body = self.protected_body(block, handler, stack, rebound=_assigned_names(finally_stmts),
+                                           early_exit=lambda b: self.finally_early_return(b, length))
+            finally:
+                self.active_finally.pop()
             return self.finish_finally(body, finally_stmts, length, out)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
         clauses, after = self.except_clauses(handler, h_stack, region.early_exit)
@@ -195,6 +199,32 @@ class ProtectedRegions:
         self._finally_length = self.instructions_between(start, skip, handler)
         return stmts
 
+    def starts_with_finally_copy(self, block: Block) -> bool:
+        """Does `block` open with the inlined body of a try...finally that one of its predecessors is in?"""
+        for pred in block.preds:
+            for handler in self.handler_chain(pred):
+                if handler in self.handler_chain(block) or self.classify_clause(handler.body[1:]) != "finally":
+                    continue
+                body = list(_until_reraise(self.cfg.instrs, handler.instrs[1].offset if len(handler.instrs) > 1 else None))
+                if body and _same_code(block.instrs[:len(body)], body):
+                    return True
+        return False
+
+    def finally_exit(self, block: Block, region: Region):
+        """A walk that knows nothing of the innermost try...finally being emitted (a loop body, the
+        way out of a loop, an except clause) reaching an inlined copy of its body: the `break`,
+        `continue` or (block, offset) of the `return` behind that copy.  Walking the copy as plain
+        code would run the finally body twice."""
+        if not self.active_finally or region.leaves is not None:
+            return None
+        handler, length = self.active_finally[-1]
+        if handler in self.handler_chain(block) or all(i.name == "JUMP" for i in block.instrs):
+            return None
+        resume = self.finally_early_return(block, length)
+        if resume is None or resume is NOT_EXPRESSIBLE:
+            raise DecompileError("a path leaves try...finally in a way the decompiler cannot express")
+        return resume
+
     def instructions_between(self, start: Block, skip, handler: Block) -> int:
         """How many instructions the finally body spans in the handler (to skip its inline copy)."""
         first = skip if skip is not None else start.start
@@ -251,6 +281,15 @@ class ProtectedRegions:
         resume = self.instr_after(body.exit.start, length)
         block = self.cfg.by_offset[resume.offset]
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
+
+
+def _until_reraise(instrs: list, offset):
+    """The instructions from `offset` up to (not including) the next RERAISE."""
+    start = next((i for i, ins in enumerate(instrs) if ins.offset == offset), len(instrs))
+    for ins in instrs[start:]:
+        if ins.name == "RERAISE":
+            return
+        yield ins
 
 
 def _same_code(a: list, b: list) -> bool:

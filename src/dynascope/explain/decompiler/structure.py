@@ -30,6 +30,7 @@ class Structurer(ProtectedRegions):
         self.exception_names: set[str] = set()
         self.entering_loop = False  # a try/with that starts at the loop header being emitted
         self.steps = 0
+        self.active_finally: list[tuple[Block, int]] = []  # (handler, body length) of try...finally being emitted
 
     def function_body(self) -> list:
         walked = self.walk(self.cfg.blocks[0], [], Region())
@@ -45,6 +46,15 @@ class Structurer(ProtectedRegions):
         while block is not None:
             if block is region.stop and not entering_loop:
                 return Walked(out, stack, block)
+            through_finally = self.finally_exit(block, region) if skip_until is None else None
+            if isinstance(through_finally, ast.stmt):
+                out.append(through_finally)
+                return Walked(out, None)
+            if through_finally is not None:  # a return: what follows the copy (the value is already computed)
+                block, skip_until = through_finally
+                if skip_until is None:
+                    raise DecompileError("a return after an inlined finally body starts its own block")
+                continue
             if region.leaves is not None and region.early_exit is not None and region.leaves(block) \
                     and region.early_exit(block) is not None:
                 return Walked(out, stack, block)  # return/break/continue through a finally or __exit__
@@ -205,8 +215,8 @@ class Structurer(ProtectedRegions):
         body = self.cfg.loop_body(header)
         enclosing, cut = self.enclosing_region()
         follow = self.cfg.post_dominator(header, enclosing, cut)
-        if follow is not None and follow in body:
-            follow = None
+        if follow is not None and (follow in body or self.starts_with_finally_copy(follow)):
+            follow = None  # (a break through try...finally: after the loop is what follows the copy)
         first = header.instrs[0]
         if follow is None and cut is not None and first.name == "FOR_ITER":
             follow = self.break_target(header, body, enclosing, cut)
