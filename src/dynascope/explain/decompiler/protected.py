@@ -50,11 +50,13 @@ class ProtectedRegions:
         inside, so they are saved there; `rebound` names (assigned by a finally) are saved too."""
         self.active_handlers.append(handler)
         region = Region(leaves=lambda b: handler not in self.handler_chain(b), early_exit=early_exit)
+        self.protected.append(region)
         entering, self.entering_loop = self.entering_loop, False
         try:
             walked = self.walk(block, stack, region, entering_loop=entering)
         finally:
             self.active_handlers.pop()
+            self.protected.pop()
         if walked.stack is not None:  # values computed inside must be computed inside
             executor = BlockExecutor(self.frame, walked.stack, walked.stmts)
             executor.flush(set(rebound), True)
@@ -210,6 +212,21 @@ class ProtectedRegions:
                     return True
         return False
 
+    def check_stays_inside(self, block: Block, region: Region) -> None:
+        """A walk that knows nothing of the try/with being emitted (a loop body, the way out of a
+        loop) may leave it only by a way the statement can express (a return through `with`);
+        walking on would put the code after the statement inside it."""
+        if region.leaves is not None or not self.protected or all(i.name == "JUMP" for i in block.instrs):
+            return
+        inner = self.protected[-1]
+        if not inner.leaves(block) or _is_exit_call(block):  # __exit__(None, None, None): no statement
+            return
+        if any(block is loop.header or block is loop.follow for loop in self.loops):
+            return  # continue / break
+        resume = inner.early_exit(block) if inner.early_exit is not None else None
+        if resume is None or resume is NOT_EXPRESSIBLE:
+            raise DecompileError("a loop leaves its try/with block another way than break, continue or return")
+
     def finally_exit(self, block: Block, region: Region):
         """A walk that knows nothing of the innermost try...finally being emitted (a loop body, the
         way out of a loop, an except clause) reaching an inlined copy of its body: the `break`,
@@ -281,6 +298,13 @@ class ProtectedRegions:
         resume = self.instr_after(body.exit.start, length)
         block = self.cfg.by_offset[resume.offset]
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
+
+
+def _is_exit_call(block: Block) -> bool:
+    """The inlined `__exit__(None, None, None)` call of a with-block, alone in its block."""
+    names = [i.name for i in block.instrs]
+    return (len(names) <= 6 and any(n.startswith("CALL") for n in names)
+            and set(names) <= {"LOAD_CONST", "COPY", "CALL", "CALL_LEGACY", "POP_TOP", "JUMP"})
 
 
 def _until_reraise(instrs: list, offset):

@@ -31,6 +31,7 @@ class Structurer(ProtectedRegions):
         self.entering_loop = False  # a try/with that starts at the loop header being emitted
         self.steps = 0
         self.active_finally: list[tuple[Block, int]] = []  # (handler, body length) of try...finally being emitted
+        self.protected: list[Region] = []  # regions of the try/with bodies being emitted, innermost last
 
     def function_body(self) -> list:
         walked = self.walk(self.cfg.blocks[0], [], Region())
@@ -47,6 +48,8 @@ class Structurer(ProtectedRegions):
             if block is region.stop and not entering_loop:
                 return Walked(out, stack, block)
             through_finally = self.finally_exit(block, region) if skip_until is None else None
+            if through_finally is None and skip_until is None:
+                self.check_stays_inside(block, region)
             if isinstance(through_finally, ast.stmt):
                 out.append(through_finally)
                 return Walked(out, None)
@@ -261,12 +264,14 @@ class Structurer(ProtectedRegions):
         if follow is exhausted:
             _append_loop(out, statement, loop)
             return exhausted, after_stack
-        if follow is None:  # nothing after the loop but code that ends the function
+        # the code after the loop is still inside the try/with the loop is in
+        inside = dict(leaves=region.leaves, early_exit=region.early_exit)
+        if follow is None:  # nothing after the loop but code that ends the function (or its try/with)
             _append_loop(out, statement, loop)
-            tail = self.walk(exhausted, after_stack, Region())
+            tail = self.walk(exhausted, after_stack, Region(**inside))
             out.extend(tail.stmts)
-            return (None, None) if tail.stack is None else (None, tail.stack)
-        tail = self.walk(exhausted, after_stack, Region(stop=follow))
+            return (None, None) if tail.stack is None else (tail.exit, tail.stack)
+        tail = self.walk(exhausted, after_stack, Region(stop=follow, **inside))
         if tail.stack is None and loop.break_stack is not None:  # only a `break` gets past the `else`
             statement.orelse = tail.stmts
             _append_loop(out, statement, loop)
