@@ -727,6 +727,21 @@ def break_in_with_in_try_finally(xs):
     return rec.events
 
 
+@sample(([0, 1, 2, 3, 4],), ([],))
+def break_continue_in_with(xs):
+    rec = Recorder()
+    for x in xs:
+        with rec:
+            if x == 1:
+                continue
+            if x == 3:
+                break
+            rec.events.append(x)
+        rec.events.append("after")
+    rec.events.append("end")
+    return rec.events
+
+
 @sample((1,), (0,))
 def finally_changes_what_return_reads(x):
     log = [0]

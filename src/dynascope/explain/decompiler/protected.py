@@ -74,10 +74,13 @@ class ProtectedRegions:
         return walked.exit, walked.stack, None
 
     def with_early_return(self, block: Block):
-        """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE."""
+        """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE;
+        or a `break`/`continue`: that call, then the jump (or CPython's copy of what follows the loop)."""
         names = [i.name for i in block.instrs]
         if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 and len(names) <= 8:
             return block, None  # the inlined __exit__ call is a no-op for the executor
+        if _is_exit_call(block.instrs[:EXIT_CALL_LENGTH]) and len(block.instrs) > EXIT_CALL_LENGTH:
+            return self.loop_exit_after(block, block.instrs[EXIT_CALL_LENGTH:])
         return None
 
     def emit_try(self, block, handler, stack, out, region):
@@ -219,7 +222,7 @@ class ProtectedRegions:
         if region.leaves is not None or not self.protected or all(i.name == "JUMP" for i in block.instrs):
             return
         inner = self.protected[-1]
-        if not inner.leaves(block) or _is_exit_call(block):  # __exit__(None, None, None): no statement
+        if not inner.leaves(block) or _is_exit_call(block.instrs):  # __exit__(None, None, None): no statement
             return
         if any(block is loop.header or block is loop.follow for loop in self.loops):
             return  # continue / break
@@ -300,9 +303,12 @@ class ProtectedRegions:
         return block, body.stack, (resume.offset if resume.offset != block.start else None)
 
 
-def _is_exit_call(block: Block) -> bool:
-    """The inlined `__exit__(None, None, None)` call of a with-block, alone in its block."""
-    names = [i.name for i in block.instrs]
+EXIT_CALL_LENGTH = 5  # three None (3.10: one and two copies), the call, POP_TOP
+
+
+def _is_exit_call(instrs: list) -> bool:
+    """The inlined `__exit__(None, None, None)` call of a with-block (and nothing that makes a statement)."""
+    names = [i.name for i in instrs]
     return (len(names) <= 6 and any(n.startswith("CALL") for n in names)
             and set(names) <= {"LOAD_CONST", "COPY", "CALL", "CALL_LEGACY", "POP_TOP", "JUMP"})
 
