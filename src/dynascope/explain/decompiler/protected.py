@@ -132,7 +132,7 @@ class ProtectedRegions:
             walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True, early_exit=early_exit),
                                skip_until=skip)
             resume = early_exit(walked.exit) if early_exit and walked.stack is not None and walked.exit else None
-            if resume is not None and resume is not NOT_EXPRESSIBLE:  # `return` inside the clause: the finally body / __exit__ runs first
+            if resume is not None and resume is not NOT_EXPRESSIBLE:  # return/break/continue through finally/__exit__
                 self.finish_early_exit(walked, None, resume)
             if walked.stack is not None:
                 after = after or walked.exit
@@ -310,7 +310,8 @@ def _is_exit_call(instrs: list) -> bool:
     """The inlined `__exit__(None, None, None)` call of a with-block (and nothing that makes a statement)."""
     names = [i.name for i in instrs]
     return (len(names) <= 6 and any(n.startswith("CALL") for n in names)
-            and set(names) <= {"LOAD_CONST", "COPY", "CALL", "CALL_LEGACY", "POP_TOP", "JUMP"})
+            and set(names) <= {"LOAD_CONST", "COPY", "CALL", "CALL_LEGACY", "POP_TOP", "JUMP"}
+            and all(i.argval is None for i in instrs if i.name == "LOAD_CONST"))
 
 
 def _until_reraise(instrs: list, offset):
