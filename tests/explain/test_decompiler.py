@@ -245,7 +245,8 @@ def test_constants_without_a_literal_form():
     namespace: dict = {}
     exec(source, namespace)
     assert namespace["_returns_constant"]() is super
-    with_module_object = code.replace(co_consts=tuple(os.path.join if c == "placeholder" else c for c in code.co_consts))
+    with_module_object = code.replace(co_consts=tuple(os.path.join if c == "placeholder" else c
+                                                       for c in code.co_consts))
     assert "import_module('posixpath').join" in decompile(with_module_object)
     unnamed = code.replace(co_consts=tuple(object() if c == "placeholder" else c for c in code.co_consts))
     with pytest.raises(DecompileError, match="no source form"):

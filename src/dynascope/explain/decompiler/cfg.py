@@ -6,7 +6,9 @@ import bisect
 from dataclasses import dataclass, field
 from types import CodeType
 
-from .opcodes import BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, NON_RAISING, TERMINATORS, Instr, canonical_instructions, exception_entries
+from .opcodes import (
+    BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, NON_RAISING, TERMINATORS, Instr, canonical_instructions, exception_entries,
+)
 
 
 @dataclass(eq=False)

@@ -107,8 +107,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, Iter):
             return ast.Call(func=name("iter"), args=[value.iterable], keywords=[])
         if isinstance(value, CellRef):  # the very cell: a lambda reading the variable closes over it
-            return ast.Subscript(value=ast.Attribute(value=ast.Lambda(args=NO_ARGUMENTS, body=name(value.name)),
-                                                     attr="__closure__", ctx=ast.Load()), slice=const(0), ctx=ast.Load())
+            cells = ast.Attribute(value=ast.Lambda(args=NO_ARGUMENTS, body=name(value.name)), attr="__closure__",
+                                  ctx=ast.Load())
+            return ast.Subscript(value=cells, slice=const(0), ctx=ast.Load())
         if isinstance(value, Accumulator):
             return self.comprehension_of(value)
         if isinstance(value, ImportedModule):
@@ -440,7 +441,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
 
     def op_POP_TOP(self, ins):
         value = self.pop()
-        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value) or getattr(value, "evaluated_by_test", False):
+        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value):
+            return
+        if getattr(value, "evaluated_by_test", False):  # the copy a branch already tested
             return
         self.emit(ast.Expr(value=self.expr(value)))
 

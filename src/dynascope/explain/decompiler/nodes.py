@@ -33,7 +33,8 @@ def const(value: Any) -> ast.expr:
     return ast.Constant(value=value)
 
 
-NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+NO_ARGUMENTS = ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None,
+                             defaults=[])
 LITERAL_TYPES = (type(None), bool, int, float, complex, str, bytes, type(...))
 
 
@@ -42,7 +43,9 @@ def constant_expr(value: Any) -> ast.expr:
     if isinstance(value, (LITERAL_TYPES, CodeType)) or (isinstance(value, frozenset) and _all_literal(value)):
         return const(value)
     if isinstance(value, tuple):
-        return const(value) if _all_literal(value) else ast.Tuple(elts=[constant_expr(v) for v in value], ctx=ast.Load())
+        if _all_literal(value):
+            return const(value)
+        return ast.Tuple(elts=[constant_expr(v) for v in value], ctx=ast.Load())
     path = _import_path(value)
     if path is None:
         raise DecompileError(f"constant {type(value).__name__} {repr(value)[:60]} has no source form")

@@ -129,8 +129,8 @@ class ProtectedRegions:
             type_expr, exc_name, start, skip = self.clause_header(block, instrs, stack, kind)
             if exc_name:
                 self.exception_names.add(exc_name)
-            walked = self.walk(start, copy_stack(stack[:-1]), Region(stop=after, handler_exit=True, early_exit=early_exit),
-                               skip_until=skip)
+            clause_region = Region(stop=after, handler_exit=True, early_exit=early_exit)
+            walked = self.walk(start, copy_stack(stack[:-1]), clause_region, skip_until=skip)
             resume = early_exit(walked.exit) if early_exit and walked.stack is not None and walked.exit else None
             if resume is not None and resume is not NOT_EXPRESSIBLE:  # return/break/continue through finally/__exit__
                 self.finish_early_exit(walked, None, resume)
@@ -210,7 +210,8 @@ class ProtectedRegions:
             for handler in self.handler_chain(pred):
                 if handler in self.handler_chain(block) or self.classify_clause(handler.body[1:]) != "finally":
                     continue
-                body = list(_until_reraise(self.cfg.instrs, handler.instrs[1].offset if len(handler.instrs) > 1 else None))
+                first = handler.instrs[1].offset if len(handler.instrs) > 1 else None
+                body = list(_until_reraise(self.cfg.instrs, first))
                 if body and _same_code(block.instrs[:len(body)], body):
                     return True
         return False
