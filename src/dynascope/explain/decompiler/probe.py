@@ -742,6 +742,19 @@ def break_continue_in_with(xs):
     return rec.events
 
 
+@sample((0,), (2,), (5,))
+def while_with_return_in_with(n):
+    rec = Recorder()
+    with rec:
+        i = 0
+        while i < n:
+            i += 1
+            if i == 3:
+                return rec.events, "returned"
+            rec.events.append(i)
+    return rec.events, i
+
+
 @sample((1,), (0,))
 def finally_changes_what_return_reads(x):
     log = [0]

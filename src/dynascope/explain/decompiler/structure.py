@@ -223,6 +223,8 @@ class Structurer(ProtectedRegions):
         first = header.instrs[0]
         if follow is None and cut is not None and first.name == "FOR_ITER":
             follow = self.break_target(header, body, enclosing, cut)
+        if follow is None and first.name != "FOR_ITER" and self.protected:
+            follow = self.way_out_of_protected(body)
         if first.name == "FOR_ITER" and len(header.instrs) == 1:
             return self.emit_for(header, body, follow, stack, out, region)
         loop = Loop(header=header, body=body, follow=follow)
@@ -244,6 +246,13 @@ class Structurer(ProtectedRegions):
         exits = {s for b in body for s in b.succs if s not in body and s is not header.succs[1]}
         going_on = [s for s in exits if s is cut or any(cut in b.succs for b in self.cfg._reach(s, enclosing, cut))]
         return going_on[0] if len(going_on) == 1 else None
+
+    def way_out_of_protected(self, body: set) -> Block | None:
+        """A loop ending its try/with body that also returns or raises from inside has no
+        post-dominator; when it leaves the try/with one way only, that is where it goes on."""
+        inner = self.protected[-1]
+        leaving = {s for b in body for s in b.succs if s not in body and inner.leaves(s)}
+        return leaving.pop() if len(leaving) == 1 else None
 
     def emit_for(self, header, body, follow, stack, out, region):
         iterator = stack[-1] if stack else None
