@@ -245,7 +245,9 @@ class Structurer(ProtectedRegions):
         enclosing loop."""
         exits = {s for b in body for s in b.succs if s not in body and s is not header.succs[1]}
         going_on = [s for s in exits if s is cut or any(cut in b.succs for b in self.cfg._reach(s, enclosing, cut))]
-        return going_on[0] if len(going_on) == 1 else None
+        if len(going_on) != 1 or self.starts_with_finally_copy(going_on[0]):
+            return None  # (a break through try...finally: the copy is not where the loop goes on)
+        return going_on[0]
 
     def way_out_of_protected(self, body: set) -> Block | None:
         """A loop ending its try/with body that also returns or raises from inside has no
