@@ -234,7 +234,7 @@ class DecompiledChain:
         bound.apply_defaults()
         closure = _closure_values(fn)
         f_locals = {**bound.arguments, **closure}
-        entry = next((e for e in _debug_get_cache_entry_list(fn) if e.guard_manager.check(f_locals)), None)
+        entry = next((e for e in _debug_get_cache_entry_list(fn) if _torch.check_entry_guards(e, f_locals)[0]), None)
         if entry is None:  # these inputs (seen by the compiled run first) made Dynamo run the frame as is
             self.eager.append(fn)
             return fn(*bound.args, **bound.kwargs)
@@ -422,9 +422,19 @@ def _call(fn, args):
     return fn(*_clones(args))
 
 
-@pytest.mark.parametrize("case", sorted(CHAINS))
+# torch 2.5.1 makes a resume function that has free variables inline (MAKE_FUNCTION with its cells)
+# instead of calling a global maker, so the chain never sees it called
+INLINE_RESUME_CLOSURES = pytest.mark.skipif(
+    not _torch.torch_at_least(2, 6), reason="torch 2.5.1 builds closure resume functions inline; not intercepted")
+CHAIN_MARKS = {"toy_example": OLD_FRAMES, "loop_in_resume_function": INLINE_RESUME_CLOSURES}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=CHAIN_MARKS.get(c, ())) for c in sorted(CHAINS)])
 def test_decompiled_chain_behaves_like_dynamo(case, capsys):
     fn, calls, config = CHAINS[case]
+    missing = [key for key in config if not hasattr(torch._dynamo.config, key)]
+    if missing:
+        pytest.skip(f"torch {torch.__version__} has no {missing}")
     with torch._dynamo.config.patch(**config):
         compiled = torch.compile(fn, backend="eager")
         for args in calls:
@@ -440,6 +450,7 @@ def test_decompiled_chain_behaves_like_dynamo(case, capsys):
     assert all(code.co_name != fn.__name__ or code in chain.ran for code in chain.ran)
 
 
+@INLINE_RESUME_CLOSURES
 def test_module_chain_with_super_and_defaults(capsys):
     module = SuperBranchy()
     compiled = torch.compile(module, backend="eager")
