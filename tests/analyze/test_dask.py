@@ -7,9 +7,8 @@ import synth
 
 pytest.importorskip("distributed")
 
-from dynascope.analyze.dask import summarize_files
 from dynascope.analyze.reader import read_trace
-from dynascope.analyze.summarize import summarize
+from dynascope.analyze.summarize import summarize, summarize_files
 
 from test_summarize import assert_same
 

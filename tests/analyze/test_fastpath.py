@@ -19,7 +19,8 @@ from polars.testing import assert_frame_equal
 import dynascope.analyze._inflate as _inflate
 import dynascope.analyze._scan as _scan
 import dynascope.analyze.fastpath as fastpath
-import dynascope.analyze.reader as reader
+import dynascope.analyze.lines as _lines
+import dynascope.analyze.partial as P
 import dynascope.analyze.summarize as S
 
 from test_reader import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
@@ -138,14 +139,14 @@ def _gz_members(text: bytes, per_member: int) -> bytes:
 @pytest.fixture
 def tiny(monkeypatch):
     """Chunks of a few KB, blocks of a few lines: cuts fall everywhere."""
-    monkeypatch.setattr(reader, "_CHUNK", 3000)
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 3000)
     monkeypatch.setattr(_inflate, "_MAX_OUT", 2500)
     monkeypatch.setattr(fastpath, "_REST_BATCH", 1500)
     monkeypatch.setattr(fastpath, "_GRAPH_BATCH", 7)
 
 
 def _general(paths, top=20):
-    return S.finish(S.merge([S._file_partial_general(p) for p in paths]), top=top)
+    return S.finish(S.merge([P.general_file_partial(p) for p in paths]), top=top)
 
 
 def _fast(paths, top=20, threads=None):
@@ -193,9 +194,9 @@ def test_fast_path_takes_the_op_lines(tmp_path):
     paths = _write_ours(tmp_path)
     text = gzip.decompress(paths[0].read_bytes()).decode()
     expect = sum(1 for ln in text.splitlines() if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
-    _, _, state = fastpath.read_fast(paths[0], S.SUMMARY_COLUMNS, S._OpReducer())
-    assert state.fast_ops == expect > 300
-    assert state.fast_graphs == sum(1 for ln in text.splitlines() if '"cat":"dynamo.graph",' in ln) > 50
+    fast_read = fastpath.read_fast(paths[0], P.SUMMARY_COLUMNS, P.OpReducer())
+    assert fast_read.ops_taken == expect > 300
+    assert fast_read.graphs_taken == sum(1 for ln in text.splitlines() if '"cat":"dynamo.graph",' in ln) > 50
 
 
 def test_graph_call_cut_from_its_ops(tmp_path, monkeypatch):
@@ -207,7 +208,7 @@ def test_graph_call_cut_from_its_ops(tmp_path, monkeypatch):
     p = tmp_path / "t-77.pfw"
     p.write_bytes(text)
 
-    def pieces(data, state):
+    def pieces(data, log):
         yield data, 0, cut
         yield data, cut, len(data)
 
@@ -321,9 +322,9 @@ def test_many_small_members(tmp_path, torn):
         text += lines[-5][:40].encode()
     p = tmp_path / "t-81.pfw.gz"
     p.write_bytes(_gz_members(text, 25))
-    _, _, state = fastpath.read_fast(p, S.SUMMARY_COLUMNS, S._OpReducer())
+    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, P.OpReducer())
     expect = sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
-    assert state.fast_ops == expect
+    assert fast_read.ops_taken == expect
     fast, general = _fast([p]), _general([p])
     assert_same(fast, general)
     assert fast.meta["dropped_lines"] == int(torn)
@@ -421,10 +422,10 @@ def test_pieces_cut_lines_anywhere(tmp_path, monkeypatch):
     p.write_bytes(b"".join(gzip.compress(m, compresslevel=1) for m in members))
     q = tmp_path / "t-92.pfw"
     q.write_bytes(text.replace(b'"pid":91', b'"pid":92'))
-    monkeypatch.setattr(reader, "_CHUNK", 500)
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 500)
     fast = _fast([p, q])
-    _, _, state = fastpath.read_fast(p, S.SUMMARY_COLUMNS, S._OpReducer())
-    assert state.fast_ops == sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
+    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, P.OpReducer())
+    assert fast_read.ops_taken == sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
     assert_same(fast, _general([p, q]))
 
 

@@ -310,31 +310,33 @@ def test_pretty_printed_array_and_directory_with_other_json(tmp_path):
 
 @pytest.mark.parametrize("where", ["start", "end", "middle", "spread"])
 def test_lines_at_finds_the_misfit_lines(where):
-    from dynascope.analyze.reader import _lines_at
+    from dynascope.analyze.templates import lines_at
 
     n = 5000
     lines = [b'{"i":%d}' % i for i in range(n)]
     chunk = b"\n".join(lines) + b"\n"
     pick = {"start": [0, 3, 1999], "end": [n - 1, n - 7, n - 2000], "middle": [2500], "spread": [0, 2500, n - 1]}[where]
     mask = pl.Series([i in pick for i in range(n)])
-    assert _lines_at(chunk, mask) == [lines[i] for i in sorted(pick)]
-    assert _lines_at(chunk + b"x\n", mask) is None  # row count and line count disagree
+    assert lines_at(chunk, mask) == [lines[i] for i in sorted(pick)]
+    assert lines_at(chunk + b"x\n", mask) is None  # row count and line count disagree
 
 
 def test_shapes_are_learned_again_when_a_file_changes(tmp_path, monkeypatch):
+    import dynascope.analyze.lines as lines
     import dynascope.analyze.reader as reader
+    from dynascope.analyze.templates import LineTemplates
 
-    monkeypatch.setattr(reader, "_CHUNK", 64 << 10)
-    monkeypatch.setattr(reader, "_FAST_MIN_LINES", 100)
+    monkeypatch.setattr(lines, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(reader, "FAST_MIN_LINES", 100)
     learned = []
-    real_learn = reader._Template.learn.__func__
+    real_learn = LineTemplates.learn.__func__
 
     def spy(cls, chunk):
         out = real_learn(cls, chunk)
         learned.append(out is not None and out.templates[0].fields[0].column)
         return out
 
-    monkeypatch.setattr(reader._Template, "learn", classmethod(spy))
+    monkeypatch.setattr(LineTemplates, "learn", classmethod(spy))
     # first 2000 compile events (one shape), then 4000 op events of another shape
     events = [synth.x(i + 2, "phase", "dynamo.compile", 9, i, 1, {"compile_id": "0/0", "fn_name": "f"}) for i in range(2000)]
     events += [

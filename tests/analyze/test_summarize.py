@@ -93,7 +93,7 @@ def test_meta_carries_read_warnings(tmp_path):
         fh.write('{"id":9,"name":"func')
     with pytest.warns(UserWarning):
         frame, info = read_trace_with_info(p)
-    s = summarize(frame)
+    s = summarize(frame, info=info)
     assert s.meta["dropped_lines"] == 1 and len(s.meta["warnings"]) == 1
     with pytest.warns(UserWarning):
         s2 = summarize_files([p])
@@ -224,7 +224,7 @@ def test_chrome_category_lists_count_by_their_first_category(files):
 def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
     import random
 
-    from dynascope.analyze.summarize import _innermost_segments
+    from dynascope.analyze.steps import innermost_segments as _innermost_segments
 
     def brute(rids, starts, ends, t):
         best = None

@@ -1,5 +1,10 @@
 """Readers and summaries of trace files. Never imports torch: traces can be analysed anywhere.
 
+Reading (one job per module): paths -> lines (bytes, gzip, sniffing) -> records (what a record means) /
+templates (the CSV fast path) -> resolve (hashes, attribution) -> reader (drives them: read_trace).
+Summarising: partial (mergeable Partial, OpReducer) <- fastpath (byte scanner, _scan) / dask;
+steps (step attribution); finish (Partial -> Summary); summarize (entry points); diff (A vs B).
+
     read_trace(paths, *, columns=None) -> polars.DataFrame        (reader)
     read_trace_with_info(paths, *, columns=None) -> (frame, ReadInfo)
     summarize(frame, top=20) -> Summary                            (summarize)
@@ -14,8 +19,8 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     "read_trace": "dynascope.analyze.reader",
     "read_trace_with_info": "dynascope.analyze.reader",
-    "ReadInfo": "dynascope.analyze.reader",
-    "TraceWarning": "dynascope.analyze.reader",
+    "ReadInfo": "dynascope.analyze.readinfo",
+    "TraceWarning": "dynascope.analyze.readinfo",
     "summarize": "dynascope.analyze.summarize",
     "summarize_files": "dynascope.analyze.summarize",
     "Summary": "dynascope.analyze.summary",

@@ -1,7 +1,7 @@
 """Summarise many per-rank trace files on a Dask cluster.
 
 Each task reads one file and pre-aggregates it with exactly the code of the single-machine path
-(`summarize.file_partial`); the client merges the small partials and finishes, so the result is
+(`fastpath.file_partial`); the client merges the small partials and finishes, so the result is
 identical to `summarize(read_trace(files))`. Dask is imported only when this path is used.
 """
 
@@ -11,19 +11,17 @@ import contextlib
 import logging
 import os
 
+import warnings
+
 from ..errors import ConfigError
-from .reader import expand_paths
-from .summarize import file_partial, finish, merge, _emit_warnings
+from .fastpath import file_partial
+from .finish import finish
+from .partial import merge
+from .paths import expand_paths
+from .readinfo import TraceWarning
 from .summary import Summary
 
-__all__ = ["summarize_files", "summarize_files_dask"]
-
-
-def summarize_files(paths, top: int = 20, scheduler: str | None = None, workers: int | None = None) -> Summary:
-    """`summarize.summarize_files`: on Dask when `scheduler` or `workers` is given, else locally."""
-    from .summarize import summarize_files as _local
-
-    return _local(paths, top=top, scheduler=scheduler, workers=workers)
+__all__ = ["summarize_files_dask"]
 
 
 def summarize_files_dask(
@@ -41,7 +39,8 @@ def summarize_files_dask(
     with _quiet_distributed():
         partials = _run(files, scheduler, workers, processes, Client, LocalCluster)
     result = finish(merge(partials), top=top)
-    _emit_warnings(result.meta.get("warnings", []))
+    for msg in result.meta["warnings"]:
+        warnings.warn(msg, TraceWarning, stacklevel=2)
     return result
 
 

@@ -5,10 +5,10 @@ Op events are the bulk of a trace and are all written by one template (trace/dec
 Their identity needs no JSON parsing: op k of a graph call has id = p_idx + 1 + k, and its attribution
 is the OH record with graph_op = the parent graph event's `op` and index = k. The scanner keys each op
 by (pid, graph op, k) and counts it in a per-file duration histogram, in exactly the shape the
-summaries' op reducer (`summarize._OpReducer`) builds from the general reader's rows; it keeps each op's
+summaries' op reducer (`partial.OpReducer`) builds from the general reader's rows; it keeps each op's
 (pid, tid, ts, dur) for the step attribution and hands graph calls over as rows. Metadata, regions,
 compile events, ops at top level and lines of any other layout go to the general reader, so the Partial
-is identical to `summarize._file_partial_general` (tests/analyze/test_fastpath.py).
+is identical to `partial.general_file_partial` (tests/analyze/test_fastpath.py).
 
 The inflated text is scanned piece by piece where it lies (no copy), only a line cut by a piece boundary
 is copied. The scanner releases the GIL, as do inflating and polars: files read in threads use the cores.
@@ -16,17 +16,22 @@ is copied. The scanner releases the GIL, as do inflating and polars: files read 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import orjson
 import polars as pl
 
 from . import _inflate, _scan
-from . import reader as _reader
+from . import lines as _lines
+from .partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
+from .readinfo import FileLog, ReadInfo
+from .reader import FileReader
 
-__all__ = ["file_partial_fast"]
+__all__ = ["FastRead", "file_partial", "read_fast"]
 
 # graph-call rows go to the reader's frames in batches of about this many (each costs a few polars passes)
 _GRAPH_BATCH = 200_000
@@ -48,15 +53,15 @@ def _decode_name(raw: bytes) -> str:
     return name
 
 
-def _pieces(data: bytes, state) -> Iterator[tuple[bytes, int, int]]:
+def _pieces(data: bytes, log: FileLog) -> Iterator[tuple[bytes, int, int]]:
     """The file's text as (buffer, start, end) ranges of whole lines, in order, without copying it: the
     pieces of a gzip file as inflated (a line cut between two pieces is copied on its own), a plain file
-    in _reader._CHUNK ranges. Then what follows the last newline, as reader._text_chunks yields it (same
+    in lines.CHUNK_BYTES ranges. Then what follows the last newline, as lines.text_chunks yields it (same
     warnings for a truncated gzip member or a torn last line)."""
     cut = -1
     if data.startswith(_inflate.GZIP_MAGIC):
         carry: list[bytes] = []  # the start of a line cut by a piece boundary
-        for piece in _reader._inflate_checked(data, state):
+        for piece in _lines.inflated(data, log):
             first = piece.find(b"\n")
             if first < 0:
                 carry.append(piece)
@@ -74,22 +79,22 @@ def _pieces(data: bytes, state) -> Iterator[tuple[bytes, int, int]]:
         tail = b"".join(carry)
     else:
         cut = data.rfind(b"\n")
-        pos, size = 0, _reader._CHUNK
+        pos, size = 0, _lines.CHUNK_BYTES
         while pos <= cut:
-            # cut where reader._text_chunks cuts: at the last newline before a multiple of _CHUNK
+            # cut where lines.text_chunks cuts: at the last newline before a multiple of _CHUNK
             limit = (pos // size + 1) * size
             while (end := data.rfind(b"\n", pos, limit) + 1) == 0:
                 limit += size
             yield data, pos, end
             pos = end
         tail = data[cut + 1 :]
-    for text in _reader.last_piece(tail, cut, state):
+    for text in _lines.last_piece(tail, cut, log):
         yield text, 0, len(text)
 
 
 def _sniff_text(pieces: Iterator) -> tuple[list, bytes]:
     """The first pieces and their text, enough of it (7 lines after any leading blank) for
-    reader._sniff to judge the file as it judges the general reader's first chunk."""
+    lines.sniff to judge the file as it judges the general reader's first chunk."""
     taken, text = [], b""
     for piece in pieces:
         buf, lo, hi = piece
@@ -102,10 +107,10 @@ def _sniff_text(pieces: Iterator) -> tuple[list, bytes]:
 
 class _FileScan:
     """Feeds one file's pieces to the scanner; collects the op times, the graph-call rows (handed to the
-    reader's state in batches) and the other lines (handed to the general reader in batches)."""
+    reader in batches) and the other lines (handed to the general reader in batches)."""
 
-    def __init__(self, state):
-        self.state = state
+    def __init__(self, reader: FileReader):
+        self.reader = reader
         self.scanner = _scan.Scanner()
         self.times: list[np.ndarray] = []
         self.graph_rows: list[np.ndarray] = []
@@ -114,8 +119,6 @@ class _FileScan:
         self.names: dict[int, str] = {}
         self.rest: list[bytes] = []
         self.rest_size = 0
-        self.template = None
-        self.attempts = 0
 
     def add(self, buf: bytes, lo: int, hi: int) -> None:
         times, rows, rest = self.scanner.scan(buf, lo, hi)
@@ -143,11 +146,7 @@ class _FileScan:
         self.rest, self.rest_size = [], 0
         if not text.strip():
             return
-        state = self.state
-        if (self.template is None or state.misfit > 0.25) and self.attempts < 8:
-            self.attempts += 1
-            self.template = _reader._Template.learn(text) or self.template
-        state.parse_chunk(text, self.template)
+        self.reader.parse_chunk(text)
 
     def _name(self, k: int) -> str:
         name = self.names.get(k)
@@ -172,7 +171,7 @@ class _FileScan:
                 "hhash": pl.Series([self.scanner.host_hash()], dtype=pl.String).gather(zeros),
             }  # fmt: skip
         )
-        self.state._add_frame(frame)
+        self.reader.add_frame(frame)
 
     def op_frames(self) -> tuple[pl.DataFrame, pl.DataFrame] | None:
         """The op histogram (pid, name, cat, dur, __gop, __k, __pend, n) and the op times (pid, tid, ts, dur)."""
@@ -202,51 +201,56 @@ class _FileScan:
         return hist, times
 
 
-def read_fast(path: str | os.PathLike, columns: list[str], reducer):
-    """`reader.read_file_state(path, columns=columns, reducer=reducer)` with op and graph-call lines taken
-    by the scanner. Returns None when the file is not line-oriented (a JSON document): use the general
-    reader."""
-    name, data = _reader.read_bytes(path)
+@dataclass
+class FastRead:
+    """One file read through the scanner: the rows it kept, what reading found, the FileReader (whose
+    metadata resolves the op histogram), and how many op and graph-call lines the scanner took."""
+
+    frame: pl.DataFrame
+    info: ReadInfo
+    reader: FileReader
+    ops_taken: int
+    graphs_taken: int
+
+
+def read_fast(path: str | os.PathLike, columns: list[str], reducer: OpReducer) -> FastRead | None:
+    """`reader.read_file_reduced(path, columns=columns, reducer=reducer)` with op and graph-call lines
+    taken by the scanner (into `reducer`). None when the file is not line-oriented (a JSON document):
+    use the general reader."""
+    name, data = _lines.read_bytes(path)
     if not data.strip():
         return None
-    state = _reader._FileState(name, columns)
-    state.reducer = reducer
-    pieces = _pieces(data, state)
+    reader = FileReader(name, columns, reducer)
+    pieces = _pieces(data, reader.log)
     del data
     first, text = _sniff_text(pieces)
-    if not first:
+    if not first or _lines.sniff(text, name) == _lines.DOCUMENT:
         return None
-    state.mode = _reader._sniff(text, name)
-    if state.mode == "document":
-        return None
-    scan = _FileScan(state)
-    for buf, lo, hi in _reader._chain(first, pieces):
+    scan = _FileScan(reader)
+    for buf, lo, hi in itertools.chain(first, pieces):
         scan.add(buf, lo, hi)
     scan.flush_rest()
     scan.flush_graphs()
     ops = scan.op_frames()
     if ops is not None:
-        reducer.hists.append(ops[0])
-        reducer.times.append(ops[1])
-    state.seen_objects += scan.op_count + scan.graph_count
-    state.fast_ops, state.fast_graphs = scan.op_count, scan.graph_count
-    state.reduced += scan.op_count
-    state.check_is_trace()
-    frame = state.finish(columns)
-    return frame, state.info(), state
+        reducer.add_taken(*ops)
+    reader.add_taken(rows=scan.op_count + scan.graph_count, reduced=scan.op_count)
+    reader.check_is_trace()
+    frame = reader.finish()
+    return FastRead(frame, reader.info(), reader, scan.op_count, scan.graph_count)
 
 
-def file_partial_fast(path: str | os.PathLike):
-    """summarize.file_partial through the fast path (same Partial)."""
-    from .summarize import SUMMARY_COLUMNS, _OpReducer, _core, _ensure, _file_partial_general
+def file_partial(path: str | os.PathLike) -> Partial:
+    """Read one file (only the columns summaries need) and pre-aggregate it.
 
-    red = _OpReducer()
+    dynascope's own op and graph-call lines are found and parsed at the byte level; everything else goes
+    through the general reader. The same Partial as `partial.general_file_partial(path)`.
+    """
+    reducer = OpReducer()
     try:
-        res = read_fast(path, SUMMARY_COLUMNS, red)
+        res = read_fast(path, SUMMARY_COLUMNS, reducer)
     except Fallback:
         res = None
     if res is None:
-        return _file_partial_general(path)
-    others, info, state = res
-    hist, times = red.result(state)
-    return _core(hist, times, _ensure(others), info)
+        return general_file_partial(path)
+    return partial_of_file(reducer, res.frame, res.info, res.reader)

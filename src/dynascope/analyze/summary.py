@@ -9,8 +9,48 @@ Conventions (what counts as an op, a region, compile time) are in `dynascope.ana
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import polars as pl
+
+
+class SummaryMeta(TypedDict):
+    """What a Summary knows besides its tables."""
+
+    files: list[str]  # the trace file paths
+    events: int
+    ops: int
+    span_us: int
+    compile_us: int
+    run_us: int
+    dropped_lines: int  # lines skipped as unreadable
+    dropped_events: int  # the writers' own count of events they could not write (`end` records)
+    warnings: list[str]
+
+
+def summary_meta(
+    files: list[str] = (),
+    events: int = 0,
+    ops: int = 0,
+    span_us: int = 0,
+    compile_us: int = 0,
+    run_us: int = 0,
+    dropped_lines: int = 0,
+    dropped_events: int = 0,
+    warnings: list[str] = (),
+) -> SummaryMeta:
+    """The one builder of a SummaryMeta."""
+    return SummaryMeta(
+        files=list(files),
+        events=events,
+        ops=ops,
+        span_us=span_us,
+        compile_us=compile_us,
+        run_us=run_us,
+        dropped_lines=dropped_lines,
+        dropped_events=dropped_events,
+        warnings=list(warnings),
+    )
 
 
 def _empty() -> pl.DataFrame:
@@ -41,9 +81,6 @@ class Summary:
     #   compile ids in natural order, then the run row (compile_id null).
     compile_vs_run: pl.DataFrame
     top: int = 20
-    # files, events, ops, span_us, dropped_lines, warnings: list[str]
-    #   `files` is the list of trace file paths.  + compile_us, run_us, dropped_events (the writers'
-    #   own count of events they could not write, from `end` records).
-    meta: dict = field(default_factory=dict)
+    meta: SummaryMeta = field(default_factory=summary_meta)
     # by_op.head(top): the top N ops by total time
     top_ops: pl.DataFrame = field(default_factory=_empty)

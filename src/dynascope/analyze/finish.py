@@ -1,0 +1,126 @@
+"""Finish a merged Partial into the Summary tables (deterministic row order)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from .partial import Partial
+from .summary import Summary, summary_meta
+
+__all__ = ["finish"]
+
+
+def _share(col: str = "total_us") -> pl.Expr:
+    total = pl.col(col).sum()
+    return pl.when(total > 0).then(pl.col(col) / total).otherwise(0.0).alias("share")
+
+
+def finish(p: Partial, top: int = 20) -> Summary:
+    """Turn merged partials into the Summary tables (deterministic row order)."""
+    by_op = _by_op(p.op_hist)
+    lay = p.layer
+    by_layer = (
+        lay.group_by(["layer", "module_type"])
+        .agg(
+            pl.col("count").sum(),
+            pl.col("total_us").sum(),
+            pl.col("total_us").filter(pl.col("phase") == "forward").sum().alias("forward_us"),
+            pl.col("total_us").filter(pl.col("phase") == "backward").sum().alias("backward_us"),
+            pl.col("total_us").filter(pl.col("phase") == "inference").sum().alias("inference_us"),
+        )
+        .with_columns(_share())
+        .sort(["total_us", "layer", "module_type"], descending=[True, False, False], nulls_last=True)
+        .select("layer", "module_type", "count", "total_us", "forward_us", "backward_us", "share", "inference_us")
+    )
+    by_phase = (
+        lay.group_by("phase")
+        .agg(pl.col("count").sum(), pl.col("total_us").sum())
+        .with_columns(_share())
+        .sort(["total_us", "phase"], descending=[True, False], nulls_last=True)
+    )
+    by_graph = (
+        p.graph.filter((pl.col("calls") > 0) | pl.col("graph").is_not_null())
+        .with_columns(
+            pl.when(pl.col("calls") > 0).then(pl.col("ops") / pl.col("calls")).otherwise(None).alias("ops_per_call"),
+            pl.when(pl.col("calls") > 0).then(pl.col("total_us") / pl.col("calls")).otherwise(None).alias("mean_call_us"),
+        )
+        .sort(["total_us", "compile_id", "graph", "phase"], descending=[True, False, False, False], nulls_last=True)
+        .select("compile_id", "graph", "phase", "calls", "ops_per_call", "total_us", "mean_call_us", "ops")
+    )
+    by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(
+        "epoch", "step", "total_us", "op_us", "op_count", "regions"
+    )
+    by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
+        "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"
+    )
+    compile_rows = sorted(p.compile.iter_rows(), key=lambda r: _natural(r[0]))
+    run_us = int(p.process.get_column("run_us").sum() or 0)
+    compile_us = sum(int(r[1] or 0) for r in compile_rows)
+    grand = compile_us + run_us
+    cvr = pl.DataFrame(
+        {
+            "kind": ["compile"] * len(compile_rows) + ["run"],
+            "compile_id": [r[0] for r in compile_rows] + [None],
+            "total_us": [int(r[1] or 0) for r in compile_rows] + [run_us],
+        },
+        schema={"kind": pl.String, "compile_id": pl.String, "total_us": pl.Int64},
+    ).with_columns((pl.col("total_us") / grand if grand else pl.lit(0.0)).alias("share"))
+    m = p.meta
+    span = (m.end_max - m.ts_min) if m.ts_min is not None and m.end_max is not None else 0
+    meta = summary_meta(
+        files=m.file_names,
+        events=m.events,
+        ops=m.ops,
+        span_us=int(span),
+        compile_us=compile_us,
+        run_us=run_us,
+        dropped_lines=m.dropped_lines,
+        dropped_events=m.dropped_events,
+        warnings=m.warnings,
+    )
+    return Summary(
+        by_op=by_op,
+        by_layer=by_layer,
+        by_phase=by_phase,
+        by_graph=by_graph,
+        by_step=by_step,
+        by_process=by_process,
+        compile_vs_run=cvr,
+        top=top,
+        meta=meta,
+        top_ops=by_op.head(top),
+    )
+
+
+def _by_op(h: pl.DataFrame) -> pl.DataFrame:
+    keys = ["name", "cat"]
+    if h.height == 0:
+        return pl.DataFrame(
+            schema={"name": pl.String, "cat": pl.String, "count": pl.Int64, "total_us": pl.Int64, "mean_us": pl.Float64,
+                    "p50_us": pl.Int64, "p95_us": pl.Int64, "share": pl.Float64, "min_us": pl.Int64, "max_us": pl.Int64}
+        )  # fmt: skip
+    h = h.sort(keys + ["dur"], nulls_last=True).with_columns(
+        pl.col("n").sum().over(keys).alias("cnt"), pl.col("n").cum_sum().over(keys).alias("cum")
+    )
+    out = h.group_by(keys).agg(
+        pl.col("n").sum().alias("count"),
+        (pl.col("n") * pl.col("dur")).sum().alias("total_us"),
+        pl.col("dur").filter(pl.col("cum") * 100 >= pl.col("cnt") * 50).min().alias("p50_us"),
+        pl.col("dur").filter(pl.col("cum") * 100 >= pl.col("cnt") * 95).min().alias("p95_us"),
+        pl.col("dur").min().alias("min_us"),
+        pl.col("dur").max().alias("max_us"),
+    )
+    return (
+        out.with_columns((pl.col("total_us") / pl.col("count")).alias("mean_us"), _share())
+        .sort(["total_us", "name", "cat"], descending=[True, False, False], nulls_last=True)
+        .select("name", "cat", "count", "total_us", "mean_us", "p50_us", "p95_us", "share", "min_us", "max_us")
+    )
+
+
+def _natural(s):
+    if s is None:
+        return (1, ())
+    parts = []
+    for tok in str(s).replace("/", " / ").split():
+        parts.append((0, int(tok), "") if tok.isdigit() else (1, 0, tok))
+    return (0, tuple(parts))

@@ -1,0 +1,457 @@
+"""Mergeable partial summaries: the one contract between reading and summarising.
+
+A `Partial` is keyed integer sums over part of a trace (whole processes); `merge` adds partials of
+disjoint sets of files, `finish.finish` turns the merged one into a Summary. Every per-thread
+computation (step attribution, compile-time unions, compile-vs-run per process) runs inside one
+(trace_file, pid) group, and percentiles come from exact per-op duration histograms, so a trace split
+any way by file merges to the same answer.
+
+Three ways build one file's Partial, all to the same numbers: `partial(frame)` from rows,
+`general_file_partial(path)` from the general reader with op events reduced per chunk (`OpReducer`),
+and `fastpath.file_partial(path)` from the byte scanner, which fills an `OpReducer` too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
+from .reader import FileReader, ReadInfo, read_file_reduced
+from .resolve import graph_refs, norm_hash
+from .steps import TIME_COLUMNS, ops_per_region, regions
+
+__all__ = ["SUMMARY_COLUMNS", "OpReducer", "Partial", "PartialMeta", "general_file_partial", "merge", "partial", "partial_of_file"]
+
+# what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
+SUMMARY_COLUMNS = [
+    "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
+    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size",
+]  # fmt: skip
+
+_STR_KEYS = ["name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file"]
+
+@dataclass
+class PartialMeta:
+    """What a partial knows besides its tables: files, event counts, time span, what reading dropped."""
+
+    file_names: list[str] = field(default_factory=list)
+    events: int = 0
+    ops: int = 0
+    ts_min: int | None = None
+    end_max: int | None = None
+    dropped_lines: int = 0
+    dropped_events: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def merged(cls, metas: Iterable[PartialMeta]) -> PartialMeta:
+        out = cls()
+        for m in metas:
+            out.file_names = sorted(set(out.file_names) | set(m.file_names))
+            out.events += m.events
+            out.ops += m.ops
+            out.dropped_lines += m.dropped_lines
+            out.dropped_events += m.dropped_events
+            out.warnings += m.warnings
+            out.ts_min = _extreme(min, out.ts_min, m.ts_min)
+            out.end_max = _extreme(max, out.end_max, m.end_max)
+        return out
+
+
+def _extreme(pick, a, b):
+    return b if a is None else a if b is None else pick(a, b)
+
+
+@dataclass
+class Partial:
+    """Mergeable aggregates of part of a trace. Every table is keyed; values are integer sums."""
+
+    op_hist: pl.DataFrame  # name, cat, dur, n
+    layer: pl.DataFrame  # layer, module_type, phase, count, total_us
+    graph: pl.DataFrame  # compile_id, graph, phase, calls, total_us, ops
+    step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count
+    process: pl.DataFrame  # host, pid, rank, world_size, events, op_us, compile_us, run_us
+    compile: pl.DataFrame  # compile_id, total_us
+    meta: PartialMeta = field(default_factory=PartialMeta)
+
+_KEYS = {
+    "op_hist": ["name", "cat", "dur"],
+    "layer": ["layer", "module_type", "phase"],
+    "graph": ["compile_id", "graph", "phase"],
+    "step": ["epoch", "step"],
+    "process": ["host", "pid", "rank", "world_size"],
+    "compile": ["compile_id"],
+}
+_SCHEMAS = {
+    "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
+    "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String, "count": pl.Int64, "total_us": pl.Int64},
+    "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
+    "step": {"epoch": pl.Int64, "step": pl.Int64, "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64},
+    "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64, "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
+    "compile": {"compile_id": pl.String, "total_us": pl.Int64},
+}  # fmt: skip
+
+
+
+def general_file_partial(path: str | os.PathLike) -> Partial:
+    """Read one file (only the columns summaries need) and pre-aggregate it, with the general reader.
+
+    Op events are aggregated chunk by chunk as they are parsed (a histogram over their raw keys and
+    a compact copy of their times), so the file is never held as rows; the histogram is resolved
+    through the file's OH/HH records at the end. Same numbers as `partial(read_file(path)[0])`.
+    """
+    reducer = OpReducer()
+    others, info, reader = read_file_reduced(path, columns=SUMMARY_COLUMNS, reducer=reducer)
+    return partial_of_file(reducer, others, info, reader)
+
+
+def partial_of_file(reducer: OpReducer, others: pl.DataFrame, info: ReadInfo, reader: FileReader) -> Partial:
+    """One file's Partial from the op events its reducer took and the rows it left (`others`)."""
+    hist, times = reducer.result(reader)
+    return _core(hist, times, _ensure(others), info)
+
+
+# raw columns (before resolution) that op events are grouped by per chunk
+_RAW_OP_KEYS = ["pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "module_type", "compile_id", "graph", "host", "rank", "world_size"]
+
+
+class OpReducer:
+    """Takes op events out of each parsed chunk: a histogram over raw keys, and their times.
+
+    Op events without a reference of their own (op k of a graph call: id = p_idx + 1 + k) are keyed by
+    their parent graph call's reference and k, looked up in the graph calls seen so far (a graph
+    call's line precedes its ops); any still unknown keep their p_idx until the end of the file.
+    """
+
+    def __init__(self):
+        self.hists: list[pl.DataFrame] = []
+        self.times: list[pl.DataFrame] = []
+        self.graphs: list[pl.DataFrame] = []
+        self._gmap: pl.DataFrame | None = None
+
+    def _graph_map(self) -> pl.DataFrame:
+        if self._gmap is None or self._gmap.height != sum(g.height for g in self.graphs):
+            self._gmap = pl.concat(self.graphs) if self.graphs else graph_refs(pl.DataFrame())
+        return self._gmap
+
+    def observe(self, frame: pl.DataFrame) -> None:
+        """Sees every frame of a chunk before any is reduced: records its graph calls."""
+        if "cat" in frame.columns:
+            g = graph_refs(frame)
+            if g.height:
+                self.graphs.append(g)
+
+    def __call__(self, frame: pl.DataFrame) -> pl.DataFrame:
+        if "cat" not in frame.columns:
+            return frame
+        cats = frame.get_column("cat").unique().to_list()
+        if OP_CAT not in cats:
+            return frame
+        is_op = (pl.col("cat") == OP_CAT).fill_null(False)
+        only_ops = cats == [OP_CAT]  # the fast path's op frames: nothing to filter
+        ops = frame.lazy() if only_ops else frame.lazy().filter(is_op)
+        extra = []
+        if "p_idx" in frame.columns and "id" in frame.columns:
+            need = pl.col("p_idx").is_not_null()
+            if "op" in frame.columns:
+                need = need & pl.col("op").is_null()
+            ops = (
+                ops.with_columns(
+                    pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
+                    pl.when(need).then(pl.col("p_idx")).otherwise(None).cast(pl.Int64).alias("__p"),
+                    pl.col("pid").cast(pl.Int64),
+                )
+                .join(self._graph_map().lazy().rename({"p_idx": "__p"}), on=["pid", "__p"], how="left")
+                .with_columns(pl.when(pl.col("__gop").is_null()).then(pl.col("__p")).otherwise(None).alias("__pend"))
+            )
+            extra = ["__gop", "__k", "__pend"]
+        keys = [c for c in _RAW_OP_KEYS if c in frame.columns] + extra
+        tcols = [pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
+        hist, times = pl.collect_all([ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")), ops.select(tcols)])
+        self.hists.append(hist)
+        self.times.append(times)
+        return frame.clear() if only_ops else frame.filter(~is_op)
+
+    def add_taken(self, hist: pl.DataFrame, times: pl.DataFrame) -> None:
+        """Op events taken by another parser (the fast path's scanner), in this reducer's shape."""
+        self.hists.append(hist)
+        self.times.append(times)
+
+    def result(self, reader: FileReader) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The file's op histogram (_OP_KEYS + n) and its op times (TIME_COLUMNS), resolved through
+        the reader's metadata."""
+        if not self.hists:
+            hist = pl.DataFrame(schema={c: (pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String) for c in _OP_KEYS} | {"n": pl.Int64})
+            return hist, pl.DataFrame(schema=dict.fromkeys(TIME_COLUMNS, pl.Int64))
+        raw = pl.concat(self.hists, how="diagonal_relaxed")
+        if "__k" in raw.columns:
+            pend = raw.filter(pl.col("__pend").is_not_null())
+            if pend.height:  # ops whose graph call came later in the file
+                done = raw.filter(pl.col("__pend").is_null())
+                pend = pend.drop("__gop").join(
+                    self._graph_map().rename({"p_idx": "__pend"}), on=["pid", "__pend"], how="left"
+                )
+                raw = pl.concat([done, pend.select(done.columns)], how="vertical_relaxed")
+            raw = raw.join(reader.index_table(), on=["__gop", "__k"], how="left")
+            if "op" in raw.columns:
+                raw = raw.with_columns(pl.coalesce(norm_hash("op", raw), pl.col("__ref")).alias("op"))
+            else:
+                raw = raw.rename({"__ref": "op"})
+            raw = raw.drop([c for c in ("__gop", "__k", "__pend", "__ref") if c in raw.columns])
+        keys = [c for c in _RAW_OP_KEYS if c in raw.columns]
+        raw = raw.group_by(keys).agg(pl.col("n").sum())
+        resolved = reader.resolve_frame(raw, SUMMARY_COLUMNS)
+        cols = []
+        for c in _OP_KEYS:
+            if c in resolved.columns:
+                cols.append(pl.col(c))
+            else:
+                cols.append(pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c))
+        hist = _str_keys(resolved.select(*cols, "n")).group_by(_OP_KEYS).agg(pl.col("n").sum())
+        times = pl.concat(self.times, how="vertical_relaxed").select(pl.col(c).cast(pl.Int64) for c in TIME_COLUMNS)
+        return hist, times
+
+
+# ----------------------------------------------------------------------------------------------
+# partial
+
+
+def _ensure(frame: pl.DataFrame) -> pl.DataFrame:
+    exprs = []
+    for c in SUMMARY_COLUMNS:
+        if c not in frame.columns:
+            dt = pl.Int64 if c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size") else pl.String
+            exprs.append(pl.lit(None, dtype=dt).alias(c))
+    if exprs:
+        frame = frame.with_columns(exprs)
+    casts = []
+    for c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size"):
+        if frame.schema[c] != pl.Int64:
+            casts.append(pl.col(c).cast(pl.Int64, strict=False))
+    for c in ("cat",):
+        if frame.schema[c] not in (pl.String, pl.Categorical):
+            casts.append(pl.col(c).cast(pl.String))
+    if casts:
+        frame = frame.with_columns(casts)
+    # Chrome-trace cat is a comma-separated list ("dynamo,forward" in converted files): the first counts
+    cats = [c for c in frame.get_column("cat").unique().drop_nulls().cast(pl.String).to_list() if "," in c]
+    if cats:
+        first = pl.col("cat").cast(pl.String).replace(cats, [c.split(",", 1)[0] for c in cats])
+        frame = frame.with_columns(first.cast(frame.schema["cat"]).alias("cat"))
+    return frame.select(SUMMARY_COLUMNS)
+
+
+def _str_keys(df: pl.DataFrame) -> pl.DataFrame:
+    exprs = [pl.col(c).cast(pl.String) for c in df.columns if c in _STR_KEYS and df.schema[c] != pl.String]
+    return df.with_columns(exprs) if exprs else df
+
+
+def _conform(name: str, df: pl.DataFrame) -> pl.DataFrame:
+    schema = _SCHEMAS[name]
+    return _str_keys(df).select([pl.col(c).cast(t, strict=False) for c, t in schema.items()])
+
+
+# op events are pre-aggregated to a weighted histogram over these keys (n = how many events)
+_OP_KEYS = [
+    "trace_file", "pid", "host", "rank", "world_size", "name", "cat", "phase", "layer", "module_type",
+    "compile_id", "graph", "dur",
+]  # fmt: skip
+
+
+def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
+    """Pre-aggregate a frame (any subset of events, as long as each process's events are all in it).
+
+    Without `info`, the writers' dropped-event counts come from the frame's own `end` rows."""
+    if info is None:
+        info = ReadInfo(dropped_events=_dropped_in_end_rows(frame))
+    f = _ensure(frame)
+    is_op = (pl.col("cat") == OP_CAT).fill_null(False)
+    lf = f.lazy()
+    hist, others, span = pl.collect_all(
+        [
+            lf.filter(is_op).group_by(_OP_KEYS).agg(pl.len().cast(pl.Int64).alias("n")),
+            lf.filter(~is_op),
+            lf.filter(is_op).select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")),
+        ]
+    )
+    # op times are needed only where there are regions, and one file at a time bounds the memory
+    found = regions(others)
+    steps = []
+    for name in found.get_column("trace_file").cast(pl.String).unique().sort().to_list():
+        times = lf.filter(is_op & (pl.col("trace_file").cast(pl.String) == name)).select(TIME_COLUMNS).collect()
+        steps.append(_step_partial(others.filter(pl.col("trace_file").cast(pl.String) == name), times))
+    step = _sum_by(pl.concat(steps), _KEYS["step"]) if steps else pl.DataFrame(schema=_SCHEMAS["step"])
+    return _core(hist, None, others, info, step=step, op_span=span.row(0))
+
+
+
+def _dropped_in_end_rows(frame: pl.DataFrame) -> int:
+    if not {"name", "cat", "dropped"} <= set(frame.columns) or not frame.schema["dropped"].is_integer():
+        return 0
+    end = (pl.col("cat").cast(pl.String) == "dftracer") & (pl.col("name").cast(pl.String) == "end")
+    return int(frame.filter(end).get_column("dropped").sum() or 0)
+
+
+def _core(
+    hist: pl.DataFrame,
+    times: pl.DataFrame | None,
+    others: pl.DataFrame,
+    info: ReadInfo | None,
+    step: pl.DataFrame | None = None,
+    op_span: tuple | None = None,
+) -> Partial:
+    """The partial of one file from op events as a weighted histogram (`hist`: _OP_KEYS + n), their
+    times (TIME_COLUMNS) and every other event as rows (`others`). A caller that computed
+    the step table and the ops' (min ts, max end) itself passes them instead of `times`."""
+    hist = _str_keys(hist)
+    graphs = others.filter(pl.col("cat") == GRAPH_CAT)
+    weighted = pl.col("n") * pl.col("dur")
+
+    op_hist = hist.group_by(["name", "cat", "dur"]).agg(pl.col("n").sum())
+    layer = hist.group_by(["layer", "module_type", "phase"]).agg(
+        pl.col("n").sum().alias("count"), weighted.sum().alias("total_us")
+    )
+    g_calls = graphs.group_by(["compile_id", "graph", "phase"]).agg(
+        pl.len().cast(pl.Int64).alias("calls"), pl.col("dur").sum().alias("total_us"), pl.lit(0, dtype=pl.Int64).alias("ops")
+    )
+    g_ops = hist.group_by(["compile_id", "graph", "phase"]).agg(
+        pl.lit(0, dtype=pl.Int64).alias("calls"), pl.lit(0, dtype=pl.Int64).alias("total_us"), pl.col("n").sum().alias("ops")
+    )
+    graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
+
+    if step is None:
+        step = _step_partial(others, times)
+    if op_span is None:
+        op_span = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
+    compile_unions = _compile_unions(others)
+    process = _process_partial(others, hist, graphs, compile_unions)
+    compile_tbl = _sum_by(
+        _conform("compile", compile_unions.group_by("compile_id").agg(pl.col("union_us").sum().alias("total_us"))),
+        ["compile_id"],
+    )
+
+    n_ops = int(hist.get_column("n").sum() or 0)
+    lo = [v for v in (others.get_column("ts").min(), op_span[0]) if v is not None]
+    hi = [v for v in (others.select((pl.col("ts") + pl.col("dur")).max()).item(), op_span[1]) if v is not None]
+    names = set(others.get_column("trace_file").cast(pl.String).unique().drop_nulls().to_list())
+    names |= set(hist.get_column("trace_file").unique().drop_nulls().to_list())
+    meta = PartialMeta(
+        file_names=sorted(names),
+        events=others.height + n_ops,
+        ops=n_ops,
+        ts_min=min(lo) if lo else None,
+        end_max=max(hi) if hi else None,
+    )
+    if info is not None:
+        meta.file_names = sorted(set(meta.file_names) | set(info.files))
+        meta.dropped_lines = info.dropped_lines
+        meta.dropped_events = info.dropped_events
+        meta.warnings = list(info.warnings)
+    return Partial(
+        op_hist=_conform("op_hist", op_hist),
+        layer=_conform("layer", layer),
+        graph=graph,
+        step=step,
+        process=process,
+        compile=compile_tbl,
+        meta=meta,
+    )
+
+
+def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    vals = [c for c in df.columns if c not in keys]
+    return df.group_by(keys).agg([pl.col(c).sum() for c in vals])
+
+
+def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """by_step rows from the regions in `f` and the op times `ops` (TIME_COLUMNS), both of one file."""
+    found = regions(f)
+    if found.height == 0:
+        return pl.DataFrame(schema=_SCHEMAS["step"])
+    op_us, op_count = ops_per_region(found, ops)
+    out = (
+        found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count))
+        .group_by(["epoch", "step"])
+        .agg(
+            pl.len().cast(pl.Int64).alias("regions"),
+            pl.col("dur").sum().alias("total_us"),
+            pl.col("op_us").sum(),
+            pl.col("op_count").sum(),
+        )
+    )
+    return _conform("step", out)
+
+
+
+def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
+    """Per (trace_file, pid, compile_id): the length of the union of compile-phase intervals."""
+    keys = ["trace_file", "pid", "compile_id"]
+    c = (
+        f.filter(pl.col("cat") == COMPILE_CAT)
+        .select(pl.col("trace_file").cast(pl.String), "pid", pl.col("compile_id").cast(pl.String), "ts", "dur")
+        .filter(pl.col("ts").is_not_null())
+        .sort(keys + ["ts"], nulls_last=True)
+    )
+    if c.height == 0:
+        return pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
+    c = c.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+    c = c.with_columns(pl.col("end").cum_max().shift(1).over(keys).alias("prev"))
+    c = c.with_columns((pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg"))
+    segs = c.group_by(keys + ["seg"]).agg(pl.col("ts").min().alias("a"), pl.col("end").max().alias("b"))
+    return segs.group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("union_us"))
+
+
+def _process_partial(others, hist, graphs, unions) -> pl.DataFrame:
+    keys = ["trace_file", "pid"]
+
+    def k(df):
+        return df.with_columns(pl.col("trace_file").cast(pl.String))
+
+    def ident(events: pl.Expr, op_us: pl.Expr) -> list[pl.Expr]:
+        return [
+            events.cast(pl.Int64).alias("events"),
+            op_us.cast(pl.Int64).alias("op_us"),
+            pl.col("host").cast(pl.String).drop_nulls().min().alias("host"),
+            pl.col("rank").cast(pl.Int64).drop_nulls().min().alias("rank"),
+            pl.col("world_size").cast(pl.Int64).drop_nulls().min().alias("world_size"),
+        ]
+
+    from_ops = k(hist).group_by(keys).agg(ident(pl.col("n").sum(), (pl.col("n") * pl.col("dur")).sum()))
+    from_rest = k(others).group_by(keys).agg(ident(pl.len(), pl.lit(0)))
+    base = pl.concat([from_ops, from_rest], how="vertical_relaxed").group_by(keys).agg(
+        pl.col("events").sum(),
+        pl.col("op_us").sum(),
+        pl.col("host").drop_nulls().min(),
+        pl.col("rank").drop_nulls().min(),
+        pl.col("world_size").drop_nulls().min(),
+    )
+    g = k(graphs).group_by(keys).agg(pl.col("dur").sum().alias("graph_us"), pl.len().alias("graph_n"))
+    cu = unions.group_by(keys).agg(pl.col("union_us").sum().alias("compile_us"))
+    t = base.join(g, on=keys, how="left").join(cu, on=keys, how="left")
+    t = t.with_columns(
+        pl.col("compile_us").fill_null(0),
+        pl.when(pl.col("graph_n").fill_null(0) > 0).then(pl.col("graph_us")).otherwise(pl.col("op_us")).alias("run_us"),
+    )
+    return _sum_by(_conform("process", t), _KEYS["process"])
+
+
+# ----------------------------------------------------------------------------------------------
+# merge
+
+
+def merge(partials: Iterable[Partial]) -> Partial:
+    """Combine partials of disjoint sets of processes (files)."""
+    partials = list(partials)
+    tables = {}
+    for name, keys in _KEYS.items():
+        parts = [getattr(p, name) for p in partials]
+        parts = [p for p in parts if p.height] or [pl.DataFrame(schema=_SCHEMAS[name])]
+        tables[name] = _sum_by(pl.concat(parts, how="vertical_relaxed"), keys)
+    meta = PartialMeta.merged(p.meta for p in partials)
+    return Partial(meta=meta, **tables)
+

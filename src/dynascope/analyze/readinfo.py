@@ -1,0 +1,82 @@
+"""What reading found besides the events: counts of what was skipped, and why.
+
+`FileLog` is the one place a file's reading records damage (torn lines, cut gzip members, unpaired `B`
+events); `ReadInfo` is what callers get, merged over files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FileLog", "ReadInfo", "TraceWarning"]
+
+
+class TraceWarning(UserWarning):
+    """Something in a trace was skipped (a torn line, a truncated gzip member, a corrupt record)."""
+
+
+@dataclass
+class ReadInfo:
+    """What reading found besides the events.
+
+    `dropped_lines`: lines skipped as unreadable. `dropped_events`: the writers' own count of events they
+    could not write (`end` args). `unpaired`: `B` events without their `E`, and `E` without a `B`.
+    `skipped_events`: records of phases that are no events (flows, async and object records).
+    `truncated`: files whose gzip stream was cut short. `thread_names`: (pid, tid) -> name, from the
+    traces' `thread_name` records. `marks`: instants and counters, kept only when asked for.
+    """
+
+    files: list[str] = field(default_factory=list)
+    events: int = 0
+    dropped_lines: int = 0
+    dropped_events: int = 0
+    warnings: list[str] = field(default_factory=list)
+    unpaired: int = 0
+    skipped_events: int = 0
+    truncated: list[str] = field(default_factory=list)
+    thread_names: dict[tuple, str] = field(default_factory=dict)
+    marks: list[dict] = field(default_factory=list)
+
+    def merge(self, other: ReadInfo) -> ReadInfo:
+        return ReadInfo(
+            files=self.files + other.files,
+            events=self.events + other.events,
+            dropped_lines=self.dropped_lines + other.dropped_lines,
+            dropped_events=self.dropped_events + other.dropped_events,
+            warnings=self.warnings + other.warnings,
+            unpaired=self.unpaired + other.unpaired,
+            skipped_events=self.skipped_events + other.skipped_events,
+            truncated=self.truncated + other.truncated,
+            thread_names={**self.thread_names, **other.thread_names},
+            marks=self.marks + other.marks,
+        )
+
+
+@dataclass
+class FileLog:
+    """One file's reading record: what was dropped and the warnings to give."""
+
+    name: str
+    dropped_lines: int = 0
+    dropped_events: int = 0
+    unpaired: int = 0
+    skipped_events: int = 0
+    truncated_gzip: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def warn(self, msg: str) -> None:
+        self.warnings.append(f"{self.name}: {msg}")
+
+    def info(self, events: int, thread_names: dict[tuple, str], marks: list[dict]) -> ReadInfo:
+        return ReadInfo(
+            files=[self.name],
+            events=events,
+            dropped_lines=self.dropped_lines,
+            dropped_events=self.dropped_events,
+            warnings=list(self.warnings),
+            unpaired=self.unpaired,
+            skipped_events=self.skipped_events,
+            truncated=[self.name] if self.truncated_gzip else [],
+            thread_names=dict(thread_names),
+            marks=list(marks),
+        )
