@@ -23,7 +23,7 @@ import dynascope.analyze.lines as _lines
 import dynascope.analyze.partial as P
 import dynascope.analyze.summarize as S
 
-from test_reader import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
+from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
 
 TABLES = ["by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops"]
 

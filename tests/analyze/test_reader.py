@@ -10,6 +10,7 @@ import warnings
 import polars as pl
 import pytest
 import synth
+from trace_fixtures import CASE_IDS, CASES, GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER, begin_end_events, write_case
 
 from dynascope.analyze.reader import TraceWarning, read_trace, read_trace_with_info
 from dynascope.errors import DynascopeError, TraceFormatError
@@ -116,37 +117,6 @@ def test_fast_path_matches_json_parse(tmp_path, gz):
 
 # ---------------------------------------------------------------------------- pydftracer layouts
 
-GEN_C = """\
-{"name":"HH","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ph":4,"args":{"hhash":"6882804a826580cd","name":"vm","value":"6882804a826580cd"}}
-{"name":"FH","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ph":4,"args":{"hhash":"6882804a826580cd","name":"/scratch/run","value":"65967b0272a952f3"}}
-{"name":"SH","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ph":4,"args":{"hhash":"6882804a826580cd","name":"/scratch/run;seed_a.py","value":"b2d0a6d985bb747e"}}
-{"name":"SH","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ph":4,"args":{"hhash":"6882804a826580cd","name":"DEFAULT","value":"5bc85321cd6d4bd2"}}
-{"name":"CM","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ph":4,"args":{"hhash":"6882804a826580cd","name":"time_metric","value":"US"}}
-{"id":1,"name":"start","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ts":1795294448281088,"dur":0,"ph":1,"args":{"hhash":"6882804a826580cd","ppid":5300,"cmd_hash":"b2d0a6d985bb747e","exec_hash":"5bc85321cd6d4bd2","version":20003,"date":"Sat Nov 21 20:54:08 2026","cwd":"65967b0272a952f3"}}
-{"id":2,"name":"function.convolution.default","cat":"dynamo","type":6,"pid":5304,"tid":5304,"ts":1795294448656691,"dur":6590,"ph":1,"args":{"hhash":"6882804a826580cd","grad_enabled":0}}
-{"id":3,"name":"function.relu.default","cat":"dynamo","type":6,"pid":5304,"tid":5304,"ts":1795294448663300,"dur":134,"ph":1,"args":{"hhash":"6882804a826580cd","grad_enabled":0}}
-{"id":4,"name":"end","cat":"dftracer","type":1,"pid":5304,"tid":5304,"ts":1795294448684668,"dur":0,"ph":1,"args":{"hhash":"6882804a826580cd","app":{},"used":{"PYTHON":1},"cfg":{"enable":1,"compression":0},"num_events":3}}
-"""
-
-GEN_C_NO_ARGS = """\
-{"name":"HH","cat":"dftracer","type":1,"pid":5152,"tid":5152,"ph":4,"args":{"hhash":"6882804a826580cd","name":"vm","value":"6882804a826580cd"}}
-{"id":1,"name":"start","cat":"dftracer","type":1,"pid":5152,"tid":5152,"ts":1795294435215479,"dur":0,"ph":1}
-{"id":2,"name":"function.convolution.default","cat":"dynamo","type":6,"pid":5152,"tid":5152,"ts":1795294435582576,"dur":1064,"ph":1}
-{"id":3,"name":"function.relu.default","cat":"dynamo","type":6,"pid":5152,"tid":5152,"ts":1795294435583725,"dur":134,"ph":1}
-{"id":4,"name":"end","cat":"dftracer","type":1,"pid":5152,"tid":5152,"ts":1795294435603620,"dur":0,"ph":1}
-"""
-
-# generation A: brackets, string ph, integer hashes
-GEN_A = """\
-[
-{"id":1,"name":"HH","cat":"dftracer","pid":10264,"tid":10264,"ph":"M","args":{"hhash":123456789,"name":"oldhost","value":123456789}}
-{"id":2,"name":"FH","cat":"dftracer","pid":10264,"tid":10264,"ph":"M","args":{"hhash":123456789,"name":"/data/file.bin","value":42}}
-{"id":3,"name":"read","cat":"POSIX","pid":10264,"tid":10264,"ts":1000,"dur":17,"ph":"X","args":{"hhash":123456789,"fhash":42,"ret":4096}}
-{"id":4,"name":"function.convolution.default","cat":"dynamo","pid":10264,"tid":10264,"ts":1100,"dur":17837,"ph":"X","args":{"hhash":123456789,"p_idx":-1,"level":1,"grad_enabled":0}}
-]
-"""
-
-
 def test_pydftracer_gen_c_integer_ph_and_hashes(tmp_path):
     p = tmp_path / "a-9108f9e6e4763325-app.pfw"
     p.write_text(GEN_C)
@@ -178,24 +148,6 @@ def test_pydftracer_gen_a_brackets_and_integer_hashes(tmp_path):
 
 # ---------------------------------------------------------------------------- Chrome trace JSON
 
-PROFILER = {
-    "schemaVersion": 1,
-    "deviceProperties": [],
-    "traceEvents": [
-        {"ph": "M", "name": "process_name", "pid": 4242, "tid": 0, "args": {"name": "python"}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 4242, "tid": 4242, "ts": 1700000000000.25, "dur": 12.6,
-         "args": {"External id": 3, "Record function id": 0, "Sequence number": 7, "Fwd thread id": 0, "Ev Idx": 2}},
-        {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_0", "pid": 4242, "tid": 4242, "ts": 1700000000000.0, "dur": 20.1,
-         "args": {"Python parent id": 1, "Python id": 2, "Ev Idx": 1}},
-        {"ph": "B", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1700000000000.0},
-        {"ph": "E", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1700000000050.0},
-        {"ph": "i", "cat": "instant", "name": "mark", "pid": 4242, "tid": 4242, "ts": 1700000000001.0, "s": "t"},
-        {"ph": "f", "id": 1, "pid": 4242, "tid": 4242, "ts": 1700000000001.0, "cat": "ac2g", "name": "flow"},
-    ],
-    "traceName": "x.pt.trace.json",
-}  # fmt: skip
-
-
 @pytest.mark.parametrize("kind", ["json", "json.gz", "array"])
 def test_chrome_trace_json(tmp_path, kind):
     if kind == "array":
@@ -212,6 +164,38 @@ def test_chrome_trace_json(tmp_path, kind):
     addmm = _rows(frame, name="aten::addmm").row(0, named=True)
     assert (addmm["dur"], addmm["ts"], addmm["Sequence number"]) == (13, 1700000000000, 7)
     assert _rows(frame, name="ProfilerStep#1").row(0, named=True)["dur"] == 50
+
+
+def test_begin_end_pairs_are_complete_events(tmp_path):
+    p = tmp_path / "steps.json"
+    p.write_text(json.dumps({"traceEvents": begin_end_events(25)}))
+    frame, info = read_trace_with_info(p)
+    assert frame.height == 50 and info.unpaired == 0
+    steps = frame.filter(pl.col("cat").cast(pl.String) == "step").sort("ts")
+    assert steps.height == 25 and steps.get_column("dur").unique().to_list() == [800]
+    assert steps.get_column("step").to_list() == list(range(25))
+
+
+def test_unpaired_begin_and_end_are_counted(tmp_path):
+    events = begin_end_events(2)
+    events.append({"ph": "B", "name": "open", "pid": 9, "tid": 9, "ts": 5000})
+    events.insert(1, {"ph": "E", "name": "stray", "pid": 9, "tid": 9, "ts": 1})
+    p = tmp_path / "unpaired.json"
+    p.write_text(json.dumps(events))
+    with pytest.warns(TraceWarning, match="1 'B' event"):
+        frame, info = read_trace_with_info(p)
+    assert frame.height == 4 and info.unpaired == 2
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_shared_fixture_rows(tmp_path, case):
+    path = write_case(case, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        frame, info = read_trace_with_info(path)
+    if case.rows >= 0:
+        assert frame.height == info.events == case.rows
+    assert info.dropped_lines == case.dropped_lines or case.rows < 0
 
 
 # ---------------------------------------------------------------------------- damage and errors

@@ -12,6 +12,7 @@ from dynascope.cli import main as cli_main
 from dynascope.errors import TraceFormatError
 from dynascope.render.chrome import convert
 from render_fixtures import EVIL, build_trace
+from trace_fixtures import begin_end_events
 
 
 def load(path: Path) -> dict:
@@ -191,3 +192,24 @@ def test_pydftracer_integer_ph_layout_converts_to_string_phases(tmp_path):
     out = load(tmp_path / "o.json")
     assert all(isinstance(e["ph"], str) for e in out["traceEvents"])
     assert [(e["name"], e["ts"], e["dur"]) for e in xs(out)] == [("function.relu.default", 100, 5)]
+
+
+def test_begin_end_pairs_become_nested_slices(tmp_path, capsys):
+    """A Chrome trace of B/E step regions around X events: every step region is exported, nothing skipped."""
+    src = tmp_path / "steps.json"
+    src.write_bytes(orjson.dumps({"traceEvents": begin_end_events(25)}))
+    stats = convert([src], tmp_path / "o.json")
+    events = xs(load(tmp_path / "o.json"))
+    assert stats.events == len(events) == 50 and stats.unsupported == 0 and stats.warnings == []
+    steps = sorted((e for e in events if e["cat"] == "step"), key=lambda e: e["ts"])
+    assert [(e["name"], e["dur"], e["args"]["step"]) for e in steps[:2]] == [("step#0", 800, 0), ("step#1", 800, 1)]
+    check_nesting(events)
+    assert cli_main(["convert", str(src), "-o", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr()
+    assert "50 events" in out.out and "warning" not in out.err
+
+
+def test_start_and_end_records_are_process_instants(tmp_path, trace_file):
+    doc = load(convert([trace_file], tmp_path / "o.json").out)
+    marks = [(e["name"], e["s"], e["pid"]) for e in doc["traceEvents"] if e["ph"] == "i"]
+    assert marks == [("start", "p", 4242), ("end", "p", 4242)]

@@ -123,7 +123,7 @@ def test_piped_subprocess_output_is_plain_and_wide(trace_file):
 
 def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
     from dynascope.errors import TraceFormatError
-    from dynascope.render._analysis import _trace_files
+    from dynascope.analyze.paths import expand_paths
     from render_fixtures import build_trace
 
     run = tmp_path / "run"
@@ -133,10 +133,10 @@ def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
     (run / "explanation.json").write_bytes(orjson.dumps(make_explanation()))
     (run / "train-1.chrome.json").write_text('{"traceEvents": []}')
     (run / "report.html").write_text("<html></html>")
-    assert _trace_files([run]) == sorted([str(a), str(b)])
-    assert _trace_files([str(a)]) == [str(a)]  # files pass through untouched
+    assert expand_paths([run]) == sorted([a, b])
+    assert expand_paths([str(a)]) == [a]  # files pass through untouched
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "explanation.json").write_text("{}")
     with pytest.raises(TraceFormatError, match="no trace files"):
-        _trace_files([empty])
+        expand_paths([empty])

@@ -12,31 +12,12 @@ from typing import Any
 import polars as pl
 
 from ..analyze.summarize import summarize_files
-from ..errors import ConfigError, TraceFormatError
+from ..errors import ConfigError
 from ._fmt import TABLES
 
 __all__ = ["summarize_paths", "summary_to_dict", "write_csv", "SUMMARY_TABLES"]
 
 SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
-
-
-def _trace_files(paths: list[str | Path]) -> list[str]:
-    """Directories become the trace files under them, leaving out what `dynascope run` / `explain` /
-    `convert` put beside traces (explanation.json, *.chrome.json), which are not traces to summarise.
-    Files and globs pass through to the reader unchanged."""
-    from .chrome import is_trace_name
-
-    out: list[str] = []
-    for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(str(q) for q in p.rglob("*") if q.is_file() and is_trace_name(q.name))
-            if not found:
-                raise TraceFormatError(f"{p}: no trace files (*.pfw, *.pfw.gz, *.json) in this directory; give a trace file or a directory holding some")
-            out.extend(found)
-        else:
-            out.append(str(raw))
-    return out
 
 
 def summarize_paths(
@@ -45,31 +26,11 @@ def summarize_paths(
     """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
-    paths = _trace_files(list(paths))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the reader's warnings come back in summary.meta and are shown once
         # one partial per file, merged (on Dask with scheduler/workers): the same summary as
         # summarize(read_trace(...)) at a fraction of the memory
-        summary = summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
-    return _fill_meta(summary, paths, None)
-
-
-def _fill_meta(summary: Any, paths: list, info: Any) -> Any:
-    meta = getattr(summary, "meta", None)
-    if not isinstance(meta, dict):
-        return summary
-    if info is not None:
-        if not meta.get("files") and getattr(info, "files", None):
-            meta["files"] = list(info.files)
-        if meta.get("dropped_lines") is None and getattr(info, "dropped_lines", None) is not None:
-            meta["dropped_lines"] = info.dropped_lines
-        known = set(meta.get("warnings") or [])
-        extra = [w for w in (getattr(info, "warnings", None) or []) if w not in known]
-        if extra:
-            meta["warnings"] = list(meta.get("warnings") or []) + extra
-    if not meta.get("files"):
-        meta["files"] = [str(p) for p in paths]
-    return summary
+        return summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
 
 
 def _jsonable(value: Any) -> Any:

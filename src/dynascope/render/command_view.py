@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from .chrome import convert, expand_inputs
+from ..analyze.paths import expand_paths
+from .chrome import convert
 from .command_convert import default_output
 
 HOW_TO_OPEN = "open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing (Load)"
@@ -38,7 +39,7 @@ def _is_chrome_json(path: Path) -> bool:
 def prepare(traces: list[str], out: Path | None, quiet: bool = False) -> Path:
     """A Chrome-trace JSON for `traces`: the file itself when it already is one, else a conversion
     (reused when it is newer than every input)."""
-    files = expand_inputs(traces)
+    files = expand_paths(traces)
     if out is None and len(files) == 1 and _is_chrome_json(files[0]):
         return files[0]
     target = out or default_output(Path(traces[0]))
