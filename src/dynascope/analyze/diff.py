@@ -1,4 +1,8 @@
-"""Compare two summaries: per op and per layer, count and time in A and B, what changed most."""
+"""Compare two summaries: per op, per layer and per phase, count and time in A and B, what changed most.
+
+The one ratio rule (every table, every renderer): `ratio` = B / A when A > 0, else null (new in B,
+or in neither). An op gone from B has ratio 0.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,11 @@ _SPECS = {
     "by_layer": ["layer", "module_type"],
     "by_phase": ["phase"],
 }
+_PHASES = ("forward", "backward", "inference")
+
+
+def _ratio_expr(a: str, b: str) -> pl.Expr:
+    return pl.when(pl.col(a) > 0).then(pl.col(b) / pl.col(a)).otherwise(None).alias("ratio")
 
 
 def _keyed(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -32,33 +41,47 @@ def _keyed(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     ).with_columns(
         (pl.col("total_us_b") - pl.col("total_us_a")).alias("delta_us"),
         (pl.col("count_b") - pl.col("count_a")).alias("delta_count"),
-        pl.when(pl.col("total_us_a") > 0)
-        .then(pl.col("total_us_b") / pl.col("total_us_a"))
-        .otherwise(None)
-        .alias("ratio"),
+        _ratio_expr("total_us_a", "total_us_b"),
     )
     return j.sort(
         [pl.col("delta_us").abs(), *keys], descending=[True] + [False] * len(keys), nulls_last=True
     ).select(*keys, "count_a", "count_b", "total_us_a", "total_us_b", "delta_us", "ratio", "delta_count")
 
 
+def _column_sum(frame: pl.DataFrame, col: str, where: pl.Expr | None = None) -> int:
+    if frame.height == 0 or col not in frame.columns:
+        return 0
+    if where is not None:
+        frame = frame.filter(where)
+    return int(frame.get_column(col).sum() or 0)
+
+
+def _quantities(s: Summary) -> dict[str, int]:
+    """Every total the diff compares, from the summary's tables (meta for counts and span)."""
+    out = {q: int(s.meta.get(q, 0) or 0) for q in ("events", "ops")}
+    out["op_us"] = _column_sum(s.by_op, "total_us")
+    phases = s.by_phase.get_column("phase").drop_nulls().to_list() if "phase" in s.by_phase.columns else []
+    for phase in [*_PHASES, *sorted(set(phases) - set(_PHASES))]:
+        out[f"{phase}_us"] = _column_sum(s.by_phase, "total_us", pl.col("phase") == phase)
+    cvr = s.compile_vs_run
+    out["compile_us"] = _column_sum(cvr, "total_us", pl.col("kind") == "compile") if "kind" in cvr.columns else 0
+    out["run_us"] = _column_sum(cvr, "total_us", pl.col("kind") == "run") if "kind" in cvr.columns else 0
+    out["span_us"] = int(s.meta.get("span_us", 0) or 0)
+    return out
+
+
 def diff_summaries(a: Summary, b: Summary) -> dict[str, pl.DataFrame]:
     """Per op, per layer and per phase: count_a, count_b, total_us_a, total_us_b, delta_us (B - A),
-    ratio (B / A; null when A is 0), delta_count; sorted by |delta_us| descending, then keys.
+    ratio (see the module docstring), delta_count; sorted by |delta_us| descending, then keys.
 
-    Also "totals": one row per quantity (events, ops, op_us, compile_us, run_us, span_us) with
-    a, b, delta, ratio.
+    Also "totals": one row per quantity (events, ops, op_us, forward_us, backward_us, inference_us and
+    any other phase's, compile_us, run_us, span_us) with a, b, delta, ratio.
     """
     out = {name: _keyed(getattr(a, name), getattr(b, name), keys) for name, keys in _SPECS.items()}
-    rows = []
-    for q in ("events", "ops", "op_us", "compile_us", "run_us", "span_us"):
-        if q == "op_us":
-            va = int(a.by_op.get_column("total_us").sum() or 0) if a.by_op.height else 0
-            vb = int(b.by_op.get_column("total_us").sum() or 0) if b.by_op.height else 0
-        else:
-            va, vb = int(a.meta.get(q, 0) or 0), int(b.meta.get(q, 0) or 0)
-        rows.append({"quantity": q, "a": va, "b": vb, "delta": vb - va, "ratio": (vb / va) if va else None})
-    out["totals"] = pl.DataFrame(
-        rows, schema={"quantity": pl.String, "a": pl.Int64, "b": pl.Int64, "delta": pl.Int64, "ratio": pl.Float64}
+    qa, qb = _quantities(a), _quantities(b)
+    names = list(dict.fromkeys([*qa, *qb]))
+    rows = [{"quantity": q, "a": qa.get(q, 0), "b": qb.get(q, 0)} for q in names]
+    out["totals"] = pl.DataFrame(rows, schema={"quantity": pl.String, "a": pl.Int64, "b": pl.Int64}).with_columns(
+        (pl.col("b") - pl.col("a")).alias("delta"), _ratio_expr("a", "b")
     )
     return out

@@ -1,8 +1,10 @@
 """Two Summaries side by side: per op and per layer time and counts in A and B, delta, ratio.
 
-`diff_tables(a, b)` returns {"by_op": frame, "by_layer": frame, "totals": frame}; each keyed frame has
-`<key>, count_a, count_b, total_a_us, total_b_us, delta_us, ratio` sorted by |delta| (largest change
-first). `ratio` is B/A: below 1 is faster, `inf` is new in B, 0 is gone in B.
+The numbers are `dynascope.analyze.diff.diff_summaries`' (its one ratio rule: B/A, null when A is 0);
+this module presents them. `diff_tables(a, b)` returns {"by_op": frame, "by_layer": frame, "totals":
+frame}; each keyed frame has `<keys>, count_a, count_b, total_a_us, total_b_us, delta_us, ratio,
+delta_count`, largest change first; "totals" has `what, a_us, b_us, delta_us, ratio` for op time, each
+phase, compile and run (the ones that are not 0 in both).
 """
 
 from __future__ import annotations
@@ -10,75 +12,49 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from rich import box
 
-from ._fmt import compile_run_totals, fmt_int, fmt_ratio, fmt_us, frame_of, phase_totals
+from ..analyze.diff import diff_summaries
+from ..analyze.summary import Summary
+from ._fmt import fmt_int, fmt_ratio, fmt_us
 
 __all__ = ["diff_tables", "render_diff", "diff_to_dict"]
 
-KEYS = {"by_op": ["name"], "by_layer": ["layer"]}
+_KEYED = ("by_op", "by_layer")
+# totals shown, in order: the quantity in analyze's totals -> its label here
+_TOTAL_LABELS = {"op_us": "op time", "compile_us": "compile", "run_us": "run"}
+_NOT_SHOWN = {"events", "ops", "span_us"}
 
 
-def _totals(a: Any, b: Any) -> pl.DataFrame:
+def _totals(totals: pl.DataFrame) -> pl.DataFrame:
     rows = []
-
-    def add(label: str, va: float, vb: float) -> None:
-        if va or vb:
-            rows.append({"what": label, "a_us": va, "b_us": vb, "delta_us": vb - va, "ratio": (vb / va) if va else float("inf")})
-
-    op_a = float(frame_of(a, "by_op")["total_us"].sum()) if "total_us" in frame_of(a, "by_op").columns else 0.0
-    op_b = float(frame_of(b, "by_op")["total_us"].sum()) if "total_us" in frame_of(b, "by_op").columns else 0.0
-    add("op time", op_a, op_b)
-    pa, pb = phase_totals(a), phase_totals(b)
-    for phase in ["forward", "backward", "inference"] + sorted((set(pa) | set(pb)) - {"forward", "backward", "inference"}):
-        add(phase, pa.get(phase, 0.0), pb.get(phase, 0.0))
-    ca, ra = compile_run_totals(a)
-    cb, rb = compile_run_totals(b)
-    add("compile", ca, cb)
-    add("run", ra, rb)
+    for q, va, vb, delta, ratio in totals.select("quantity", "a", "b", "delta", "ratio").iter_rows():
+        if q in _NOT_SHOWN or not (va or vb):
+            continue
+        rows.append({"what": _TOTAL_LABELS.get(q, q.removesuffix("_us")), "a_us": va, "b_us": vb, "delta_us": delta, "ratio": ratio})
+    order = {label: i for i, label in enumerate(["op time", "forward", "backward", "inference"])}
+    rows.sort(key=lambda r: (r["what"] in ("compile", "run"), order.get(r["what"], len(order)), r["what"] == "run"))
     return pl.DataFrame(rows, schema={"what": pl.String, "a_us": pl.Float64, "b_us": pl.Float64, "delta_us": pl.Float64, "ratio": pl.Float64})
 
 
-def _normalize(frame: pl.DataFrame, key: str) -> pl.DataFrame:
-    """analysis' diff columns (total_us_a, ratio null when A is 0) → ours (total_a_us, ratio inf / 1)."""
-    f = frame.rename({"total_us_a": "total_a_us", "total_us_b": "total_b_us"}).with_columns(
-        pl.col("count_a").fill_null(0).cast(pl.Int64),
-        pl.col("count_b").fill_null(0).cast(pl.Int64),
-        pl.col("total_a_us").fill_null(0).cast(pl.Float64),
-        pl.col("total_b_us").fill_null(0).cast(pl.Float64),
-    )
-    return f.with_columns(
-        (pl.col("total_b_us") - pl.col("total_a_us")).alias("delta_us"),
-        pl.when(pl.col("total_a_us") > 0)
-        .then(pl.col("total_b_us") / pl.col("total_a_us"))
-        .when(pl.col("total_b_us") > 0)
-        .then(float("inf"))
-        .otherwise(1.0)
-        .alias("ratio"),
-    ).sort([pl.col("delta_us").abs(), pl.col(key).cast(pl.String)], descending=[True, False], nulls_last=True)
-
-
-def diff_tables(a: Any, b: Any) -> dict[str, pl.DataFrame]:
+def diff_tables(a: Summary, b: Summary) -> dict[str, pl.DataFrame]:
     """Totals plus the per-op and per-layer comparison computed by dynascope.analyze.diff."""
-    from ..analyze.diff import diff_summaries
-
-    keyed = diff_summaries(a, b)
-    return {"totals": _totals(a, b), **{attr: _normalize(keyed[attr], key) for attr, (key,) in KEYS.items()}}
+    computed = diff_summaries(a, b)
+    keyed = {attr: computed[attr].rename({"total_us_a": "total_a_us", "total_us_b": "total_b_us"}) for attr in _KEYED}
+    return {"totals": _totals(computed["totals"]), **keyed}
 
 
 def diff_to_dict(tables: dict[str, pl.DataFrame], a_label: str, b_label: str) -> dict:
     def clean(v: Any) -> Any:
-        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
-            return None if v != v else "inf"
-        return v
+        return None if isinstance(v, float) and v != v else v  # NaN: no JSON
 
     return {"a": a_label, "b": b_label, **{k: [{c: clean(v) for c, v in row.items()} for row in f.to_dicts()] for k, f in tables.items()}}
 
 
-def _delta_text(delta: float, ratio: float) -> Text:
+def _delta_text(delta: float) -> Text:
     if abs(delta) < 0.5:
         return Text("=", style="dim")
     style = "red" if delta > 0 else "green"
@@ -86,11 +62,17 @@ def _delta_text(delta: float, ratio: float) -> Text:
     return Text(f"{sign}{fmt_us(abs(delta))}", style=style)
 
 
-def _verdict(ratio: float, count_a: int, count_b: int) -> Text:
+def _ratio_text(ratio: float | None, b_us: float) -> str:
+    return "new" if ratio is None and b_us else fmt_ratio(ratio)
+
+
+def _verdict(ratio: float | None, count_a: int, count_b: int) -> Text:
     if count_a == 0 and count_b > 0:
         return Text("new in B", style="yellow")
     if count_b == 0 and count_a > 0:
         return Text("gone in B", style="yellow")
+    if ratio is None:  # A took no time
+        return Text("same", style="dim")
     if ratio < 0.95:
         return Text("faster", style="green")
     if ratio > 1.05:
@@ -113,8 +95,8 @@ def _keyed_table(title: str, key_label: str, frame: pl.DataFrame, key: str, top:
             fmt_int(row["count_b"]),
             fmt_us(row["total_a_us"]) if row["count_a"] else "–",
             fmt_us(row["total_b_us"]) if row["count_b"] else "–",
-            _delta_text(row["delta_us"], row["ratio"]),
-            fmt_ratio(row["ratio"]),
+            _delta_text(row["delta_us"]),
+            _ratio_text(row["ratio"], row["total_b_us"]),
             _verdict(row["ratio"], row["count_a"], row["count_b"]),
         )
     return t
@@ -128,7 +110,7 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
         for label in ("", "A", "B", "Δ", "B/A"):
             t.add_column(label, justify="left" if not label else "right", no_wrap=True)
         for row in totals.iter_rows(named=True):
-            t.add_row(row["what"], fmt_us(row["a_us"]), fmt_us(row["b_us"]), _delta_text(row["delta_us"], row["ratio"]), fmt_ratio(row["ratio"]))
+            t.add_row(row["what"], fmt_us(row["a_us"]), fmt_us(row["b_us"]), _delta_text(row["delta_us"]), _ratio_text(row["ratio"], row["b_us"]))
         console.print()
         console.print(t)
     for attr, title, key_label, key in (("by_op", "Ops", "op", "name"), ("by_layer", "Layers", "layer", "layer")):
