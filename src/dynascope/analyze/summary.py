@@ -84,3 +84,12 @@ class Summary:
     meta: SummaryMeta = field(default_factory=summary_meta)
     # by_op.head(top): the top N ops by total time
     top_ops: pl.DataFrame = field(default_factory=_empty)
+
+    def table(self, name: str) -> pl.DataFrame:
+        """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
+        if name not in TABLE_NAMES:
+            raise KeyError(f"no summary table {name!r}; the tables are {', '.join(TABLE_NAMES)}")
+        return getattr(self, name)
+
+
+TABLE_NAMES = ("by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops")

@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 
 from ..analyze.summarize import summarize_files
+from ..analyze.summary import Summary
 from ..errors import ConfigError
 from ._fmt import TABLES
 
@@ -22,7 +23,7 @@ SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
 
 def summarize_paths(
     paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None
-) -> Any:
+) -> Summary:
     """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
@@ -39,15 +40,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def summary_to_dict(summary: Any) -> dict:
+def summary_to_dict(summary: Summary) -> dict:
     """{"meta": ..., "top": N, "by_op": [rows], ...}: what `dynascope report --json` prints."""
-    out: dict[str, Any] = {"top": getattr(summary, "top", None), "meta": dict(getattr(summary, "meta", {}) or {})}
+    out: dict[str, Any] = {"top": summary.top, "meta": dict(summary.meta)}
     for attr in SUMMARY_TABLES:
-        frame = getattr(summary, attr, None)
-        if isinstance(frame, pl.DataFrame):
-            out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in frame.to_dicts()]
-        else:
-            out[attr] = []
+        out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in summary.table(attr).to_dicts()]
     return out
 
 
@@ -60,13 +57,11 @@ def _csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(casts) if casts else frame
 
 
-def write_csv(summary: Any, target: str | Path) -> list[Path]:
+def write_csv(summary: Summary, target: str | Path) -> list[Path]:
     """A directory → one CSV per table (by_op.csv, by_layer.csv, ...); a `.csv` file → the per-op table."""
     target = Path(target)
     if target.suffix.lower() == ".csv" and not target.is_dir():
-        frame = getattr(summary, "by_op", None)
-        if not isinstance(frame, pl.DataFrame):
-            frame = pl.DataFrame()
+        frame = summary.by_op
         target.parent.mkdir(parents=True, exist_ok=True)
         _csv_safe(frame).write_csv(target)
         return [target]
@@ -76,8 +71,8 @@ def write_csv(summary: Any, target: str | Path) -> list[Path]:
         raise ConfigError(f"--csv {target}: cannot create this directory ({exc.strerror}); give a writable directory or a .csv file") from None
     written = []
     for attr in SUMMARY_TABLES:
-        frame = getattr(summary, attr, None)
-        if isinstance(frame, pl.DataFrame) and frame.width:
+        frame = summary.table(attr)
+        if frame.width:
             path = target / f"{attr}.csv"
             _csv_safe(frame).write_csv(path)
             written.append(path)

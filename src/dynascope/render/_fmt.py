@@ -1,8 +1,7 @@
 """Shared formatting for every renderer: number formats and the column layout of each summary table.
 
 Terminal, HTML, JSON and CSV all describe the same Summary tables; the column specs live here so that
-the four agree. Every accessor is defensive: a column the analysis side did not produce is skipped,
-never an error.
+the four agree. A column the analysis side did not produce is skipped, never an error.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 import polars as pl
+
+from ..analyze.summary import Summary
 
 
 @dataclass(frozen=True)
@@ -198,18 +199,15 @@ def fmt_value(value: Any, kind: str) -> str:
     return str(value)
 
 
-def frame_of(summary: Any, attr: str) -> pl.DataFrame:
-    frame = getattr(summary, attr, None)
-    if isinstance(frame, pl.DataFrame):
-        return frame
-    return pl.DataFrame()
+def frame_of(summary: Summary, attr: str) -> pl.DataFrame:
+    return summary.table(attr)
 
 
 def present_cols(frame: pl.DataFrame, cols: Iterable[Col]) -> list[Col]:
     return [c for c in cols if c.key in frame.columns]
 
 
-def table_rows(summary: Any, spec: TableSpec, limit: int | None = None) -> tuple[list[Col], list[dict], int]:
+def table_rows(summary: Summary, spec: TableSpec, limit: int | None = None) -> tuple[list[Col], list[dict], int]:
     """(columns present, row dicts (possibly cut to `limit`), total row count)."""
     frame = frame_of(summary, spec.attr)
     cols = present_cols(frame, spec.cols)
@@ -221,24 +219,16 @@ def table_rows(summary: Any, spec: TableSpec, limit: int | None = None) -> tuple
     return cols, rows, n
 
 
-def summary_top(summary: Any, default: int = 20) -> int:
-    top = getattr(summary, "top", default)
-    try:
-        top = int(top)
-    except (TypeError, ValueError):
-        top = default
-    return top if top > 0 else default
+def summary_top(summary: Summary, default: int = 20) -> int:
+    return summary.top if summary.top > 0 else default
 
 
-def meta_facts(summary: Any) -> list[tuple[str, str]]:
+def meta_facts(summary: Summary) -> list[tuple[str, str]]:
     """(label, text) pairs for a header: files, events, ops, span, processes, dropped lines."""
-    meta = getattr(summary, "meta", None) or {}
+    meta = summary.meta
     facts: list[tuple[str, str]] = []
-    files = meta.get("files")
-    if isinstance(files, (list, tuple)):
-        facts.append(("files", fmt_int(len(files))))
-    elif files is not None:
-        facts.append(("files", fmt_int(files)))
+    if "files" in meta:
+        facts.append(("files", fmt_int(len(meta["files"]))))
     if meta.get("events") is not None:
         facts.append(("events", fmt_int(meta["events"])))
     if meta.get("ops") is not None:
@@ -253,21 +243,15 @@ def meta_facts(summary: Any) -> list[tuple[str, str]]:
     return facts
 
 
-def meta_files(summary: Any) -> list[str]:
-    meta = getattr(summary, "meta", None) or {}
-    files = meta.get("files")
-    if isinstance(files, (list, tuple)):
-        return [str(f) for f in files]
-    return []
+def meta_files(summary: Summary) -> list[str]:
+    return [str(f) for f in summary.meta.get("files", [])]
 
 
-def meta_warnings(summary: Any) -> list[str]:
-    meta = getattr(summary, "meta", None) or {}
-    warnings = meta.get("warnings") or []
-    return [str(w) for w in warnings] if isinstance(warnings, (list, tuple)) else [str(warnings)]
+def meta_warnings(summary: Summary) -> list[str]:
+    return [str(w) for w in summary.meta.get("warnings", [])]
 
 
-def phase_totals(summary: Any) -> dict[str, float]:
+def phase_totals(summary: Summary) -> dict[str, float]:
     frame = frame_of(summary, "by_phase")
     if not {"phase", "total_us"} <= set(frame.columns):
         return {}
@@ -278,7 +262,7 @@ def phase_totals(summary: Any) -> dict[str, float]:
     return out
 
 
-def compile_run_totals(summary: Any) -> tuple[float, float]:
+def compile_run_totals(summary: Summary) -> tuple[float, float]:
     """(compile µs, run µs) from compile_vs_run."""
     frame = frame_of(summary, "compile_vs_run")
     if not {"kind", "total_us"} <= set(frame.columns):

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..analyze.summary import Summary
+
 from ._fmt import (
     SPEC_BY_ATTR,
     TableSpec,
@@ -63,7 +65,7 @@ def _cell(value: Any, kind: str) -> Text:
     return Text(fmt_value(value, kind))
 
 
-def summary_table(summary: Any, spec: TableSpec, limit: int | None = None) -> Table | None:
+def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -> Table | None:
     """One Summary table as a rich Table, or None when the frame is empty."""
     cols, rows, n = table_rows(summary, spec, limit)
     if not rows or not cols:
@@ -87,7 +89,7 @@ def summary_table(summary: Any, spec: TableSpec, limit: int | None = None) -> Ta
     return table
 
 
-def _header(summary: Any) -> Text:
+def _header(summary: Summary) -> Text:
     facts = meta_facts(summary)
     text = Text()
     text.append("dynascope report", style="bold")
@@ -97,7 +99,7 @@ def _header(summary: Any) -> Text:
     return text
 
 
-def _headline(summary: Any) -> Text | None:
+def _headline(summary: Summary) -> Text | None:
     """One line: compile vs run and forward vs backward shares."""
     parts: list[str] = []
     compile_us, run_us = compile_run_totals(summary)
@@ -116,7 +118,7 @@ def _headline(summary: Any) -> Text | None:
     return Text("  |  ".join(parts))
 
 
-def render_summary(summary: Any, console: Console | None = None, top: int | None = None) -> None:
+def render_summary(summary: Summary, console: Console | None = None, top: int | None = None) -> None:
     """Print every non-empty table of `summary`: header, compile vs run, phases, ops, layers, graphs, steps, processes."""
     console = console or make_console()
     top = top or summary_top(summary)
@@ -139,7 +141,7 @@ def render_summary(summary: Any, console: Console | None = None, top: int | None
         console.print("no events to summarise")
 
 
-def render_short(summary: Any, console: Console | None = None, top: int = 5) -> None:
+def render_short(summary: Summary, console: Console | None = None, top: int = 5) -> None:
     """The compact summary printed at the end of `dynascope demo` / `dynascope run`."""
     console = console or make_console()
     facts = meta_facts(summary)
@@ -158,7 +160,7 @@ def render_short(summary: Any, console: Console | None = None, top: int = 5) -> 
         console.print("no op events in the trace")
 
 
-def _to_text(fn, summary: Any, width: int, **kwargs) -> str:
+def _to_text(fn, summary: Summary, width: int, **kwargs) -> str:
     import io
 
     buf = io.StringIO()
@@ -166,12 +168,12 @@ def _to_text(fn, summary: Any, width: int, **kwargs) -> str:
     return buf.getvalue()
 
 
-def summary_text(summary: Any, width: int = PIPE_WIDTH, top: int | None = None) -> str:
+def summary_text(summary: Summary, width: int = PIPE_WIDTH, top: int | None = None) -> str:
     """render_summary as plain text (no colour)."""
     return _to_text(render_summary, summary, width, top=top)
 
 
-def short_text(summary: Any, width: int = 110, top: int = 5) -> str:
+def short_text(summary: Summary, width: int = 110, top: int = 5) -> str:
     """render_short as plain text (no colour)."""
     return _to_text(render_short, summary, width, top=top)
 
