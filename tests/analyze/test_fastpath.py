@@ -458,3 +458,15 @@ def test_bad_digit_in_a_long_field(tmp_path, tiny):
     fast, general = _fast([p]), _general([p])
     assert_same(fast, general)
     assert fast.meta["dropped_lines"] == 3
+
+
+def test_scanner_takes_the_writers_layout():
+    """The lines trace/layout.py defines (what the writer formats) are the lines the scanner takes."""
+    from dynascope.trace import layout
+
+    graph = layout.head('"g.forward"', layout.GRAPH_CAT, 7, 8, 1, 2, hhash=HH, attribution=layout.OP + "3") + layout.tail(-1, 10, 500, 80)
+    op = layout.head('"function.mm.default"', layout.OP_CAT, 7, 8, 1, 3) + layout.tail(10, 11, 510, 5)
+    assert graph.rstrip("\n") == _graph_line("g.forward", 7, 8, 1, 3, 2, -1, 10, 500, 80)
+    assert op.rstrip("\n") == _op_line("function.mm.default", 7, 8, 1, 3, 10, 11, 510, 5)
+    sc, times, rows, others = _scan_text([graph.rstrip("\n"), op.rstrip("\n")])
+    assert others == [] and rows.shape[1] == 1 and times[:, 0].tolist() == [7, 8, 510, 5]

@@ -1,13 +1,6 @@
 """Compiled byte scanner for the op and graph-call lines of dynascope's own traces.
 
-It recognises exactly two line layouts, the writer's (docs/trace-format.md, trace/decode.py):
-
-    op event:
-    {"name":NAME,"cat":"dynamo","pid":P,"tid":T,"ph":"X","args":{"grad_enabled":G,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
-
-    graph call:
-    {"name":NAME,"cat":"dynamo.graph","pid":P,"tid":T,"ph":"X","args":{"hhash":"HASH","grad_enabled":G,"op":OP,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
-
+It recognises exactly the two line layouts that trace/layout.py defines (op events and graph calls),
 byte for byte, followed by a newline. Integers are JSON integers of 1 to 18 digits (no leading zero);
 only a graph call's PARENT may be negative; HASH is 16 hex digits; NAME is whatever lies between
 `{"name":` and the fixed text after it (a line is matched from its end, so a name may hold anything; it
@@ -21,7 +14,7 @@ for their key, and lines of any other layout are not taken: they are returned as
 for the general reader.
 
 State lives in numpy arrays owned by `Scanner` (one per file); the kernels run without the GIL.
-`count_in_segments` is the step attribution's pass over the op times (summarize._ops_per_region).
+`count_in_segments` is the step attribution's pass over the op times (steps.ops_per_region).
 """
 
 from __future__ import annotations
@@ -31,6 +24,8 @@ import functools
 import numba
 import numba.core.cpu
 import numpy as np
+
+from ..trace import layout
 
 # numba's `_nrt=False` (no reference counting of the arrays the kernels pass each other) makes the scan
 # about 3x faster. It is an underscore option, so without it a numba release still compiles the scanner.
@@ -60,22 +55,23 @@ def _pattern(text: str) -> np.ndarray:
     return np.array([n] + [int.from_bytes(raw[o : o + 8], "little") for o in offsets], dtype=np.uint64)
 
 
-_NAME_KEY = _pattern('{"name":')
-_DUR = _pattern(',"dur":')
-_TS = _pattern(',"ts":')
-_ID = _pattern('},"id":')
-_P_IDX = _pattern(',"p_idx":')
-_LEVEL = _pattern(',"level":')
-_OP_ARGS = _pattern(',"ph":"X","args":{"grad_enabled":')
-_TID = _pattern(',"tid":')
-_OP_CAT = _pattern('","cat":"dynamo","pid":')
-_G_OP = _pattern(',"op":')
-_G_GRAD = _pattern('","grad_enabled":')
-_G_ARGS = _pattern(',"ph":"X","args":{"hhash":"')
-_G_CAT = _pattern('","cat":"dynamo.graph","pid":')
+# the layout's literal pieces, as matched from a line's end backwards
+_NAME_KEY = _pattern(layout.NAME)
+_DUR = _pattern(layout.DUR)
+_TS = _pattern(layout.TS)
+_ID = _pattern(layout.ID)
+_P_IDX = _pattern(layout.P_IDX)
+_LEVEL = _pattern(layout.LEVEL)
+_OP_ARGS = _pattern(layout.ARGS + layout.GRAD)
+_TID = _pattern(layout.TID)
+_OP_CAT = _pattern('"' + layout.CAT + layout.OP_CAT + layout.PID)  # from the name's closing quote
+_G_OP = _pattern(layout.OP)
+_G_GRAD = _pattern(layout.HHASH_END + layout.GRAD)
+_G_ARGS = _pattern(layout.ARGS + layout.HHASH)
+_G_CAT = _pattern('"' + layout.CAT + layout.GRAPH_CAT + layout.PID)
 
 # the shortest line either layout can have: no recognised line is shorter (output arrays are sized by it)
-MIN_LINE = len('{"name":"","cat":"dynamo","pid":0,"tid":0,"ph":"X","args":{"grad_enabled":0,"level":0,"p_idx":0},"id":1,"ts":0,"dur":0}')
+MIN_LINE = len(layout.head('""', layout.OP_CAT, 0, 0, 0, 0) + layout.tail(0, 1, 0, 0)) - 1  # without the newline
 
 _EMPTY = -1  # a free slot in a hash table's values
 
@@ -536,7 +532,7 @@ class Scanner:
 
 def warm_up() -> None:
     """Compile the kernels (or load them from numba's on-disk cache), table growth included."""
-    line = b'{"name":"f","cat":"dynamo","pid":1,"tid":1,"ph":"X","args":{"grad_enabled":1,"level":3,"p_idx":1},"id":2,"ts":5,"dur":1}\n'
+    line = (layout.head('"f"', layout.OP_CAT, 1, 1, 1, 3) + layout.tail(1, 2, 5, 1)).encode()
     text = line * 4
     Scanner(cap=2).scan(text, 0, len(text))
     times = np.arange(4, dtype=np.int64)

@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 import orjson
 
+from . import layout
 from .buffers import MARK
 from .ops import TABLE
 
@@ -76,10 +77,12 @@ class Decoder:
             attribution = ',"op":%d' % self.op_number(index)
         else:
             attribution = ""
-        host = "" if spec.cat == "dynamo" else '"hhash":"%s",' % self.hhash  # constant; the HH record has it
-        level = depth + (2 if spec.cat == "dynamo" else 1)  # ops sit inside their graph call
-        return '{"name":%s,"cat":"%s","pid":%d,"tid":%d,"ph":"X","args":{%s"grad_enabled":%d%s,"level":%d' % (
-            orjson.dumps(spec.name).decode(), spec.cat, self.pid, tid, host, spec.grad_enabled, attribution, level,
+        is_op = spec.cat == layout.OP_CAT
+        level = depth + (2 if is_op else 1)  # ops sit inside their graph call
+        return layout.head(
+            orjson.dumps(spec.name).decode(), spec.cat, int(self.pid), int(tid), int(spec.grad_enabled), int(level),
+            hhash=None if is_op else self.hhash,  # constant; the HH record has it
+            attribution=attribution,
         )  # fmt: skip
 
     def op_number(self, index: int) -> int:

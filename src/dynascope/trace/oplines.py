@@ -6,6 +6,7 @@ a run of the hot path's ints once and writes finished lines into a byte buffer:
     -gid, t_start, t_1 .. t_N     one call of graph `gid`: a graph event, then N op events
 
 Each line is a cached head (the spec's static part up to `level`, built by the Decoder) followed by
+the tail that layout.py defines:
 
     ,"p_idx":P},"id":I,"ts":T,"dur":D}\\n
 
@@ -21,14 +22,14 @@ import threading
 import numba
 import numpy as np
 
+from . import layout
+
 DONE, BUFFER_FULL, HELD = 0, 1, 2  # why `format_calls` stopped
 LINE_TAIL_MAX = 128  # bytes after a head: the literals below and four integers of up to 20 digits and a sign
 
-_P_IDX = np.frombuffer(b',"p_idx":', dtype=np.uint8)
-_ID = np.frombuffer(b'},"id":', dtype=np.uint8)
-_TS = np.frombuffer(b',"ts":', dtype=np.uint8)
-_DUR = np.frombuffer(b',"dur":', dtype=np.uint8)
-_END = np.frombuffer(b"}\n", dtype=np.uint8)
+_P_IDX, _ID, _TS, _DUR, _END = (
+    np.frombuffer(text.encode(), dtype=np.uint8) for text in (layout.P_IDX, layout.ID, layout.TS, layout.DUR, layout.END)
+)
 _POWERS_OF_TEN = np.array([10**k for k in range(19)], dtype=np.int64)
 _DIGIT_PAIRS = np.frombuffer(b"".join(b"%02d" % i for i in range(100)), dtype=np.uint8)
 

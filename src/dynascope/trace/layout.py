@@ -1,0 +1,50 @@
+"""The byte layout of op-event and graph-call lines: defined here once. The writer's compiled formatter
+(oplines.py) and the decoder's line heads (decode.py) write it; analyze/_scan.py matches it byte for
+byte. Pure constants and one function: importing this module costs nothing and needs neither torch
+nor numba.
+
+    op event:
+    {"name":NAME,"cat":"dynamo","pid":P,"tid":T,"ph":"X","args":{"grad_enabled":G,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
+
+    graph call:
+    {"name":NAME,"cat":"dynamo.graph","pid":P,"tid":T,"ph":"X","args":{"hhash":"HASH","grad_enabled":G,"op":OP,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
+
+A line is a head (static per node and thread: everything up to and including `level`), then the tail
+(`p_idx`, `id`, `ts`, `dur`), then a newline. Inline attribution (DYNASCOPE_INLINE_ARGS) goes between
+`grad_enabled` and `level`, which no scanner takes.
+"""
+
+from __future__ import annotations
+
+OP_CAT = "dynamo"
+GRAPH_CAT = "dynamo.graph"
+
+# the literal text before each field, in line order
+NAME = '{"name":'
+CAT = ',"cat":"'
+PID = '","pid":'  # after the category's closing quote
+TID = ',"tid":'
+ARGS = ',"ph":"X","args":{'
+HHASH = '"hhash":"'  # graph calls only: the host hash, 16 hex digits
+HHASH_END = '",'
+GRAD = '"grad_enabled":'
+OP = ',"op":'  # graph calls only: the number of the graph's OH record
+LEVEL = ',"level":'
+# the tail
+P_IDX = ',"p_idx":'
+ID = '},"id":'
+TS = ',"ts":'
+DUR = ',"dur":'
+END = "}\n"
+
+
+def head(name_json: str, cat: str, pid: int, tid: int, grad_enabled: int, level: int, hhash: str | None = None,
+         attribution: str = "") -> str:  # fmt: skip
+    """A line's head: `hhash` for graph calls; `attribution` is `,"op":N` for a graph call, or the
+    inline fields (",key:value,...")."""
+    host = "" if hhash is None else f"{HHASH}{hhash}{HHASH_END}"
+    return f"{NAME}{name_json}{CAT}{cat}{PID}{pid}{TID}{tid}{ARGS}{host}{GRAD}{grad_enabled}{attribution}{LEVEL}{level}"
+
+
+def tail(p_idx: int, event_id: int, ts: int, dur: int) -> str:
+    return f"{P_IDX}{p_idx}{ID}{event_id}{TS}{ts}{DUR}{dur}{END}"
