@@ -5,14 +5,8 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
-__all__ = ["ATTRIBUTION_COLUMNS", "dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
+__all__ = ["dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
 
-# OH attribution fields (docs/trace-format.md), in display order.
-ATTRIBUTION_COLUMNS = (
-    "kind", "compile_id", "graph", "phase", "node", "op_type", "target", "layer", "module_type",
-    "file", "line", "code", "backend", "tracer", "epoch", "step", "image_idx", "image_size", "n_ops",
-    "shapes", "dtypes",
-)  # fmt: skip
 INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
     "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid",

@@ -13,7 +13,7 @@ Columns of the frame (those a file has; `columns=` keeps a subset):
   `compile_id`, ...); an args key that clashes with a top-level one is named `arg_<key>`;
   nested values become JSON text;
 - what the file's metadata resolves (`resolve.py`): `host`, `fname`, `cmd`/`exec`/`cwd`, the OH
-  attribution columns (`columns.ATTRIBUTION_COLUMNS`), `rank`, `world_size`, `local_rank`, `process_name`.
+  attribution columns (docs/trace-format.md: `layer`, `module_type`, `phase`, `graph`, ...), `rank`, `world_size`, `local_rank`, `process_name`.
 
 Not rows: metadata (`M`), counters (`C`), instants, flows and pydftracer's aggregated records
 (`records.py` says what each record kind means).

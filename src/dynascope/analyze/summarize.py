@@ -30,7 +30,7 @@ from .paths import expand_paths, map_files
 from .readinfo import ReadInfo, TraceWarning
 from .summary import Summary
 
-__all__ = ["SUMMARY_COLUMNS", "Partial", "emit_warnings", "file_partial", "finish", "merge", "partial", "summarize", "summarize_files"]
+__all__ = ["SUMMARY_COLUMNS", "Partial", "file_partial", "finish", "merge", "partial", "summarize", "summarize_files"]
 
 
 def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None) -> Summary:
@@ -57,10 +57,10 @@ def summarize_files(
         return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers)
     files = expand_paths(paths)
     result = finish(merge(map_files(file_partial, files, threads=threads)), top=top)
-    emit_warnings(result.meta["warnings"])
+    _emit_warnings(result.meta["warnings"])
     return result
 
 
-def emit_warnings(msgs: Iterable[str]) -> None:
+def _emit_warnings(msgs: Iterable[str]) -> None:
     for m in msgs:
         warnings.warn(m, TraceWarning, stacklevel=3)
