@@ -1,6 +1,6 @@
 """The fast path (analyze/fastpath.py, its scanner analyze/_scan.py) gives exactly the general reader's summaries.
 
-Traces are written line by line in the writer's exact layout (trace/decode.py `_template`): graph calls
+Traces are written line by line in the writer's exact layout (trace/layout.py): graph calls
 naming their OH record, op events that refer to attribution through their graph call
 (id = p_idx + 1 + k), regions, compile events, several threads, a forked child; chunks and blocks are
 made tiny so that chunk cuts fall everywhere, including between a graph call and its ops.

@@ -1,7 +1,7 @@
 """Fast path for dynascope's own traces (docs/trace-format.md): op and graph-call lines are taken by a
 compiled byte scanner (`_scan`), every other line goes through the general reader unchanged.
 
-Op events are the bulk of a trace and are all written by one template (trace/decode.py `_template`).
+Op events are the bulk of a trace and all have the one line layout of trace/layout.py.
 Their identity needs no JSON parsing: op k of a graph call has id = p_idx + 1 + k, and its attribution
 is the OH record with graph_op = the parent graph event's `op` and index = k. The scanner keys each op
 by (pid, graph op, k) and counts it in a per-file duration histogram, in exactly the shape the

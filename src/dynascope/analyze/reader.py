@@ -86,9 +86,7 @@ def read_trace_with_info(
     files = expand_paths(paths)
     cols = list(columns) if columns is not None else None
     results = map_files(lambda p: read_file(p, columns=cols, keep_marks=keep_marks), files, threads=threads)
-    info = ReadInfo()
-    for _, one in results:
-        info = info.merge(one)
+    info = ReadInfo.merged(one for _, one in results)
     for msg in info.warnings:
         warnings.warn(msg, TraceWarning, stacklevel=2)
     return concat_frames([f for f, _ in results], cols), info
@@ -131,7 +129,7 @@ def read_file_reduced(
         return empty_frame(columns), reader.info(), reader
     mode = _lines.sniff(first, name)
     if mode == _lines.DOCUMENT:
-        reader.records.add_all(_lines.document_events(first + b"".join(chunks), name))
+        reader.add_records(_lines.document_events(first + b"".join(chunks), name))
     else:
         reader.parse_chunk(first)
         for chunk in chunks:
@@ -153,7 +151,7 @@ class FileReader:
         self.reducer = reducer
         self.log = FileLog(name)
         self.tables = FileTables()
-        self.records = RecordReader(self.tables, self.log, self.add_frame, keep_marks)
+        self.records = RecordReader(self.tables, self.log, keep_marks)
         self.misfit = 0.0  # share of the last templated chunk's lines that fit no shape
         self._templates: LineTemplates | None = None
         self._learn_attempts = 0
@@ -174,7 +172,20 @@ class FileReader:
             self._learn_attempts += 1
             self._templates = LineTemplates.learn(chunk) or self._templates
         if self._templates is None or not self._enough_lines(chunk) or not self._parse_templated(chunk):
-            self.records.add_lines(chunk.split(b"\n"))
+            self._add_lines(chunk.split(b"\n"))
+
+    def add_records(self, events: list) -> None:
+        """The events of a JSON document."""
+        self.records.add_all(events)
+        self._take_record_frames()
+
+    def _add_lines(self, lines: list[bytes]) -> None:
+        self.records.add_lines(lines)
+        self._take_record_frames()
+
+    def _take_record_frames(self) -> None:
+        for frame in self.records.take_frames():
+            self.add_frame(frame)
 
     @staticmethod
     def _enough_lines(chunk: bytes) -> bool:
@@ -199,7 +210,7 @@ class FileReader:
             self._template_rows += good.height
             self.add_frame(good, observed=True)
         if rest:
-            self.records.add_lines(rest)
+            self._add_lines(rest)
         return True
 
     def add_frame(self, frame: pl.DataFrame, observed: bool = False) -> None:
@@ -236,6 +247,7 @@ class FileReader:
     def finish(self) -> pl.DataFrame:
         """The file's rows (what the reducer kept), resolved, in the asked columns."""
         self.records.close()
+        self._take_record_frames()
         frames, self._frames = self._frames, []
         self._events = self._reduced
         columns = self.columns

@@ -6,6 +6,7 @@ events); `ReadInfo` is what callers get, merged over files.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["FileLog", "ReadInfo", "TraceWarning"]
@@ -37,19 +38,22 @@ class ReadInfo:
     thread_names: dict[tuple, str] = field(default_factory=dict)
     marks: list[dict] = field(default_factory=list)
 
-    def merge(self, other: ReadInfo) -> ReadInfo:
-        return ReadInfo(
-            files=self.files + other.files,
-            events=self.events + other.events,
-            dropped_lines=self.dropped_lines + other.dropped_lines,
-            dropped_events=self.dropped_events + other.dropped_events,
-            warnings=self.warnings + other.warnings,
-            unpaired=self.unpaired + other.unpaired,
-            skipped_events=self.skipped_events + other.skipped_events,
-            truncated=self.truncated + other.truncated,
-            thread_names={**self.thread_names, **other.thread_names},
-            marks=self.marks + other.marks,
-        )
+    @classmethod
+    def merged(cls, infos: Iterable[ReadInfo]) -> ReadInfo:
+        """What reading many files found, in their order."""
+        out = cls()
+        for one in infos:
+            out.files += one.files
+            out.events += one.events
+            out.dropped_lines += one.dropped_lines
+            out.dropped_events += one.dropped_events
+            out.warnings += one.warnings
+            out.unpaired += one.unpaired
+            out.skipped_events += one.skipped_events
+            out.truncated += one.truncated
+            out.thread_names.update(one.thread_names)
+            out.marks += one.marks
+        return out
 
 
 @dataclass

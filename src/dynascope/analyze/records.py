@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import orjson
@@ -112,13 +112,13 @@ class FileTables:
 
 class RecordReader:
     """Takes one file's records (dicts or JSON lines): metadata into `tables`, complete events into frames
-    handed to `on_frame` in batches, marks kept when `keep_marks`."""
+    of up to 200,000 rows (`take_frames`), marks kept when `keep_marks`."""
 
-    def __init__(self, tables: FileTables, log: FileLog, on_frame: Callable[[pl.DataFrame], None], keep_marks: bool = False):
+    def __init__(self, tables: FileTables, log: FileLog, keep_marks: bool = False):
         self.tables = tables
         self.log = log
-        self.on_frame = on_frame
         self.keep_marks = keep_marks
+        self._frames: list[pl.DataFrame] = []
         self.marks: list[dict] = []
         self.objects = 0  # records that are trace events of any kind
         self.first_bad: bytes | None = None  # the first line or record that is none
@@ -212,9 +212,14 @@ class RecordReader:
 
     def flush(self) -> None:
         if self._rows:
-            frame = rows_to_frame(self._rows)
+            self._frames.append(rows_to_frame(self._rows))
             self._rows = []
-            self.on_frame(frame)
+
+    def take_frames(self) -> list[pl.DataFrame]:
+        """The rows read since the last call, as frames."""
+        self.flush()
+        frames, self._frames = self._frames, []
+        return frames
 
     def close(self) -> None:
         """The end of the file: B events still open are unpaired."""

@@ -8,6 +8,7 @@ Conventions (what counts as an op, a region, compile time) are in `dynascope.ana
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -29,7 +30,7 @@ class SummaryMeta(TypedDict):
 
 
 def summary_meta(
-    files: list[str] = (),
+    files: Iterable[str] = (),
     events: int = 0,
     ops: int = 0,
     span_us: int = 0,
@@ -37,7 +38,7 @@ def summary_meta(
     run_us: int = 0,
     dropped_lines: int = 0,
     dropped_events: int = 0,
-    warnings: list[str] = (),
+    warnings: Iterable[str] = (),
 ) -> SummaryMeta:
     """The one builder of a SummaryMeta."""
     return SummaryMeta(
