@@ -27,17 +27,17 @@ from __future__ import annotations
 import gzip
 import io
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Iterable
 
+import numpy as np
 import orjson
 import polars as pl
 
 from ..analyze.paths import expand_paths
 from ..analyze.readinfo import ReadInfo
-from ..analyze.reader import read_trace_with_info
+from ..analyze.reader import read_file
 from ..errors import DynascopeError
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
@@ -90,43 +90,57 @@ class ConvertStats:
 
 
 def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress: bool | None = None) -> ConvertStats:
-    """Convert trace files to one Chrome-trace JSON file (gzip when `out` ends in .gz or `compress`)."""
+    """Convert trace files to one Chrome-trace JSON file (gzip when `out` ends in .gz or `compress`).
+
+    Files are read and written one at a time (a process's events are all in its file), so the memory
+    is one file's; the output appears only when every input was read."""
     files = expand_paths(list(paths))
     if not files:
         raise ConvertError("no trace files given; name one or more .pfw/.pfw.gz/.json files or a directory")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # they come back in the stats, for the command to print once
-        frame, info = read_trace_with_info(files, keep_marks=True)
     out = Path(out)
-    stats = _stats(out, files, info)
-    frame = _with_threads(frame)
-    tracks = _Tracks.of(frame, info)
-    stats.threads, stats.processes = tracks.thread_count, len(tracks.pids)
-    is_marker = (pl.col("cat").cast(pl.String) == "dftracer") & pl.col("name").cast(pl.String).is_in(_MARKERS)
-    slices, markers = frame.filter(~is_marker), frame.filter(is_marker)
-    with _open_output(out, compress) as fh:
-        writer = _EventWriter(fh)
-        writer.write_all(tracks.records())
-        writer.write_all(_marker_records(markers))
-        writer.write_all(orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS) for m in info.marks)
-        stats.events, stats.clipped = _write_slices(writer, slices)
-        stats.markers, stats.passed = markers.height, len(info.marks)
-        writer.close(_other_data(stats))
+    stats = ConvertStats(out=out, files=[str(f) for f in files])
+    partial = out.with_name(out.name + ".partial")
+    try:
+        with _open_output(partial, out.name.endswith(".gz") if compress is None else compress) as fh:
+            writer = _EventWriter(fh)
+            reads = [_convert_file(path, writer, stats) for path in files]
+            info = ReadInfo.merged(r.info for r in reads)
+            tracks = _Tracks.of(reads)
+            writer.write_all(tracks.records())
+            writer.write_all(orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS) for m in info.marks)
+            _add_read_findings(stats, info, tracks)
+            writer.close(_other_data(stats))
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     return stats
 
 
-def _stats(out: Path, files: list[Path], info: ReadInfo) -> ConvertStats:
-    notes = list(info.warnings)
+def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _FileRead:
+    """Write one file's events; what reading it found, with its tracks."""
+    frame, info = read_file(path, keep_marks=True)
+    frame = _with_identity(frame)
+    read = _FileRead(info, *_track_facts(frame))
+    events, parts = _events(frame)
+    del frame  # the narrow event table holds what is written
+    markers = events.filter(pl.col("__marker"))
+    writer.write_all(_marker_records(markers, parts))
+    written, clipped = _write_slices(writer, events.filter(~pl.col("__marker")), parts)
+    stats.events += written
+    stats.clipped += clipped
+    stats.markers += markers.height
+    return read
+
+
+def _add_read_findings(stats: ConvertStats, info: ReadInfo, tracks: _Tracks) -> None:
+    stats.threads, stats.processes = len(tracks.threads), len(tracks.pids)
+    stats.passed = len(info.marks)
+    stats.unsupported = info.unpaired + info.skipped_events
+    stats.bad_lines = info.dropped_lines
+    stats.truncated = list(info.truncated)
+    stats.warnings = list(info.warnings)
     if info.skipped_events:
-        notes.append(f"skipped {info.skipped_events} record(s) of phases that are no events (flows, async, objects)")
-    return ConvertStats(
-        out=out,
-        files=[str(f) for f in files],
-        unsupported=info.unpaired + info.skipped_events,
-        bad_lines=info.dropped_lines,
-        truncated=list(info.truncated),
-        warnings=notes,
-    )
+        stats.warnings.append(f"skipped {info.skipped_events} record(s) of phases that are no events (flows, async, objects)")
 
 
 def _other_data(stats: ConvertStats) -> dict:
@@ -140,18 +154,37 @@ def _other_data(stats: ConvertStats) -> dict:
     }
 
 
-def _with_threads(frame: pl.DataFrame) -> pl.DataFrame:
-    """pid and tid as given (0 where missing), name and cat (null where missing), and `__t`, the
-    thread's track number."""
-    frame = frame.with_columns(
+def _with_identity(frame: pl.DataFrame) -> pl.DataFrame:
+    """pid and tid as given (0 where missing), name and cat (null where missing)."""
+    return frame.with_columns(
         [(pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64)).fill_null(0).alias(c) for c in ("pid", "tid")]
         + [pl.lit(None, dtype=pl.String).alias(c) for c in ("name", "cat") if c not in frame.columns]
     )
-    threads = frame.select("pid", "tid").unique(maintain_order=True).with_row_index("__t")
-    return frame.join(threads, on=["pid", "tid"], how="left", maintain_order="left")
 
 
 # ------------------------------------------------------------------------------------------ tracks
+
+
+@dataclass
+class _FileRead:
+    """What reading one file found, and the facts its process and thread tracks need."""
+
+    info: ReadInfo
+    threads: list[tuple[Any, Any]] = field(default_factory=list)
+    process_names: dict[Any, str] = field(default_factory=dict)
+    starts: dict[Any, dict] = field(default_factory=dict)  # pid -> its start record's row
+
+
+def _track_facts(frame: pl.DataFrame) -> tuple[list, dict, dict]:
+    """(threads in order, pid -> process name, pid -> its start row) of a file's rows."""
+    threads = frame.select("pid", "tid").unique(maintain_order=True).rows()
+    names = {}
+    if "process_name" in frame.columns:
+        named = frame.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
+        names = dict(named.rows())
+    is_start = (pl.col("cat").cast(pl.String) == "dftracer") & (pl.col("name").cast(pl.String) == "start")
+    starts = {row["pid"]: row for row in frame.filter(is_start).iter_rows(named=True)}
+    return threads, names, starts
 
 
 @dataclass
@@ -164,21 +197,14 @@ class _Tracks:
     starts: dict[Any, dict]  # pid -> its start record's row
     thread_names: dict[tuple, str]
 
-    @property
-    def thread_count(self) -> int:
-        return len(self.threads)
-
     @classmethod
-    def of(cls, frame: pl.DataFrame, info: ReadInfo) -> _Tracks:
-        threads = frame.select("pid", "tid").unique(maintain_order=True).rows()
+    def of(cls, reads: list[_FileRead]) -> _Tracks:
+        threads = list(dict.fromkeys(t for r in reads for t in r.threads))
         pids = list(dict.fromkeys(p for p, _ in threads))
-        names = {}
-        if "process_name" in frame.columns:
-            named = frame.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
-            names = dict(named.rows())
-        is_start = (pl.col("cat").cast(pl.String) == "dftracer") & (pl.col("name").cast(pl.String) == "start")
-        starts = {row["pid"]: row for row in frame.filter(is_start).iter_rows(named=True)}
-        return cls(pids, threads, names, starts, info.thread_names)
+        names = {p: n for r in reads for p, n in r.process_names.items()}
+        starts = {p: row for r in reads for p, row in r.starts.items()}
+        thread_names = {k: v for r in reads for k, v in r.info.thread_names.items()}
+        return cls(pids, threads, names, starts, thread_names)
 
     def _rank(self, pid: Any) -> int | None:
         rank = self.starts.get(pid, {}).get("rank")
@@ -259,23 +285,27 @@ def _dumps_args(args: dict) -> bytes:
         return orjson.dumps({str(k): str(v) for k, v in args.items()})
 
 
-def _static_parts(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[bytes, bytes]]]:
-    """Each row's `__s`: the number of its (cat, args) combination, and each combination's cat field and
-    args JSON, computed once per combination (op events share a handful)."""
-    arg_cols = [c for c in frame.columns if c not in _NOT_ARGS and not c.startswith("__")]
+def _events(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[bytes, bytes]]]:
+    """The narrow table that is written (pid, tid, ts, dur, name, `__s`, `__marker`) and, per `__s`, the
+    cat field and args JSON of one (cat, args) combination, computed once for all its events (op events
+    share a handful). No copy of the wide frame is made."""
+    arg_cols = [c for c in frame.columns if c not in _NOT_ARGS]
     keys = [c for c in ["cat", "kind", "file", "line", *arg_cols] if c in frame.columns]
-    combos = frame.select(keys).unique(maintain_order=True).with_row_index("__s")
-    parts = [(_cat_field(row), _dumps_args(_args_of(row, arg_cols))) for row in combos.drop("__s").iter_rows(named=True)]
-    frame = frame.join(combos, on=keys, how="left", nulls_equal=True, maintain_order="left")
-    return frame, parts
+    groups = frame.select(keys).with_row_index("__i").group_by(keys, maintain_order=True).agg("__i").with_row_index("__s")
+    where = groups.select("__s", "__i").explode("__i")
+    combo = np.empty(frame.height, dtype=np.int64)
+    combo[where.get_column("__i").to_numpy()] = where.get_column("__s").to_numpy()
+    parts = [(_cat_field(row), _dumps_args(_args_of(row, arg_cols))) for row in groups.drop("__s", "__i").iter_rows(named=True)]
+    marker = (pl.col("cat").cast(pl.String) == "dftracer") & pl.col("name").cast(pl.String).is_in(_MARKERS)
+    events = frame.select(
+        "pid", "tid", pl.col("ts").fill_null(0), pl.col("dur").fill_null(0).clip(lower_bound=0),
+        pl.col("name").cast(pl.String), pl.Series("__s", combo), marker.fill_null(False).alias("__marker"),
+    )  # fmt: skip
+    return events, parts
 
 
-def _marker_records(markers: pl.DataFrame) -> Iterable[bytes]:
-    if markers.height == 0:
-        return
-    markers, parts = _static_parts(markers)
-    for row in markers.select("name", "pid", "tid", "ts", "__s").iter_rows():
-        name, pid, tid, ts, s = row
+def _marker_records(markers: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> Iterable[bytes]:
+    for pid, tid, ts, _, name, s in markers.drop("__marker").iter_rows():
         cat, args = parts[s]
         yield (
             b'{"name":' + orjson.dumps(name) + cat + b',"ph":"i","s":"p","ts":' + orjson.dumps(ts)
@@ -283,26 +313,23 @@ def _marker_records(markers: pl.DataFrame) -> Iterable[bytes]:
         )  # fmt: skip
 
 
-def _write_slices(writer: _EventWriter, slices: pl.DataFrame) -> tuple[int, int]:
+def _write_slices(writer: _EventWriter, slices: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> tuple[int, int]:
     """Write the complete events, sorted and nested per thread; (events written, children clipped)."""
     if slices.height == 0:
         return 0, 0
-    slices, parts = _static_parts(slices)
-    slices = slices.select(
-        "__t", "pid", "tid", pl.col("ts").fill_null(0), pl.col("dur").fill_null(0).clip(lower_bound=0), pl.col("name").cast(pl.String), "__s"
-    ).sort(["__t", "ts", "dur"], descending=[False, False, True])
+    slices = slices.drop("__marker").sort(["pid", "tid", "ts", "dur"], descending=[False, False, False, True])
     names: dict[str | None, bytes] = {}
-    heads: dict[int, bytes] = {}
+    head = b""
     stack: list[int] = []
-    current = -1
+    current = None
     clipped = 0
     for offset in range(0, slices.height, _ROWS_PER_WRITE):
         lines = []
-        for t, pid, tid, ts, dur, name, s in slices.slice(offset, _ROWS_PER_WRITE).iter_rows():
-            if t != current:
-                current = t
+        for pid, tid, ts, dur, name, s in slices.slice(offset, _ROWS_PER_WRITE).iter_rows():
+            if (pid, tid) != current:
+                current = (pid, tid)
                 stack.clear()
-                heads[t] = b',"pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
+                head = b',"pid":' + orjson.dumps(pid) + b',"tid":' + orjson.dumps(tid)
             while stack and stack[-1] <= ts:
                 stack.pop()
             end = ts + dur
@@ -315,7 +342,7 @@ def _write_slices(writer: _EventWriter, slices: pl.DataFrame) -> tuple[int, int]
             cat, args = parts[s]
             lines.append(
                 b'{"name":' + name_json + cat + b',"ph":"X","ts":' + str(ts).encode() + b',"dur":' + str(dur).encode()
-                + heads[t] + b',"args":' + args + b"}"
+                + head + b',"args":' + args + b"}"
             )  # fmt: skip
         writer.write_all(lines)
     return slices.height, clipped
