@@ -258,6 +258,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, FunctionValue) and isinstance(target, ast.Name) and value.code.co_name == target.id:
             self.emit(self.frame.render_function(value, target.id), writes=target_names)
             return
+        if isinstance(value, SymList) and any(v is value for v in self.stack):
+            value = self.materialize(value)  # `a = b = []`: one list, bound twice
         if any(v is value for v in self.stack) and not is_marker(value):
             if isinstance(target, ast.Name):  # still needed on the stack: a walrus or a chained assignment
                 named = ast.NamedExpr(target=name(target.id, ast.Store()), value=self.expr(value))
@@ -274,6 +276,14 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         # binding a plain local to an already-computed value cannot disturb pending calls
         self.emit(ast.Assign(targets=[target], value=value, lineno=0), writes=target_names,
                   side_effects=not (local and is_pure(value)))
+
+    def materialize(self, lst: SymList) -> ast.expr:
+        """A list the stack still refers to, built once into a temporary that both uses share."""
+        self.flush(set(), True)
+        temp = self.frame.new_temp()
+        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=self.expr(lst), lineno=0))
+        self.replace_everywhere(lst, name(temp))
+        return name(temp)
 
     def store_unpacked(self, target: ast.expr, item: Unpacked) -> None:
         group = item.group

@@ -1085,6 +1085,16 @@ def none_checks(a, b):
     return a if a is not None else b
 
 
+@sample((Box(1),))
+def chained_mutable_assignment(box):
+    """One list bound to two targets must stay one list (optparse's `self.largs = largs = []`)."""
+    box.items = items = []
+    a = b = {}
+    items.append(1)
+    a["k"] = 2
+    return box.items, b
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass
