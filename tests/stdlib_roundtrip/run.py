@@ -245,7 +245,7 @@ def _run_suite(test_module: str) -> dict:
     suite = unittest.defaultTestLoader.loadTestsFromName(test_module)
     runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
     outcome = runner.run(suite)
-    bad = {str(test): text for test, text in outcome.failures + outcome.errors + [
+    bad = {re.sub(r" at 0x[0-9a-f]+", "", str(test)): text for test, text in outcome.failures + outcome.errors + [
         (t, "unexpected success") for t in outcome.unexpectedSuccesses]}
     return {"run": outcome.testsRun, "skipped": len(outcome.skipped), "bad": sorted(bad),
             "details": {k: v[-3000:] for k, v in bad.items()}}

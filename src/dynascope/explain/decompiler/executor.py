@@ -22,7 +22,8 @@ from .ops_containers import ContainerOps
 from .ops_expressions import ExpressionOps
 from .ops_match import PatternOps
 from .values import (
-    NULL, Accumulator, CellRef, DecompileError, ExcInfo, FunctionValue, ImportedModule, ImportedName, Inplace, Iter,
+    NULL, Accumulator, BuildClass, CellRef, ClassValue, DecompileError, Delegate, ExcInfo, FunctionValue, ImportedModule,
+    ImportedName, Inplace, Iter,
     LoopValue, SavedLocal, SymList, Unpacked, WithEnter, WithExit, is_marker,
 )
 
@@ -100,7 +101,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, SymList):
             value.escaped = True
             return ast.List(elts=[self.expr(i) for i in value.items], ctx=ast.Load())
-        if isinstance(value, FunctionValue):
+        if isinstance(value, (FunctionValue, ClassValue)):
             return self.function_expr(value)
         if isinstance(value, Inplace):
             return self.inplace_call(value)
@@ -144,7 +145,11 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
                              attr=INPLACE_FUNCTIONS[value.op], ctx=ast.Load())
         return ast.Call(func=func, args=[value.target, value.value], keywords=[])
 
-    def function_expr(self, fn: FunctionValue) -> ast.expr:
+    def function_expr(self, fn: FunctionValue | ClassValue) -> ast.expr:
+        """A def (or class) used as a value: the statement, then its name."""
+        if isinstance(fn, ClassValue):
+            self.emit(self.frame.render_function(fn, fn.name), writes={fn.name})
+            return name(fn.name)
         if fn.code.co_name == "<lambda>":
             return self.frame.render_function(fn, "<lambda>")
         temp = fn.code.co_name if fn.code.co_name.isidentifier() else self.frame.new_temp()
@@ -258,6 +263,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, FunctionValue) and isinstance(target, ast.Name) and value.code.co_name == target.id:
             self.emit(self.frame.render_function(value, target.id), writes=target_names)
             return
+        if isinstance(value, ClassValue) and isinstance(target, ast.Name) and value.name == target.id:
+            self.emit(self.frame.render_function(value, target.id), writes=target_names)
+            return
         if isinstance(value, SymList) and any(v is value for v in self.stack):
             value = self.materialize(value)  # `a = b = []`: one list, bound twice
         if any(v is value for v in self.stack) and not is_marker(value):
@@ -363,7 +371,17 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         self.push(assertion_error_name())
 
     def op_LOAD_BUILD_CLASS(self, ins):
-        raise DecompileError("class definitions are not supported")
+        self.push(BuildClass())
+
+    def op_LOAD_LOCALS(self, ins):  # 3.12+ class bodies: the namespace LOAD_FROM_DICT_OR_* reads first
+        self.push(BuildClass())
+
+    def op_LOAD_FROM_DICT_OR_DEREF(self, ins):
+        if not isinstance(self.pop(), BuildClass):
+            raise DecompileError("LOAD_FROM_DICT_OR_DEREF without LOAD_LOCALS")
+        self.push(name(ins.argval))
+
+    op_LOAD_FROM_DICT_OR_GLOBALS = op_LOAD_FROM_DICT_OR_DEREF
 
     def op_STORE_FAST(self, ins):
         if self.try_tuple_assignment():
@@ -468,6 +486,19 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
 
     def op_YIELD_VALUE(self, ins):
         self.push(ast.Yield(value=self.expr(self.pop())))
+
+    def op_GET_YIELD_FROM_ITER(self, ins):
+        self.push(Delegate(self.expr(self.pop()), "yield from"))
+
+    def op_GET_AWAITABLE(self, ins):
+        self.push(Delegate(self.expr(self.pop()), "await"))
+
+    def op_YIELD_FROM(self, ins):
+        sent, delegate = self.pop(), self.pop()
+        if not (isinstance(sent, ast.Constant) and sent.value is None and isinstance(delegate, Delegate)):
+            raise DecompileError("YIELD_FROM without GET_YIELD_FROM_ITER/GET_AWAITABLE")
+        node = ast.YieldFrom if delegate.kind == "yield from" else ast.Await
+        self.push(node(value=delegate.value))
 
     def op_BEFORE_WITH(self, ins):
         manager = self.expr(self.pop())

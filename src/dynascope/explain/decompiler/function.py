@@ -14,7 +14,7 @@ from .nodes import const
 from .opcodes import VERSION
 from .readable import tidy
 from .structure import Structurer
-from .values import DecompileError, FunctionValue, Iter
+from .values import ClassValue, DecompileError, FunctionValue, Iter
 
 CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_GENERATOR, inspect.CO_COROUTINE, inspect.CO_ASYNC_GENERATOR
@@ -66,13 +66,58 @@ def function_def(code: CodeType, def_name: str, defaults: list, kwdefaults: dict
     return node
 
 
-def render_nested(fn: FunctionValue, how: Any):
-    """A MAKE_FUNCTION result rendered where it is used: def statement, lambda, or comprehension."""
+def render_nested(fn: FunctionValue | ClassValue, how: Any):
+    """A MAKE_FUNCTION result rendered where it is used: def statement, lambda, or comprehension;
+    or a class statement."""
+    if isinstance(fn, ClassValue):
+        return class_def(fn)
     if isinstance(how, Iter):
         return comprehension(fn.code, how.iterable)
     if how == "<lambda>":
         return lambda_expr(fn)
     return function_def(fn.code, how, fn.defaults, fn.kwdefaults)
+
+
+# what the compiler stores in every class namespace; the class statement implies it
+CLASS_PROLOGUE = ("__module__", "__qualname__", "__firstlineno__")
+CLASS_EPILOGUE = ("__static_attributes__", "__classcell__")
+
+
+def class_def(cls: ClassValue) -> ast.ClassDef:
+    body, _ = function_body(cls.body.code)
+    declarations = [s for s in body if isinstance(s, (ast.Global, ast.Nonlocal))]
+    body = body[len(declarations):]
+    if body and _returns_namespace_result(body[-1]):
+        body.pop()
+    else:
+        raise DecompileError("class body that does not end the way the compiler ends one")
+    for names, where in ((CLASS_PROLOGUE, 0), (CLASS_EPILOGUE, -1)):
+        while body and _assigns_one_of(body[where], names):
+            body.pop(where)
+    if body and _assigns_one_of(body[0], ("__doc__",)) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body[0] = ast.Expr(value=body[0].value)  # the docstring
+    node = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=declarations + body or [ast.Pass()],
+                        decorator_list=[])
+    if VERSION >= (3, 12):
+        node.type_params = []
+    return node
+
+
+def _assigns_one_of(stmt, names) -> bool:
+    return (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id in names)
+
+
+def _returns_namespace_result(stmt) -> bool:
+    """`return None`, or `return __class__` after `__classcell__ = __class__` (perhaps a walrus)."""
+    if not isinstance(stmt, ast.Return):
+        return False
+    value = stmt.value
+    if isinstance(value, ast.NamedExpr) and value.target.id == "__classcell__":
+        value = value.value
+    return value is None or (isinstance(value, ast.Constant) and value.value is None) or \
+        (isinstance(value, ast.Name) and value.id == "__class__")
 
 
 def lambda_expr(fn: FunctionValue) -> ast.Lambda:

@@ -98,7 +98,11 @@ def canonical_instructions(code) -> list[Instr]:
     handler_starts = {target for _s, _e, target, _d, _l in exception_entries(code)} if VERSION < (3, 11) else set()
     cells = set(code.co_cellvars) | set(code.co_freevars)
     line = None
-    for raw in dis.get_instructions(code):
+    raws = list(dis.get_instructions(code))
+    folded = _delegation_loops(raws)
+    for raw in raws:
+        if raw.offset in folded:
+            continue
         if raw.starts_line is not None and raw.starts_line is not False:
             line = raw.starts_line if isinstance(raw.starts_line, int) and raw.starts_line is not True else line
         if getattr(raw, "line_number", None) is not None:
@@ -112,6 +116,27 @@ def canonical_instructions(code) -> list[Instr]:
             ins.original = raw.opname
             result.append(ins)
     return result
+
+
+def _delegation_loops(raws: list) -> set[int]:
+    """3.11+ compile `yield from x` / `await x` as a loop: SEND, YIELD_VALUE, RESUME, a jump back
+    to SEND, then (3.12+) END_SEND, plus a CLEANUP_THROW handler that jumps to it.  SEND becomes
+    one YIELD_FROM (3.10's opcode); the offsets of the rest of the loop are returned, to drop."""
+    dropped: set[int] = set()
+    for i, ins in enumerate(raws):
+        if ins.opname == "SEND":
+            loop = raws[i + 1:i + 4]
+            if ([r.opname for r in loop[:2]] != ["YIELD_VALUE", "RESUME"] or len(loop) < 3
+                    or loop[2].opname not in ("JUMP_BACKWARD_NO_INTERRUPT", "JUMP_NO_INTERRUPT")
+                    or loop[2].argval != ins.offset):
+                continue  # not the shape we know: SEND stays, and has no handler
+            dropped.update(r.offset for r in loop)
+            after = next((r for r in raws if r.offset == ins.argval), None)
+            if after is not None and after.opname == "END_SEND":
+                dropped.add(after.offset)
+        elif ins.opname == "CLEANUP_THROW" and i + 1 < len(raws) and raws[i + 1].opname.startswith("JUMP"):
+            dropped.update((ins.offset, raws[i + 1].offset))
+    return dropped
 
 
 def _jump_target(raw) -> int | None:
@@ -175,6 +200,8 @@ def _canonicalize(raw) -> list[Instr]:
         return []
     if name == "JUMP_IF_NOT_EXC_MATCH":  # 3.10; DUP_TOP before it stands in for 3.11's kept copy
         return [Instr("CHECK_EXC_MATCH", None, None, off), Instr("POP_JUMP_IF_FALSE", None, argval, off, argval)]
+    if name == "SEND":  # the rest of its loop is dropped by _delegation_loops
+        return [Instr("YIELD_FROM", None, None, off)]
     if name == "SETUP_WITH":
         return [Instr("BEFORE_WITH", None, None, off)]
     if name == "CALL_FUNCTION":

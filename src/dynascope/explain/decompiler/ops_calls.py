@@ -7,7 +7,7 @@ import ast
 from .nodes import const
 from .opcodes import FEATURES, VERSION
 from .values import (
-    NULL, DecompileError, FunctionValue, ImportedModule, ImportedName, Iter, SymList, WithExit, WithExitDone,
+    NULL, BuildClass, ClassValue, DecompileError, FunctionValue, ImportedModule, ImportedName, Iter, SymList, WithExit, WithExitDone,
 )
 
 
@@ -52,10 +52,21 @@ class CallOps:
             return
         positional = args[: len(args) - len(kwnames)]
         keywords = [ast.keyword(arg=k, value=self.expr(v)) for k, v in zip(kwnames, args[len(positional):])]
+        if isinstance(func, BuildClass):
+            self.push(self.class_value(positional, keywords))
+            return
         if isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter) and _is_comprehension(func):
             self.push(self.frame.render_function(func, positional[0]))
             return
         self.push(ast.Call(func=self.expr(func), args=[self.expr(a) for a in positional], keywords=keywords))
+
+    def class_value(self, args: list, keywords: list) -> ClassValue:
+        """`__build_class__(body, name, *bases, **keywords)`: a class statement."""
+        if len(args) < 2 or not isinstance(args[0], FunctionValue) or not isinstance(args[1], ast.Constant):
+            raise DecompileError("__build_class__ called another way than a class statement does")
+        if args[0].defaults or args[0].kwdefaults or not str(args[1].value).isidentifier():
+            raise DecompileError("unrecognised class statement")
+        return ClassValue(args[0], args[1].value, [self.expr(b) for b in args[2:]], keywords)
 
     def op_CALL_FUNCTION_EX(self, ins):
         kwargs = self.pop() if ins.arg & 1 else None

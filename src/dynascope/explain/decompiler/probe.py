@@ -1095,6 +1095,64 @@ def chained_mutable_assignment(box):
     return box.items, b
 
 
+def _delegate_to(n):
+    got = yield n
+    return n, got
+
+
+@sample((2,), (0,))
+def yield_from(n):
+    results = []
+    for i in range(n):
+        result = yield from _delegate_to(i)
+        results.append(result)
+    try:
+        yield from _delegate_to(len(results))
+        yield from [1, 2][:n]
+    except AttributeError:  # a list iterator cannot take send()
+        results.append("no send")
+    return results
+
+
+def _register(cls):
+    cls.registered = True
+    return cls
+
+
+@sample((2, Base), (5, object))
+def class_statement(n, base):
+    class Local(base):
+        """A class made inside a function: body, closure, methods, super(), decorator."""
+
+        scale = n
+        doubled = [scale * 2 for _ in range(2)] if n > 3 else None
+
+        def __init__(self, v=1):
+            self.v = v * n
+
+        def describe(self, suffix=""):
+            try:
+                return super().describe(suffix) + "/local"
+            except AttributeError:
+                return "no describe"
+
+        @staticmethod
+        def twice(x):
+            return 2 * x
+
+        @property
+        def double(self):
+            return self.v * 2
+
+    @_register
+    class Other(Local, metaclass=type):
+        pass
+
+    obj = Other(3)
+    return obj.v, obj.double, Local.twice(4), obj.describe("!"), Other.registered, Local.scale, Local.__doc__, \
+        Local.__qualname__, Local.doubled
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass
@@ -1132,6 +1190,8 @@ def _drive(gen) -> list:
             value = gen.send(None if len(seen) % 2 else 2)
     except StopIteration as stop:
         seen.append(("returned", stop.value))
+    except Exception as exc:  # noqa: BLE001 - what the generator raises is part of its behaviour
+        seen.append(("raised", type(exc).__name__, str(exc)))
     return seen
 
 

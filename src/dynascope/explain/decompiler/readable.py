@@ -6,6 +6,7 @@ import ast
 from types import CodeType
 
 
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 TEMP_PREFIX = "__t"
 
@@ -115,11 +116,11 @@ def _asserts(stmts: list) -> list:
 
 
 def _decorators(stmts: list) -> list:
-    """`def f(): ...` then `f = deco(f)` -> `@deco def f(): ...`."""
+    """`def f(): ...` (or a class) then `f = deco(f)` -> `@deco def f(): ...`."""
     result = []
     for stmt in stmts:
         previous = result[-1] if result else None
-        if isinstance(previous, ast.FunctionDef) and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        if isinstance(previous, DEFINITIONS) and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
             decorators = _decorator_chain(stmt.value, previous.name)
             if isinstance(target, ast.Name) and target.id == previous.name and decorators:

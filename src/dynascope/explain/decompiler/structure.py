@@ -11,12 +11,13 @@ from __future__ import annotations
 import ast
 
 from .cfg import Block, ControlFlowGraph
+from .comprehension import from_statements
 from .executor import BlockExecutor, Frame
 from .nodes import const, name
 from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL, FEATURES, Instr
 from .protected import ProtectedRegions
 from .regions import MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
-from .values import DecompileError, Iter, LoopValue, Null, SymList
+from .values import Accumulator, DecompileError, Iter, LoopValue, Null, SymList
 
 
 class Structurer(ProtectedRegions):
@@ -399,8 +400,8 @@ class Structurer(ProtectedRegions):
                 merged.append(x)
                 continue
             temp = self.frame.new_temp()
-            a.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_as_expr(x), lineno=0))
-            b.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_as_expr(y), lineno=0))
+            a.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_arm_value(x), lineno=0))
+            b.stmts.append(ast.Assign(targets=[name(temp, ast.Store())], value=_arm_value(y), lineno=0))
             merged.append(name(temp))
         return merged
 
@@ -487,6 +488,16 @@ def _as_expr(value):
     if isinstance(value, SymList):
         return ast.List(elts=[_as_expr(v) for v in value.items], ctx=ast.Load())
     raise DecompileError(f"{type(value).__name__} at a merge point")
+
+
+def _arm_value(value):
+    """A value one arm leaves for the merge point; a comprehension 3.12+ inlined into the arm
+    becomes its expression (its loop statements are the last ones of the arm)."""
+    if isinstance(value, Accumulator):
+        stmts = value.out[value.start:]
+        del value.out[value.start:]
+        return from_statements(stmts, value.kind)
+    return _as_expr(value)
 
 
 def _conditional(test, body, orelse):

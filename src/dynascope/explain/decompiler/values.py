@@ -29,6 +29,14 @@ class Iter:
 
 
 @dataclass(eq=False)
+class Delegate:
+    """GET_YIELD_FROM_ITER / GET_AWAITABLE's result: what the next YIELD_FROM delegates to."""
+
+    value: ast.expr
+    kind: str  # "yield from" or "await"
+
+
+@dataclass(eq=False)
 class LoopValue:
     """The value FOR_ITER pushes; its first store(s) become the loop target."""
 
@@ -88,6 +96,21 @@ class FunctionValue:
     kwdefaults: dict = field(default_factory=dict)
     annotations: Any = None
     decorators: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class BuildClass:
+    """LOAD_BUILD_CLASS's `__build_class__`, waiting for its call."""
+
+
+@dataclass(eq=False)
+class ClassValue:
+    """A `class` statement's result: the class body's code, name, bases and keywords."""
+
+    body: FunctionValue
+    name: str
+    bases: list
+    keywords: list
 
 
 @dataclass(eq=False)
