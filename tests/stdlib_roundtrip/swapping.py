@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.abc
 import inspect
+import linecache
 import sys
 import types
 
@@ -162,10 +163,13 @@ def recompiled(original: types.CodeType, source: str) -> types.CodeType:
     outer = ast.FunctionDef(name=OUTER, args=_no_args(), body=prologue + wrapped, decorator_list=[], returns=None,
                             type_params=[])
     module = ast.fix_missing_locations(ast.Module(body=[outer], type_ignores=[]))
-    code = compile(module, original.co_filename, "exec")
+    filename = f"<decompiled {original.co_qualname if sys.version_info >= (3, 11) else original.co_name}>"
+    text = ast.unparse(module)
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks show it
+    code = compile(text, filename, "exec")
     new = _find_code(code, [OUTER] + ([CLASS] if "__class__" in free else []) + [node.name])
     _check_compatible(original, new)
-    changes = dict(co_name=original.co_name, co_filename=original.co_filename)
+    changes = dict(co_name=original.co_name)
     if sys.version_info >= (3, 11):
         changes["co_qualname"] = original.co_qualname
     return new.replace(**changes)

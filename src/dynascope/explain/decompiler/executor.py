@@ -27,6 +27,7 @@ from .values import (
     LoopValue, SavedLocal, SymList, Unpacked, WithEnter, WithExit, is_marker,
 )
 
+DISCARDED = ast.Name(id="_", ctx=ast.Store())  # an unpacked item nothing stores
 SIMPLE_STORES = ("STORE_FAST", "STORE_DEREF", "STORE_GLOBAL", "STORE_NAME")
 EVALUATED_AT = "_dynascope_position"
 
@@ -300,11 +301,25 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         group.targets[item.index] = target
         if any(t is None for t in group.targets):
             return
-        tuple_target = ast.Tuple(elts=list(group.targets), ctx=ast.Store())
+        tuple_target = ast.Tuple(elts=self.discard_targets(group.targets), ctx=ast.Store())
         if group.parent is not None:
             self.store(tuple_target, group.parent)
         else:
             self.store(tuple_target, group.source)
+
+    def discard_targets(self, targets: list) -> list:
+        """Targets for items popped unstored (3.13 turns `_, _, x = t`'s first store into POP_TOP):
+        the next plain name the unpacking assigns anyway, else a temporary."""
+        result = list(targets)
+        plain = [t.value if isinstance(t, ast.Starred) else t for t in result]
+        for i, target in enumerate(plain):
+            if target is not DISCARDED:
+                continue
+            following = next((t for t in plain[i + 1:] if t is not DISCARDED), None)
+            replacement = following.id if isinstance(following, ast.Name) else self.frame.new_temp()
+            replaced = name(replacement, ast.Store())
+            result[i] = ast.Starred(value=replaced, ctx=ast.Store()) if isinstance(result[i], ast.Starred) else replaced
+        return result
 
     def run(self, instrs: list[Instr]) -> None:
         self.instrs, self.pc = instrs, 0
@@ -469,6 +484,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
 
     def op_POP_TOP(self, ins):
         value = self.pop()
+        if isinstance(value, Unpacked):
+            self.store_unpacked(DISCARDED, value)
+            return
         if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value):
             return
         if getattr(value, "evaluated_by_test", False):  # the copy a branch already tested

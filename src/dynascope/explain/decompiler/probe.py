@@ -1153,6 +1153,15 @@ def class_statement(n, base):
         Local.__qualname__, Local.doubled
 
 
+@sample(("user@host:80", (1, 2, 3)), ("host", (4, 5, 6)))
+def unpack_discards(netloc, triple):
+    """3.13 compiles the first `_` store (overwritten at once) as POP_TOP (urllib.parse._hostinfo)."""
+    _, _, hostinfo = netloc.rpartition("@")
+    first, _, _ = triple
+    _, *_, last = triple
+    return hostinfo, first, last, _
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass
