@@ -1162,6 +1162,16 @@ def unpack_discards(netloc, triple):
     return hostinfo, first, last, _
 
 
+@sample(([3, 4],), ([],), ([0],))
+def for_that_never_loops(xs):
+    """Its body always leaves, so there is no back edge (configparser's popitem)."""
+    for x in xs:
+        if x:
+            return x * 2
+        raise ValueError("zero")
+    return "empty"
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass

@@ -97,7 +97,11 @@ class Structurer(ProtectedRegions):
                 return Walked(out, stack, block.succs[0] if block.succs else None)
             if last.name == "JUMP":
                 block = block.succs[0]
-            elif last.name in ("FOR_ITER", "SEND"):
+            elif last.name == "FOR_ITER":  # a `for` whose body never loops back (it always returns)
+                block, stack = self.emit_once_for(block, executor.stack, out, region)
+                if stack is None:
+                    return Walked(out, None)
+            elif last.name == "SEND":
                 raise DecompileError(f"{last.name} outside a recognised loop at offset {last.offset}")
             elif len(block.succs) == 2:
                 block, stack = self.emit_branch(block, executor, out, region)
@@ -256,6 +260,13 @@ class Structurer(ProtectedRegions):
         inner = self.protected[-1]
         leaving = {s for b in body for s in b.succs if s not in body and inner.leaves(s)}
         return leaving.pop() if len(leaving) == 1 else None
+
+    def emit_once_for(self, header: Block, stack: list, out: list, region: Region):
+        body_start = header.succs[0]
+        body = {b for b in self.cfg.reachable() if body_start in self.cfg.dominators.get(b, ())}
+        enclosing, cut = self.enclosing_region()
+        follow = self.cfg.post_dominator(header, enclosing, cut)
+        return self.emit_for(header, body, None if follow in body else follow, stack, out, region)
 
     def emit_for(self, header, body, follow, stack, out, region):
         iterator = stack[-1] if stack else None
