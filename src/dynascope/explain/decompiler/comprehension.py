@@ -41,8 +41,9 @@ def _walk(stmts: list, generators: list) -> list:
     if len(stmts) != 1:
         raise DecompileError("comprehension body is not a single loop")
     stmt = stmts[0]
-    if isinstance(stmt, ast.For) and not stmt.orelse:
-        generators.append(ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[], is_async=0))
+    if isinstance(stmt, (ast.For, ast.AsyncFor)) and not stmt.orelse:
+        generators.append(ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[],
+                                            is_async=int(isinstance(stmt, ast.AsyncFor))))
         return _walk(stmt.body, generators)
     if isinstance(stmt, ast.If) and generators:
         if not stmt.orelse or _only_continue(stmt.orelse):

@@ -22,9 +22,9 @@ from .ops_containers import ContainerOps
 from .ops_expressions import ExpressionOps
 from .ops_match import PatternOps
 from .values import (
-    NULL, Accumulator, BuildClass, CellRef, ClassValue, DecompileError, Delegate, ExcInfo, FunctionValue, ImportedModule,
-    ImportedName, Inplace, Iter,
-    LoopValue, SavedLocal, SymList, Unpacked, WithEnter, WithExit, is_marker,
+    NULL, Accumulator, BuildClass, CellRef, ClassValue, DecompileError, Delegate, ExcInfo, FunctionValue,
+    ImportedModule, ImportedName, Inplace, is_marker, Iter, LoopValue, SavedLocal, SymList, Unpacked, WithEnter,
+    WithExit, WithExitDone,
 )
 
 DISCARDED = ast.Name(id="_", ctx=ast.Store())  # an unpacked item nothing stores
@@ -509,18 +509,31 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         self.push(Delegate(self.expr(self.pop()), "yield from"))
 
     def op_GET_AWAITABLE(self, ins):
-        self.push(Delegate(self.expr(self.pop()), "await"))
+        value = self.pop()
+        if isinstance(value, (WithEnter, WithExitDone)) or getattr(value, "awaited_by_syntax", False):
+            self.push(Delegate(value, "implied"))  # `async with`'s __aenter__/__aexit__, an async comprehension
+            return
+        self.push(Delegate(self.expr(value), "await"))
 
     def op_YIELD_FROM(self, ins):
         sent, delegate = self.pop(), self.pop()
         if not (isinstance(sent, ast.Constant) and sent.value is None and isinstance(delegate, Delegate)):
             raise DecompileError("YIELD_FROM without GET_YIELD_FROM_ITER/GET_AWAITABLE")
+        if delegate.kind == "implied":
+            self.push(delegate.value)
+            return
         node = ast.YieldFrom if delegate.kind == "yield from" else ast.Await
         self.push(node(value=delegate.value))
 
+    def op_GET_AITER(self, ins):
+        self.push(Iter(self.expr(self.pop())))
+
+    def op_ASYNC_GEN_WRAP(self, ins):
+        pass  # an async generator's yielded value, wrapped for the event loop
+
     def op_BEFORE_WITH(self, ins):
         manager = self.expr(self.pop())
-        self.push(WithExit(manager))
+        self.push(WithExit(manager, is_async=ins.argval == "async"))
         self.push(WithEnter())
 
     def op_POP_EXCEPT(self, ins):

@@ -21,8 +21,6 @@ CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_GENERATOR, inspect.C
 
 
 def function_body(code: CodeType) -> tuple[list, Frame]:
-    if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR):
-        raise DecompileError("coroutines and async generators are not supported")
     frame = Frame(code, render_nested)
     body = Structurer(ControlFlowGraph(code), frame).function_body()
     declarations = []
@@ -30,7 +28,27 @@ def function_body(code: CodeType) -> tuple[list, Frame]:
         declarations.append(ast.Global(names=sorted(frame.globals_declared)))
     if frame.nonlocals_declared:
         declarations.append(ast.Nonlocal(names=sorted(frame.nonlocals_declared)))
-    return declarations + tidy(body, code), frame
+    body = declarations + tidy(body, code)
+    if code.co_flags & CO_ASYNC_GENERATOR:
+        _BareReturns().visit(ast.Module(body=body, type_ignores=[]))
+        if len(body) > 1 and isinstance(body[-1], ast.Return):
+            body.pop()
+    return body, frame
+
+
+class _BareReturns(ast.NodeVisitor):
+    """An async generator can only `return` without a value (its code returns None)."""
+
+    def visit_Return(self, node):
+        if isinstance(node.value, ast.Constant) and node.value.value is None:
+            node.value = None
+        elif node.value is not None:
+            raise DecompileError("async generator returning a value")
+
+    def visit_FunctionDef(self, node):
+        pass  # nested functions have their own returns
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
 
 
 def arguments(code: CodeType, defaults: list, kwdefaults: dict) -> ast.arguments:
@@ -57,9 +75,10 @@ def arguments(code: CodeType, defaults: list, kwdefaults: dict) -> ast.arguments
     )
 
 
-def function_def(code: CodeType, def_name: str, defaults: list, kwdefaults: dict, decorators=()) -> ast.FunctionDef:
+def function_def(code: CodeType, def_name: str, defaults: list, kwdefaults: dict, decorators=()) -> ast.stmt:
     body, _ = function_body(code)
-    node = ast.FunctionDef(name=def_name, args=arguments(code, defaults, kwdefaults), body=body or [ast.Pass()],
+    kind = ast.AsyncFunctionDef if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR) else ast.FunctionDef
+    node = kind(name=def_name, args=arguments(code, defaults, kwdefaults), body=body or [ast.Pass()],
                            decorator_list=list(decorators), returns=None, type_comment=None, lineno=0)
     if VERSION >= (3, 12):
         node.type_params = []

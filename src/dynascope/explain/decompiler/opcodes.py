@@ -100,8 +100,13 @@ def canonical_instructions(code) -> list[Instr]:
     line = None
     raws = list(dis.get_instructions(code))
     folded = _delegation_loops(raws)
+    async_exits = _async_for_exits(code, raws)
     for raw in raws:
         if raw.offset in folded:
+            continue
+        if raw.offset in async_exits:  # GET_ANEXT: the async iterator's FOR_ITER
+            folded.update(async_exits[raw.offset][1])
+            result.append(Instr("FOR_ITER", None, "async", raw.offset, async_exits[raw.offset][0], line, raw.opname))
             continue
         if raw.starts_line is not None and raw.starts_line is not False:
             line = raw.starts_line if isinstance(raw.starts_line, int) and raw.starts_line is not True else line
@@ -134,9 +139,37 @@ def _delegation_loops(raws: list) -> set[int]:
             after = next((r for r in raws if r.offset == ins.argval), None)
             if after is not None and after.opname == "END_SEND":
                 dropped.add(after.offset)
-        elif ins.opname == "CLEANUP_THROW" and i + 1 < len(raws) and raws[i + 1].opname.startswith("JUMP"):
-            dropped.update((ins.offset, raws[i + 1].offset))
+        elif ins.opname == "CLEANUP_THROW" and i + 1 < len(raws):
+            dropped.add(ins.offset)
+            if raws[i + 1].opname.startswith("JUMP"):
+                dropped.add(raws[i + 1].offset)
     return dropped
+
+
+def _async_for_exits(code, raws: list) -> dict[int, tuple[int, list[int]]]:
+    """`async for` asks GET_ANEXT for an awaitable, awaits it, and leaves the loop when that raises
+    StopAsyncIteration: a handler running END_ASYNC_FOR.  Read as a FOR_ITER whose exhausted branch
+    is that handler: {GET_ANEXT offset: (END_ASYNC_FOR offset, offsets of the await to drop)}."""
+    at = {r.offset: i for i, r in enumerate(raws)}
+    result = {}
+    for i, ins in enumerate(raws):
+        if ins.opname != "GET_ANEXT" or i + 2 >= len(raws) or raws[i + 1].opname != "LOAD_CONST":
+            continue
+        if raws[i + 2].opname not in ("SEND", "YIELD_FROM"):
+            continue
+        handler = next((t for s, e, t, _d, _l in _raw_exception_entries(code) if s <= ins.offset < e), None)
+        exit_ = _async_for_exit(raws, at, handler)
+        if exit_ is not None:
+            result[ins.offset] = (exit_.offset, [raws[i + 1].offset, raws[i + 2].offset])
+    return result
+
+
+def _async_for_exit(raws: list, at: dict, handler: int | None):
+    """The END_ASYNC_FOR a handler runs (3.10's handlers start one before, at the synthetic PUSH_EXC_INFO)."""
+    for offset in (handler, (handler or 0) + 1):
+        if offset in at and raws[at[offset]].opname == "END_ASYNC_FOR":
+            return raws[at[offset]]
+    return None
 
 
 def _jump_target(raw) -> int | None:
@@ -196,10 +229,14 @@ def _canonicalize(raw) -> list[Instr]:
         return [Instr("POP_TOP", None, None, off)] * FEATURES["end_for_pops"] if FEATURES["end_for_pops"] else []
     if name == "CALL_INTRINSIC_1":  # argval is a number; the name is what tells them apart
         return [Instr(name, arg, raw.argrepr, off)]
-    if name in ("SETUP_FINALLY", "POP_BLOCK"):  # 3.10: already turned into an exception table
+    if name in ("SETUP_FINALLY", "SETUP_ASYNC_WITH", "POP_BLOCK"):  # 3.10: already turned into an exception table
         return []
     if name == "JUMP_IF_NOT_EXC_MATCH":  # 3.10; DUP_TOP before it stands in for 3.11's kept copy
         return [Instr("CHECK_EXC_MATCH", None, None, off), Instr("POP_JUMP_IF_FALSE", None, argval, off, argval)]
+    if name == "END_ASYNC_FOR":  # reached as a FOR_ITER's exhausted branch (_async_for_exits)
+        return [Instr("POP_TOP", None, None, off)] * (0 if FEATURES["for_iter_pops"] else 2)
+    if name in ("ASYNC_GEN_WRAP", "BEFORE_ASYNC_WITH"):
+        return [Instr("ASYNC_GEN_WRAP" if name == "ASYNC_GEN_WRAP" else "BEFORE_WITH", None, "async", off)]
     if name == "SEND":  # the rest of its loop is dropped by _delegation_loops
         return [Instr("YIELD_FROM", None, None, off)]
     if name == "SETUP_WITH":
@@ -215,7 +252,14 @@ def _canonicalize(raw) -> list[Instr]:
 
 
 def exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
-    """(start, end, handler, stack depth, push lasti), as 3.11+ exception tables have them."""
+    """(start, end, handler, stack depth, push lasti), as 3.11+ exception tables have them; less
+    the `async for` exits, which canonical_instructions turns into FOR_ITER branches."""
+    raws = list(dis.get_instructions(code))
+    at = {r.offset: i for i, r in enumerate(raws)}
+    return [e for e in _raw_exception_entries(code) if _async_for_exit(raws, at, e[2]) is None]
+
+
+def _raw_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
     if VERSION < (3, 11):
         return _legacy_exception_entries(code)
     return [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis.Bytecode(code).exception_entries]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 
 from .nodes import const
 from .opcodes import FEATURES, VERSION
@@ -56,7 +57,9 @@ class CallOps:
             self.push(self.class_value(positional, keywords))
             return
         if isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter) and _is_comprehension(func):
-            self.push(self.frame.render_function(func, positional[0]))
+            node = self.frame.render_function(func, positional[0])
+            node.awaited_by_syntax = bool(func.code.co_flags & inspect.CO_COROUTINE)  # 3.10/3.11 await it
+            self.push(node)
             return
         self.push(ast.Call(func=self.expr(func), args=[self.expr(a) for a in positional], keywords=keywords))
 

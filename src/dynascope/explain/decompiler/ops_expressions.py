@@ -58,7 +58,7 @@ class ExpressionOps:
             self.push(ast.UnaryOp(op=ast.UAdd(), operand=self.expr(value)))
         elif "LIST_TO_TUPLE" in kind:
             self.push(as_tuple(self.expr(value)))
-        elif "PRINT" in kind:
+        elif "PRINT" in kind or "ASYNC_GEN_WRAP" in kind:
             self.push(value)
         else:
             raise DecompileError(f"unsupported intrinsic {kind}")

@@ -1172,6 +1172,68 @@ def for_that_never_loops(xs):
     return "empty"
 
 
+class _Step:
+    """An awaitable that yields once to whoever drives the coroutine."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __await__(self):
+        yield ("step", self.v)
+        return self.v * 2
+
+
+class _AsyncCtx:
+    def __init__(self, log, tag):
+        self.log, self.tag = log, tag
+
+    async def __aenter__(self):
+        self.log.append("in " + self.tag)
+        return self.tag
+
+    async def __aexit__(self, kind, value, tb):
+        self.log.append("out " + self.tag)
+        return kind is KeyError  # swallow KeyError only
+
+
+async def _arange(n):
+    for i in range(n):
+        await _Step(-i)
+        yield i
+
+
+@sample((3,), (0,), (7,))
+async def async_function(n):
+    log = []
+    async with _AsyncCtx(log, "a") as tag:
+        log.append((tag, await _Step(n)))
+    async for v in _arange(n):
+        if v == 5:
+            break
+        log.append(v)
+    else:
+        log.append("exhausted")
+    values = [v * 2 async for v in _arange(n) if v]
+    doubled = {v: await _Step(v) for v in range(n)}
+    async with _AsyncCtx(log, "b"):
+        if n:
+            raise KeyError("swallowed")
+    try:
+        async with _AsyncCtx(log, "c"):
+            return log, values, doubled, await _Step(1 / n)
+    except ZeroDivisionError:
+        return log, "no n"
+
+
+@sample((3,), (0,))
+async def async_generator(n):
+    async for v in _arange(n):
+        got = yield v
+        await _Step(-1 if got is None else got)
+    pending = (v * 3 async for v in _arange(n))
+    yield [v async for v in pending]
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass
@@ -1214,9 +1276,38 @@ def _drive(gen) -> list:
     return seen
 
 
+def _run_coroutine(coro) -> tuple:
+    """What a coroutine yields to its driver (sent None each time), then its outcome."""
+    trace: list = []
+    try:
+        while len(trace) < 1000:
+            trace.append(coro.send(None))
+        return trace, ("running",)
+    except StopIteration as stop:
+        return trace, ("returned", _normalise(stop.value))
+    except Exception as exc:  # noqa: BLE001 - part of its behaviour
+        return trace, ("raised", type(exc).__name__, str(exc))
+
+
+def _drive_async(agen) -> list:
+    """Each step of an async generator (sent None, then 2 in turn): what it awaited and yielded."""
+    seen = []
+    while len(seen) < 100:
+        step = agen.asend(None if len(seen) % 2 else 2) if seen else agen.__anext__()
+        trace, outcome = _run_coroutine(step)
+        seen.append((trace, outcome))
+        if outcome[0] != "returned":
+            break
+    return seen
+
+
 def _normalise(value: Any) -> Any:
     if inspect.isgenerator(value):
         return _drive(value)
+    if inspect.iscoroutine(value):
+        return _run_coroutine(value)
+    if inspect.isasyncgen(value):
+        return _drive_async(value)
     if isinstance(value, Box):
         return ("Box", value.v)
     if isinstance(value, (list, tuple)):

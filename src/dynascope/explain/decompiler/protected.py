@@ -68,7 +68,8 @@ class ProtectedRegions:
         exit_marker, entered = stack[-2], stack[-1]
         walked = self.protected_body(block, handler, stack, early_exit=self.with_early_return)
         item = ast.withitem(context_expr=exit_marker.manager, optional_vars=entered.target)
-        out.append(ast.With(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
+        statement = ast.AsyncWith if exit_marker.is_async else ast.With
+        out.append(statement(items=[item], body=walked.stmts or [ast.Pass()], lineno=0))
         if walked.stack is None:
             return None, None, None
         return walked.exit, walked.stack, None
@@ -77,7 +78,9 @@ class ProtectedRegions:
         """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE;
         or a `break`/`continue`: that call, then the jump (or CPython's copy of what follows the loop)."""
         names = [i.name for i in block.instrs]
-        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 and len(names) <= 8:
+        awaited = 3 if "YIELD_FROM" in names else 0  # async with: the __aexit__ call is awaited
+        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 + awaited // 3 \
+                and len(names) <= 8 + awaited:
             return block, None  # the inlined __exit__ call is a no-op for the executor
         if _is_exit_call(block.instrs[:EXIT_CALL_LENGTH]) and len(block.instrs) > EXIT_CALL_LENGTH:
             return self.loop_exit_after(block, block.instrs[EXIT_CALL_LENGTH:])

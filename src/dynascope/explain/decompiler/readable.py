@@ -6,6 +6,7 @@ import ast
 from types import CodeType
 
 
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 TEMP_PREFIX = "__t"
@@ -240,8 +241,8 @@ def _has_own_continue(stmts: list) -> bool:
     for stmt in stmts:
         if isinstance(stmt, ast.Continue):
             return True
-        if isinstance(stmt, (ast.For, ast.While, ast.FunctionDef, ast.Lambda)):
-            if _has_own_continue(stmt.orelse) if isinstance(stmt, (ast.For, ast.While)) else False:
+        if isinstance(stmt, LOOPS + DEFINITIONS + (ast.Lambda,)):
+            if _has_own_continue(stmt.orelse) if isinstance(stmt, LOOPS) else False:
                 return True
             continue
         for field in ("body", "orelse", "finalbody"):
@@ -300,7 +301,7 @@ def _plain_copy_of(stmt, temp: str) -> bool:
 def _strip_loop_continues(stmts: list) -> None:
     for stmt in stmts:
         for node in ast.walk(stmt):
-            if isinstance(node, (ast.For, ast.While)):
+            if isinstance(node, LOOPS):
                 node.body = _without_tail_continue(node.body) or [ast.Pass()]
 
 

@@ -282,7 +282,8 @@ class Structurer(ProtectedRegions):
         if loop.target is None:
             raise DecompileError("for loop without a target")
         after_stack = stack[:-1] if FEATURES["for_iter_pops"] else stack + [Null()]
-        statement = ast.For(target=loop.target, iter=iterator.iterable,
+        kind = ast.AsyncFor if header.instrs[-1].argval == "async" else ast.For
+        statement = kind(target=loop.target, iter=iterator.iterable,
                             body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[], lineno=0)
         if follow is exhausted:
             _append_loop(out, statement, loop)

@@ -141,9 +141,10 @@ class ImportedName:
 
 @dataclass(eq=False)
 class WithExit:
-    """The bound __exit__ that BEFORE_WITH leaves on the stack."""
+    """The bound __exit__ (or __aexit__) that BEFORE_WITH leaves on the stack."""
 
     manager: ast.expr
+    is_async: bool = False
 
 
 @dataclass(eq=False)
