@@ -227,6 +227,8 @@ def _canonicalize(raw) -> list[Instr]:
         return [Instr("LOAD_CONST", arg, argval, off), Instr("RETURN_VALUE", None, None, off)]
     if name == "END_FOR":
         return [Instr("POP_TOP", None, None, off)] * FEATURES["end_for_pops"] if FEATURES["end_for_pops"] else []
+    if name == "CALL_INTRINSIC_2" and "PREP_RERAISE_STAR" in raw.argrepr:  # 3.12+ spelling of 3.11's opcode
+        return [Instr("PREP_RERAISE_STAR", None, None, off)]
     if name == "CALL_INTRINSIC_1":  # argval is a number; the name is what tells them apart
         return [Instr(name, arg, raw.argrepr, off)]
     if name in ("SETUP_FINALLY", "SETUP_ASYNC_WITH", "POP_BLOCK"):  # 3.10: already turned into an exception table

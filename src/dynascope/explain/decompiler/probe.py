@@ -1234,6 +1234,36 @@ async def async_generator(n):
     yield [v async for v in pending]
 
 
+_EXCEPT_STAR_SAMPLES = '''
+@sample((0,), (1,), (2,), (3,), (4,))
+def except_star(kind):
+    log = []
+
+    def fail():
+        if kind == 3:
+            raise ValueError("plain")
+        if kind < 3:
+            raise ExceptionGroup("g", [ValueError("v"), TypeError("t"), KeyError("k")][:kind + 1])
+
+    try:
+        try:
+            fail()
+        except* ValueError as group:
+            log.append(("value", len(group.exceptions)))
+        except* TypeError:
+            log.append("type")
+        else:
+            log.append("none")
+        finally:
+            log.append("finally")
+    except* KeyError as rest:
+        log.append(("left", [type(e).__name__ for e in rest.exceptions]))
+    return log
+'''
+if sys.version_info >= (3, 11):  # `except*` does not parse before 3.11
+    exec(compile(_EXCEPT_STAR_SAMPLES, __file__, "exec"), globals())
+
+
 # ---------------------------------------------------------------------------------------------
 class _TookTooLong(Exception):
     pass

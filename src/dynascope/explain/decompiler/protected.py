@@ -101,6 +101,8 @@ class ProtectedRegions:
             finally:
                 self.active_finally.pop()
             return self.finish_finally(body, finally_stmts, length, out)
+        if any(i.name == "CHECK_EG_MATCH" for i in handler.instrs):
+            return self.emit_try_star(block, handler, stack, base, out, region)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
         clauses, after = self.except_clauses(handler, h_stack, region.early_exit)
         statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
@@ -116,6 +118,99 @@ class ProtectedRegions:
             raise DecompileError("the else path and the except clauses of a try leave it at different places")
         statement.orelse = orelse.stmts
         return after, (orelse.stack if orelse.stack is not None else base), None
+
+    # ---- except* (3.11+) -----------------------------------------------------------------------
+    def emit_try_star(self, block, handler, stack, base, out, region):
+        """`try ... except* E as e: ...`.  Each clause splits the exception group (CHECK_EG_MATCH);
+        what the clauses leave is re-raised (PREP_RERAISE_STAR); clauses cannot return, break
+        or continue, so each body runs to its end."""
+        body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
+        clauses, last_miss = self.star_clauses(handler)
+        resume, skip = self.star_resume(last_miss)
+        out.append(ast.TryStar(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[]))
+        if body.stack is None:
+            return resume, base, skip
+        if body.exit is resume and skip is None:
+            return resume, body.stack, None
+        if skip is not None and self.same_tail(resume, skip, body.exit):
+            return body.exit, body.stack, None
+        if skip is None:
+            orelse = self.walk(body.exit, body.stack, Region(stop=resume, leaves=region.leaves))
+            if orelse.stack is None or orelse.exit is resume:
+                out[-1].orelse = orelse.stmts
+                return resume, (orelse.stack if orelse.stack is not None else base), None
+        raise DecompileError("the else path and the except* clauses of a try leave it at different places")
+
+    def star_clauses(self, handler: Block):
+        """The except* clauses, and the block the last clause's no-match test jumps to."""
+        clauses = []
+        header = handler
+        instrs = [i for i in handler.body[1:]]
+        while instrs and instrs[0].name in ("COPY", "BUILD_LIST", "SWAP"):  # the group and its result list
+            instrs = instrs[1:]
+        while True:
+            check = next((k for k, i in enumerate(instrs) if i.name == "CHECK_EG_MATCH"), None)
+            if check is None or len(header.succs) != 2:
+                raise DecompileError("unrecognised except* clause")
+            type_expr = self.star_type(instrs[:check])
+            matched, missed = header.succs
+            first = matched.instrs[0]
+            if first.name not in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL", "POP_TOP"):
+                raise DecompileError("unrecognised except* clause")
+            exc_name = first.argval if first.name != "POP_TOP" else None
+            clauses.append(ast.ExceptHandler(type=type_expr, name=exc_name, body=self.star_body(matched, first)))
+            following = missed.succs[0] if [i.name for i in missed.instrs] == ["POP_TOP"] and missed.succs else None
+            if following is None or not any(i.name == "CHECK_EG_MATCH" for i in following.instrs):
+                return clauses, missed
+            header, instrs = following, following.body
+
+    def star_type(self, instrs) -> ast.expr:
+        out: list = []
+        executor = BlockExecutor(self.frame, [], out)
+        executor.run(instrs)
+        if out or len(executor.stack) != 1:
+            raise DecompileError("unrecognised except* type test")
+        return executor.expr(executor.pop())
+
+    def star_body(self, matched: Block, store: Instr) -> list:
+        start, skip = self.after_instr(matched, store)
+        cleanup = start.handler
+        if cleanup is None or cleanup is matched.handler:
+            return [ast.Pass()]  # an empty body has no range of its own in the exception table
+        self.active_handlers.append(cleanup)
+        try:
+            walked = self.walk(start, [], Region(leaves=lambda b: cleanup not in self.handler_chain(b)), skip_until=skip)
+        finally:
+            self.active_handlers.pop()
+        return walked.stmts or [ast.Pass()]
+
+    def star_resume(self, last_miss: Block):
+        """Where normal flow resumes after the clauses: just after the POP_EXCEPT on the path where
+        PREP_RERAISE_STAR left nothing to re-raise, as (block, offset within it or None)."""
+        block, seen = last_miss, set()
+        while block is not None and block not in seen:
+            seen.add(block)
+            if block.last.name == "POP_JUMP_IF_NOT_NONE" and any(i.name == "PREP_RERAISE_STAR" for i in block.instrs):
+                block = block.succs[0]
+                break
+            block = block.succs[0] if len(block.succs) == 1 else None
+        while block is not None and block not in seen:
+            seen.add(block)
+            names = [i.name for i in block.instrs]
+            if "POP_EXCEPT" in names:
+                rest = block.instrs[names.index("POP_EXCEPT") + 1:]
+                if not rest or [i.name for i in rest] == ["JUMP"]:
+                    return (block.succs[0] if block.succs else None), None
+                return block, rest[0].offset
+            block = block.succs[0] if len(block.succs) == 1 and set(names) <= {"POP_TOP"} else None
+        raise DecompileError("unrecognised end of except* clauses")
+
+    def same_tail(self, block: Block, skip: int, other: Block | None) -> bool:
+        """The instructions of `block` from `skip` on are a copy of `other` (a duplicated exit)."""
+        if other is None or block.succs or other.succs:
+            return False
+        tail = [(i.name, repr(i.argval)) for i in block.instrs if i.offset >= skip]
+        return tail == [(i.name, repr(i.argval)) for i in other.instrs]
 
     def except_clauses(self, handler: Block, stack: list, early_exit=None):
         """The `except` clauses of a handler, and the block where they rejoin normal flow.
@@ -152,6 +247,8 @@ class ProtectedRegions:
             return "reraise"
         if "CHECK_EXC_MATCH" in names:
             return "typed"
+        if "CHECK_EG_MATCH" in names:
+            return "star"
         if names and names[0] == "POP_TOP":
             return "bare"
         return "finally"
