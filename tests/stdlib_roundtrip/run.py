@@ -39,46 +39,59 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-# name shown -> (modules whose functions are swapped, unittest module that tests them, first Python)
-MODULES: dict[str, tuple[tuple[str, ...], str, tuple[int, int]]] = {
-    "argparse": (("argparse",), "test.test_argparse", (3, 10)),
+# name shown -> (modules whose functions are swapped, unittest modules that test them, first Python)
+MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[int, int]]] = {
+    "argparse": (("argparse",), ("test.test_argparse",), (3, 10)),
+    "ast": (("ast",), ("test.test_ast",), (3, 10)),
     "base64": (("base64",), "test.test_base64", (3, 10)),
-    "bisect": (("bisect",), "test.test_bisect", (3, 10)),
-    "calendar": (("calendar",), "test.test_calendar", (3, 10)),
-    "cmd": (("cmd",), "test.test_cmd", (3, 10)),
-    "colorsys": (("colorsys",), "test.test_colorsys", (3, 10)),
-    "configparser": (("configparser",), "test.test_configparser", (3, 10)),
-    "copy": (("copy",), "test.test_copy", (3, 10)),
-    "csv": (("csv",), "test.test_csv", (3, 10)),
-    "difflib": (("difflib",), "test.test_difflib", (3, 10)),
-    "fnmatch": (("fnmatch",), "test.test_fnmatch", (3, 10)),
-    "fractions": (("fractions",), "test.test_fractions", (3, 10)),
-    "getopt": (("getopt",), "test.test_getopt", (3, 10)),
-    "gettext": (("gettext",), "test.test_gettext", (3, 10)),
-    "glob": (("glob",), "test.test_glob", (3, 10)),
-    "graphlib": (("graphlib",), "test.test_graphlib", (3, 10)),
-    "heapq": (("heapq",), "test.test_heapq", (3, 10)),
-    "html": (("html",), "test.test_html", (3, 10)),
-    "html.parser": (("html.parser",), "test.test_htmlparser", (3, 10)),
-    "ipaddress": (("ipaddress",), "test.test_ipaddress", (3, 10)),
-    "json": (("json", "json.decoder", "json.encoder", "json.scanner"), "test.test_json", (3, 10)),
-    "netrc": (("netrc",), "test.test_netrc", (3, 10)),
-    "ntpath": (("ntpath",), "test.test_ntpath", (3, 10)),
-    "operator": (("operator",), "test.test_operator", (3, 10)),
-    "optparse": (("optparse",), "test.test_optparse", (3, 10)),
-    "plistlib": (("plistlib",), "test.test_plistlib", (3, 10)),
-    "posixpath": (("posixpath", "genericpath"), "test.test_posixpath", (3, 10)),
-    "pprint": (("pprint",), "test.test_pprint", (3, 10)),
-    "quopri": (("quopri",), "test.test_quopri", (3, 10)),
-    "random": (("random",), "test.test_random", (3, 10)),
-    "reprlib": (("reprlib",), "test.test_reprlib", (3, 10)),
-    "sched": (("sched",), "test.test_sched", (3, 10)),
-    "shlex": (("shlex",), "test.test_shlex", (3, 10)),
-    "statistics": (("statistics",), "test.test_statistics", (3, 10)),
-    "string": (("string",), "test.test_string", (3, 10)),
-    "textwrap": (("textwrap",), "test.test_textwrap", (3, 10)),
-    "tomllib": (("tomllib", "tomllib._parser", "tomllib._re"), "test.test_tomllib", (3, 11)),
-    "urllib.parse": (("urllib.parse",), "test.test_urlparse", (3, 10)),
+    "bisect": (("bisect",), ("test.test_bisect",), (3, 10)),
+    "calendar": (("calendar",), ("test.test_calendar",), (3, 10)),
+    "cmd": (("cmd",), ("test.test_cmd",), (3, 10)),
+    "collections": (("collections",), ("test.test_collections",), (3, 10)),
+    "colorsys": (("colorsys",), ("test.test_colorsys",), (3, 10)),
+    "configparser": (("configparser",), ("test.test_configparser",), (3, 10)),
+    "contextlib": (("contextlib",), ("test.test_contextlib", "test.test_contextlib_async"), (3, 10)),
+    "copy": (("copy",), ("test.test_copy",), (3, 10)),
+    "csv": (("csv",), ("test.test_csv",), (3, 10)),
+    "dataclasses": (("dataclasses",), ("test.test_dataclasses",), (3, 10)),
+    "datetime": (("datetime", "_strptime"), ("test.test_datetime", "test.test_strptime"), (3, 10)),
+    "difflib": (("difflib",), ("test.test_difflib",), (3, 10)),
+    "email": (("email.utils", "email._parseaddr", "email.header", "email.quoprimime", "email.base64mime", "email.charset", "email.feedparser", "email.parser", "email.message", "email.generator", "email._header_value_parser", "email.headerregistry", "email._policybase", "email.policy", "email.iterators", "email.encoders", "email.contentmanager"), ("test.test_email",), (3, 10)),
+    "enum": (("enum",), ("test.test_enum",), (3, 10)),
+    "fnmatch": (("fnmatch",), ("test.test_fnmatch",), (3, 10)),
+    "fractions": (("fractions",), ("test.test_fractions",), (3, 10)),
+    "functools": (("functools",), ("test.test_functools",), (3, 10)),
+    "getopt": (("getopt",), ("test.test_getopt",), (3, 10)),
+    "gettext": (("gettext",), ("test.test_gettext",), (3, 10)),
+    "glob": (("glob",), ("test.test_glob",), (3, 10)),
+    "graphlib": (("graphlib",), ("test.test_graphlib",), (3, 10)),
+    "heapq": (("heapq",), ("test.test_heapq",), (3, 10)),
+    "html": (("html",), ("test.test_html",), (3, 10)),
+    "html.parser": (("html.parser",), ("test.test_htmlparser",), (3, 10)),
+    "inspect": (("inspect",), ("test.test_inspect",), (3, 10)),
+    "ipaddress": (("ipaddress",), ("test.test_ipaddress",), (3, 10)),
+    "json": (("json", "json.decoder", "json.encoder", "json.scanner"), ("test.test_json",), (3, 10)),
+    "netrc": (("netrc",), ("test.test_netrc",), (3, 10)),
+    "ntpath": (("ntpath",), ("test.test_ntpath",), (3, 10)),
+    "operator": (("operator",), ("test.test_operator",), (3, 10)),
+    "optparse": (("optparse",), ("test.test_optparse",), (3, 10)),
+    "pickle": (("pickle",), ("test.test_pickle",), (3, 10)),
+    "plistlib": (("plistlib",), ("test.test_plistlib",), (3, 10)),
+    "posixpath": (("posixpath", "genericpath"), ("test.test_posixpath",), (3, 10)),
+    "pprint": (("pprint",), ("test.test_pprint",), (3, 10)),
+    "quopri": (("quopri",), ("test.test_quopri",), (3, 10)),
+    "random": (("random",), ("test.test_random",), (3, 10)),
+    "reprlib": (("reprlib",), ("test.test_reprlib",), (3, 10)),
+    "sched": (("sched",), ("test.test_sched",), (3, 10)),
+    "shlex": (("shlex",), ("test.test_shlex",), (3, 10)),
+    "statistics": (("statistics",), ("test.test_statistics",), (3, 10)),
+    "string": (("string",), ("test.test_string",), (3, 10)),
+    "tempfile": (("tempfile",), ("test.test_tempfile",), (3, 10)),
+    "textwrap": (("textwrap",), ("test.test_textwrap",), (3, 10)),
+    "tomllib": (("tomllib", "tomllib._parser", "tomllib._re"), ("test.test_tomllib",), (3, 11)),
+    "typing": (("typing",), ("test.test_typing",), (3, 10)),
+    "urllib.parse": (("urllib.parse",), ("test.test_urlparse",), (3, 10)),
+    "uuid": (("uuid",), ("test.test_uuid",), (3, 10)),
 }
 
 HERE = Path(__file__).resolve().parent
@@ -169,7 +182,8 @@ def _suite_text(run: dict) -> str:
 
 
 def _print_table(results: dict, elapsed: float, verbose: bool) -> None:
-    header = ("module", "functions", "decompiled", "refused", "swap failed", "without swap", "with swap", "verdict")
+    header = ("module", "functions", "decompiled", "refused", "swap failed", "without swap", "with swap", "verdict",
+              "seconds")
     rows = []
     totals = [0, 0, 0, 0]
     for name, r in results.items():
@@ -178,9 +192,10 @@ def _print_table(results: dict, elapsed: float, verbose: bool) -> None:
                    stats.get("swap_failed", 0)]
         totals = [a + b for a, b in zip(totals, numbers)]
         verdict = "ok" if r["ok"] else ("WORSE" if r["worse"] or r["problems"] else "refusals")
-        rows.append((name, *map(str, numbers), _suite_text(r["plain"]), _suite_text(r["swapped"]), verdict))
+        seconds = f"{r['plain'].get('seconds', 0):.0f}+{r['swapped'].get('seconds', 0):.0f}"
+        rows.append((name, *map(str, numbers), _suite_text(r["plain"]), _suite_text(r["swapped"]), verdict, seconds))
     green = sum(1 for r in results.values() if not r["worse"] and not r["problems"])
-    rows.append(("TOTAL", *map(str, totals), "", f"{green}/{len(results)} not worse", ""))
+    rows.append(("TOTAL", *map(str, totals), "", f"{green}/{len(results)} not worse", "", ""))
     widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header))]
     line = "  ".join("{:<%d}" % w for w in widths)
     print(f"stdlib round trip, python {sys.version.split()[0]}, {elapsed:.0f} s")
@@ -220,7 +235,7 @@ def _reason_key(reason: str) -> str:
 
 # ---- the worker: swap, run the suite, write a JSON result -------------------------------------
 def worker(name: str, swap: bool, result_path: str) -> None:
-    modules, test_module, _first = MODULES[name]
+    modules, test_modules, _first = MODULES[name]
     swapper = None
     if swap:
         from swapping import Swapper  # noqa: PLC0415 - only the worker needs the decompiler
@@ -231,18 +246,18 @@ def worker(name: str, swap: bool, result_path: str) -> None:
 
     for module in modules:
         importlib.import_module(module)
-    tests = _run_suite(test_module)
+    tests = _run_suite(test_modules)
     result = {"status": "ran", "tests": tests}
     if swapper is not None:
         result["stats"] = swapper.stats()
     Path(result_path).write_text(json.dumps(result))
 
 
-def _run_suite(test_module: str) -> dict:
+def _run_suite(test_modules: tuple[str, ...]) -> dict:
     import io  # noqa: PLC0415
     import unittest  # noqa: PLC0415
 
-    suite = unittest.defaultTestLoader.loadTestsFromName(test_module)
+    suite = unittest.defaultTestLoader.loadTestsFromNames(test_modules)
     runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
     outcome = runner.run(suite)
     bad = {re.sub(r" at 0x[0-9a-f]+", "", str(test)): text for test, text in outcome.failures + outcome.errors + [

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import __future__
 import ast
+import functools
+import operator
 import importlib.abc
 import inspect
 import linecache
@@ -11,6 +14,7 @@ import types
 
 from dynascope.explain.decompiler import DecompileError, decompile
 
+FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names))
 OUTER, CLASS = "__roundtrip_outer__", "__roundtrip_class__"
 # flags a replacement code object must share with the original (what kind of function it is)
 KIND_FLAGS = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_VARARGS
@@ -166,7 +170,8 @@ def recompiled(original: types.CodeType, source: str) -> types.CodeType:
     filename = f"<decompiled {original.co_qualname if sys.version_info >= (3, 11) else original.co_name}>"
     text = ast.unparse(module)
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks show it
-    code = compile(text, filename, "exec")
+    # the original's `from __future__` flags, not this module's (exec() inside inherits them)
+    code = compile(text, filename, "exec", flags=original.co_flags & FUTURE_FLAGS, dont_inherit=True)
     new = _find_code(code, [OUTER] + ([CLASS] if "__class__" in free else []) + [node.name])
     _check_compatible(original, new)
     changes = dict(co_name=original.co_name)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import __future__
 import ast
+import copy
+import dis
 import inspect
 from types import CodeType
 from typing import Any
@@ -10,7 +13,7 @@ from typing import Any
 from .cfg import ControlFlowGraph
 from .comprehension import from_statements
 from .executor import Frame
-from .nodes import const
+from .nodes import const, name
 from .opcodes import VERSION
 from .readable import tidy
 from .structure import Structurer
@@ -18,6 +21,7 @@ from .values import ClassValue, DecompileError, FunctionValue, Iter
 
 CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_GENERATOR, inspect.CO_COROUTINE, inspect.CO_ASYNC_GENERATOR
+CO_FUTURE_ANNOTATIONS = __future__.annotations.compiler_flag
 
 
 def function_body(code: CodeType) -> tuple[list, Frame]:
@@ -94,7 +98,41 @@ def render_nested(fn: FunctionValue | ClassValue, how: Any):
         return comprehension(fn.code, how.iterable)
     if how == "<lambda>":
         return lambda_expr(fn)
-    return function_def(fn.code, how, fn.defaults, fn.kwdefaults)
+    node = function_def(fn.code, how, fn.defaults, fn.kwdefaults)
+    if fn.annotations is not None:
+        annotate(node, fn.annotations, fn.code)
+    return node
+
+
+def annotate(node: ast.FunctionDef, annotations: Any, code: CodeType) -> None:
+    """MAKE_FUNCTION's annotations (a flat name, value, name, value... tuple) onto the def."""
+    if isinstance(annotations, ast.Constant) and isinstance(annotations.value, tuple):
+        flat = [const(v) for v in annotations.value]
+    elif isinstance(annotations, ast.Tuple):
+        flat = list(annotations.elts)
+    else:
+        raise DecompileError("function annotations in an unknown form")
+    args = node.args
+    params = {a.arg: a for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg] if a}
+    for key, value in zip(flat[0::2], flat[1::2]):
+        value = annotation_expr(value, code)
+        if not isinstance(key, ast.Constant) or (key.value != "return" and key.value not in params):
+            raise DecompileError("function annotation for an unknown parameter")
+        if key.value == "return":
+            node.returns = value
+        else:
+            params[key.value].annotation = value
+
+
+def annotation_expr(value: ast.expr, code: CodeType) -> ast.expr:
+    """Under `from __future__ import annotations` the compiler stored the annotation's source text;
+    give back that source, which the same future import turns into the same text again."""
+    if code.co_flags & CO_FUTURE_ANNOTATIONS and isinstance(value, ast.Constant) and isinstance(value.value, str):
+        try:
+            return ast.parse(value.value, mode="eval").body
+        except SyntaxError:
+            raise DecompileError("annotation text that does not parse") from None
+    return value
 
 
 # what the compiler stores in every class namespace; the class statement implies it
@@ -103,13 +141,14 @@ CLASS_EPILOGUE = ("__static_attributes__", "__classcell__")
 
 
 def class_def(cls: ClassValue) -> ast.ClassDef:
-    body, _ = function_body(cls.body.code)
+    code = cls.body.code
+    body, _ = function_body(code)
     declarations = [s for s in body if isinstance(s, (ast.Global, ast.Nonlocal))]
-    body = body[len(declarations):]
-    if body and _returns_namespace_result(body[-1]):
-        body.pop()
-    else:
+    body = _without_namespace_returns(body[len(declarations):])
+    if any(isinstance(n, ast.Return) for n in _same_scope_nodes(body)):
         raise DecompileError("class body that does not end the way the compiler ends one")
+    if any(i.opname == "SETUP_ANNOTATIONS" for i in dis.get_instructions(code)):
+        body = [_AnnotationStores(code).visit(stmt) for stmt in body]
     for names, where in ((CLASS_PROLOGUE, 0), (CLASS_EPILOGUE, -1)):
         while body and _assigns_one_of(body[where], names):
             body.pop(where)
@@ -121,6 +160,68 @@ def class_def(cls: ClassValue) -> ast.ClassDef:
     if VERSION >= (3, 12):
         node.type_params = []
     return node
+
+
+def _without_namespace_returns(stmts: list) -> list:
+    """The class body without the compiler's final `return` (CPython copies it onto each path that
+    reaches the end: `if c: a; return` + `b; return` becomes `if c: a else: b`)."""
+    out = []
+    for i, stmt in enumerate(stmts):
+        if _returns_namespace_result(stmt) or _is_epilogue(stmts[i:]):
+            return out
+        if isinstance(stmt, ast.If) and (_ends_in_return(stmt.body) or _ends_in_return(stmt.orelse)):
+            rest = stmts[i + 1:]
+            stmt.body = _without_namespace_returns(stmt.body + copy.deepcopy(rest)) or [ast.Pass()]
+            stmt.orelse = _without_namespace_returns(stmt.orelse + rest)
+            return out + [stmt]
+        out.append(stmt)
+    return out
+
+
+def _is_epilogue(stmts: list) -> bool:
+    """`__static_attributes__ = ...` (3.13), `__classcell__ = ...`, then the final return."""
+    count = 0
+    while count < len(stmts) and _assigns_one_of(stmts[count], CLASS_EPILOGUE):
+        count += 1
+    return 0 < count < len(stmts) and _returns_namespace_result(stmts[count])
+
+
+def _ends_in_return(stmts: list) -> bool:
+    last = stmts[-1] if stmts else None
+    if isinstance(last, ast.If):
+        return _ends_in_return(last.body) or _ends_in_return(last.orelse)
+    return isinstance(last, ast.Return)
+
+
+def _same_scope_nodes(stmts: list):
+    """Nodes of these statements, not descending into nested functions and classes."""
+    todo = list(stmts)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+class _AnnotationStores(ast.NodeTransformer):
+    """In a class body (SETUP_ANNOTATIONS), `__annotations__['x'] = T` is what `x: T` compiles to."""
+
+    def __init__(self, code: CodeType):
+        self.code = code
+
+    def visit_Assign(self, node):
+        target = node.targets[0] if len(node.targets) == 1 else None
+        if (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and target.value.id == "__annotations__" and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str) and target.slice.value.isidentifier()):
+            return ast.AnnAssign(target=name(target.slice.value, ast.Store()),
+                                 annotation=annotation_expr(node.value, self.code), value=None, simple=1)
+        return node
+
+    def visit_FunctionDef(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
 
 
 def _assigns_one_of(stmt, names) -> bool:

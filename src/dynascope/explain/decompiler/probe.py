@@ -1234,6 +1234,28 @@ async def async_generator(n):
     yield [v async for v in pending]
 
 
+def _names(annotations: dict) -> dict:
+    return {k: getattr(v, "__name__", v) for k, v in annotations.items()}
+
+
+@sample((2,), (5,))
+def annotations_kept(n):
+    """Class-body annotations (a dataclass made in a function) and a nested def's annotations."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+        y: "int" = n
+        if n > 3:
+            big: bool = True
+
+    def scale(p: Point, k: "float" = 2, *rest: int, **named) -> Point:
+        return Point(p.x * k, p.y * k)
+
+    return repr(scale(Point(1))), _names(scale.__annotations__), _names(Point.__annotations__)
+
+
 _EXCEPT_STAR_SAMPLES = '''
 @sample((0,), (1,), (2,), (3,), (4,))
 def except_star(kind):
