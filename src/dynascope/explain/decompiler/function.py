@@ -32,7 +32,7 @@ def function_body(code: CodeType) -> tuple[list, Frame]:
         declarations.append(ast.Global(names=sorted(frame.globals_declared)))
     if frame.nonlocals_declared:
         declarations.append(ast.Nonlocal(names=sorted(frame.nonlocals_declared)))
-    body = declarations + tidy(body, code)
+    body = tidy(declarations + body, code)  # tidying must see what `global`/`nonlocal` makes visible
     if code.co_flags & CO_ASYNC_GENERATOR:
         _BareReturns().visit(ast.Module(body=body, type_ignores=[]))
         if len(body) > 1 and isinstance(body[-1], ast.Return):

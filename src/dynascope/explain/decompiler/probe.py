@@ -1234,6 +1234,22 @@ async def async_generator(n):
     yield [v async for v in pending]
 
 
+WALRUS_GLOBAL = None
+
+
+@sample((lambda: 0,), (lambda: 7,))
+def walrus_on_a_global(make):
+    """A walrus binding nothing here reads still binds the global (it used to be dropped)."""
+    global WALRUS_GLOBAL
+    if WALRUS_GLOBAL := make():
+        return "set", _walrus_global()
+    return "unset", _walrus_global()
+
+
+def _walrus_global():
+    return WALRUS_GLOBAL
+
+
 def _names(annotations: dict) -> dict:
     return {k: getattr(v, "__name__", v) for k, v in annotations.items()}
 

@@ -325,18 +325,16 @@ def _drop_unread_walrus_names(stmts: list) -> None:
     """Dynamo keeps some callables in locals it only ever deletes (`(tmp_1 := f)()` ... `del tmp_1`)."""
     module = ast.Module(body=stmts, type_ignores=[])
     loaded = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    walrus_targets = {id(n.target) for n in ast.walk(module) if isinstance(n, ast.NamedExpr)}
     walrus_only = {n.target.id for n in ast.walk(module) if isinstance(n, ast.NamedExpr)}
     other_stores = {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-                    and not _is_walrus_target(module, n)}
-    unread = walrus_only - loaded - other_stores
+                    and id(n) not in walrus_targets}
+    declared = {v for n in ast.walk(module) if isinstance(n, (ast.Global, ast.Nonlocal)) for v in n.names}
+    unread = walrus_only - loaded - other_stores - declared  # a global or nonlocal binding is seen outside
     if not unread:
         return
     _UnwrapWalrus(unread).visit(module)
     _drop_deletes(stmts, unread)
-
-
-def _is_walrus_target(module, node) -> bool:
-    return any(isinstance(n, ast.NamedExpr) and n.target is node for n in ast.walk(module))
 
 
 class _UnwrapWalrus(ast.NodeTransformer):
