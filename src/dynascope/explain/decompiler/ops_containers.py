@@ -119,13 +119,22 @@ class ContainerOps:
 
     def op_SET_ADD(self, ins):
         value = self.pop()
-        if not isinstance(self.stack[-ins.arg], Accumulator):
+        target = self.stack[-ins.arg]
+        if isinstance(target, ast.Set) or (isinstance(target, ast.Call) and _is_empty_set(target)):
+            self.stack[-ins.arg] = ast.Set(elts=getattr(target, "elts", []) + [self.expr(value)])
+            return  # a long set display is built one item at a time
+        if not isinstance(target, Accumulator):
             raise DecompileError("SET_ADD outside a comprehension")
         self.out.append(ast.Expr(value=ast.Call(func=name("__append__"), args=[self.expr(value)], keywords=[])))
 
     def op_MAP_ADD(self, ins):
         value, key = self.pop(), self.pop()
-        if not isinstance(self.stack[-ins.arg], Accumulator):
+        target = self.stack[-ins.arg]
+        if isinstance(target, ast.Dict):  # a long dict display is built one item at a time
+            target.keys.append(self.expr(key))
+            target.values.append(self.expr(value))
+            return
+        if not isinstance(target, Accumulator):
             raise DecompileError("MAP_ADD outside a comprehension")
         self.out.append(ast.Expr(value=ast.Call(func=name("__append__"),
                                                 args=[self.expr(key), self.expr(value)], keywords=[])))
@@ -174,3 +183,7 @@ class ContainerOps:
             del lst.items[key.value]
             return True
         return False
+
+
+def _is_empty_set(node: ast.Call) -> bool:
+    return isinstance(node.func, ast.Name) and node.func.id == "set" and not node.args and not node.keywords

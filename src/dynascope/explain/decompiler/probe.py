@@ -1234,6 +1234,18 @@ async def async_generator(n):
     yield [v async for v in pending]
 
 
+@sample((3,), ("x",))
+def long_displays(a):
+    """More than ~16 items: built empty, then one MAP_ADD / SET_ADD / LIST_APPEND per item."""
+    d = {"k0": a, "k1": a, "k2": a, "k3": a, "k4": a, "k5": a, "k6": a, "k7": a, "k8": a, "k9": a,
+         "k10": a, "k11": a, "k12": a, "k13": a, "k14": a, "k15": a, "k16": a, "k17": a, "k18": a, "k19": [a]}
+    s = {a * 1, a * 2, a * 3, a * 4, a * 5, a * 6, a * 7, a * 8, a * 9, a * 10, a * 11, a * 12, a * 13,
+         a * 14, a * 15, a * 16, a * 17, a * 18, a * 19, a * 20, a * 21, a * 22, a * 23, a * 24, a * 25,
+         a * 26, a * 27, a * 28, a * 29, a * 30, a * 31, a * 32, a * 33}
+    xs = [a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a]
+    return d, sorted(map(str, s)), xs
+
+
 WALRUS_GLOBAL = None
 
 
