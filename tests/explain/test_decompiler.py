@@ -7,6 +7,7 @@ import inspect
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,21 +58,105 @@ def test_output_compiles():
             ast.parse(source)
 
 
-def _class_inside(x):
-    class Local:
-        value = x
-
-    return Local.value
+STAR_IMPORT = compile("from os.path import *", "star_import", "exec")  # module code: not a function body
 
 
 def test_unsupported_code_falls_back_to_annotated_dis():
     with pytest.raises(DecompileError):
-        decompile(_class_inside)
-    text, ok = decompile_or_dis(_class_inside)
+        decompile(STAR_IMPORT)
+    text, ok = decompile_or_dis(STAR_IMPORT)
     assert not ok
-    assert text.startswith("# dynascope could not decompile _class_inside")
+    assert text.startswith("# dynascope could not decompile <module>")
     assert "# reason: DecompileError" in text
-    assert "LOAD_BUILD_CLASS" in text  # the listing itself follows the header
+    assert "IMPORT_STAR" in text  # the listing itself follows the header
+
+
+def _class_inside(x):
+    class Local:
+        value = x
+
+        def get(self):
+            return super().__repr__(), self.value
+
+    return Local
+
+
+def test_class_statement_inside_a_function():
+    source = decompile(_class_inside)
+    assert "class Local:" in source and "value = x" in source and "__qualname__" not in source
+    namespace: dict = {}
+    exec(source, namespace)
+    local = namespace["_class_inside"](5)
+    assert local.value == 5 and local().get()[1] == 5
+
+
+async def _async_everything(source, lock):
+    async with lock as held:
+        total = await source.first()
+    async for item in source:
+        total += item
+    return [x async for x in source], total, held
+
+
+def _delegating(inner):
+    got = yield from inner
+    return got
+
+
+def test_async_and_yield_from_read_as_written():
+    source = decompile(_async_everything)
+    assert source.startswith("async def _async_everything(source, lock):")
+    for piece in ("async with lock as held:", "total = await source.first()", "async for item in source:",
+                  "[x async for x in source]"):
+        assert piece in source, source
+    assert "got = (yield from inner)" in decompile(_delegating)
+
+
+EXCEPT_STAR = """
+def handle(run):
+    try:
+        run()
+    except* ValueError as group:
+        return_value = len(group.exceptions)
+    except* (TypeError, KeyError):
+        return_value = -1
+    return return_value
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="except* is 3.11+")
+def test_except_star_reads_as_written():
+    namespace: dict = {}
+    exec(EXCEPT_STAR, namespace)
+    source = decompile(namespace["handle"])
+    assert "except* ValueError as group:" in source and "except* (TypeError, KeyError):" in source
+
+
+FUTURE_ANNOTATIONS = """
+from __future__ import annotations
+
+def make():
+    class Point:
+        x: int
+        y: list[Point] = []
+
+    def scale(p: Point, k: float = 2) -> Point:
+        return p
+
+    return Point, scale
+"""
+
+
+def test_annotations_survive_under_future_annotations():
+    flags = __import__("__future__").annotations.compiler_flag
+    namespace: dict = {}
+    exec(compile(FUTURE_ANNOTATIONS, "future", "exec", dont_inherit=True), namespace)
+    source = decompile(namespace["make"])
+    again: dict = {}
+    exec(compile(source, "again", "exec", flags=flags, dont_inherit=True), again)
+    (point, scale), (point2, scale2) = namespace["make"](), again["make"]()
+    assert point2.__annotations__ == point.__annotations__ == {"x": "int", "y": "list[Point]"}
+    assert scale2.__annotations__ == scale.__annotations__
 
 
 def test_decompile_error_is_a_dynascope_error():

@@ -13,7 +13,7 @@ unittest in a fresh subprocess, once with the swap and once without, and the two
 Usage (any CPython 3.10-3.13 that ships the `test` package; no third-party packages):
 
     PYTHONPATH=src python tests/stdlib_roundtrip/run.py [--modules a,b] [--json out.json] [--jobs N]
-                                                        [--timeout S] [--verbose]
+                                                        [--timeout S] [--verbose] [--keep-sources DIR]
 
 Prints one row per module: functions found, decompiled, refused (DecompileError), swap failed (the
 source compiled to a code object that cannot replace the original: different free variables,
@@ -23,7 +23,8 @@ writes everything, per module, including each refused function and each test tha
 
 Exit status: 0 when every function decompiled and was swapped and no suite is worse with the
 swap (a test failing or erroring that passed without it, fewer tests run, a crash or a timeout);
-1 otherwise; 2 for a usage error.  `--verbose` prints each refused function and failing test.
+1 otherwise; 2 for a usage error.  `--verbose` prints each refused function and failing test;
+`--keep-sources DIR` keeps the decompiled source of every swapped function (tracebacks point there).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     jobs = [(n, swap) for n in names for swap in (True, False)]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        done = list(pool.map(lambda job: _run_worker(*job, args.timeout), jobs))
+        done = list(pool.map(lambda job: _run_worker(*job, args.timeout, args.keep_sources), jobs))
     results = {n: _compare(n, done[2 * i], done[2 * i + 1]) for i, n in enumerate(names)}
     elapsed = time.monotonic() - started
     _print_table(results, elapsed, args.verbose)
@@ -130,17 +131,21 @@ def _parse(argv):
     parser.add_argument("--jobs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per suite run")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--keep-sources", metavar="DIR", help="keep the decompiled sources, one file per function")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--no-swap", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-def _run_worker(name: str, swap: bool, timeout: float) -> dict:
+def _run_worker(name: str, swap: bool, timeout: float, keep_sources: str | None = None) -> dict:
     env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=os.pathsep.join(
         [str(SRC)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     with tempfile.TemporaryDirectory(prefix="stdlib_roundtrip_") as tmp:
         result_path = Path(tmp) / "result.json"
+        sources = Path(keep_sources) / name if keep_sources and swap else Path(tmp) / "sources"
+        sources.mkdir(parents=True, exist_ok=True)
+        env["STDLIB_ROUNDTRIP_SOURCES"] = str(sources)
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--result", str(result_path)]
         if not swap:
             command.append("--no-swap")

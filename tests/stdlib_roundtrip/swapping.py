@@ -6,15 +6,19 @@ import __future__
 import ast
 import functools
 import operator
+import os
+import re
 import importlib.abc
 import inspect
 import linecache
 import sys
 import types
+from pathlib import Path
 
 from dynascope.explain.decompiler import DecompileError, decompile
 
 FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names))
+SOURCE_DIR = "STDLIB_ROUNDTRIP_SOURCES"  # environment variable: where decompiled sources are written
 OUTER, CLASS = "__roundtrip_outer__", "__roundtrip_class__"
 # flags a replacement code object must share with the original (what kind of function it is)
 KIND_FLAGS = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_VARARGS
@@ -167,9 +171,8 @@ def recompiled(original: types.CodeType, source: str) -> types.CodeType:
     outer = ast.FunctionDef(name=OUTER, args=_no_args(), body=prologue + wrapped, decorator_list=[], returns=None,
                             type_params=[])
     module = ast.fix_missing_locations(ast.Module(body=[outer], type_ignores=[]))
-    filename = f"<decompiled {original.co_qualname if sys.version_info >= (3, 11) else original.co_name}>"
-    text = ast.unparse(module)
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # tracebacks show it
+    text = ast.unparse(module) + "\n"
+    filename = _source_file(original, text)
     # the original's `from __future__` flags, not this module's (exec() inside inherits them)
     code = compile(text, filename, "exec", flags=original.co_flags & FUTURE_FLAGS, dont_inherit=True)
     new = _find_code(code, [OUTER] + ([CLASS] if "__class__" in free else []) + [node.name])
@@ -178,6 +181,21 @@ def recompiled(original: types.CodeType, source: str) -> types.CodeType:
     if sys.version_info >= (3, 11):
         changes["co_qualname"] = original.co_qualname
     return new.replace(**changes)
+
+
+def _source_file(original: types.CodeType, text: str) -> str:
+    """Tracebacks (and tests that read them) show the decompiled source: it is written to a file
+    in the worker's scratch directory (SOURCE_DIR), or given to linecache when there is none."""
+    qualname = original.co_qualname if sys.version_info >= (3, 11) else original.co_name
+    stem = re.sub(r"[^A-Za-z0-9_.]", "_", f"{Path(original.co_filename).stem}.{qualname}")
+    directory = os.environ.get(SOURCE_DIR)
+    if not directory:
+        filename = f"<decompiled {stem}>"
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+        return filename
+    path = Path(directory) / f"{stem}.{original.co_firstlineno}.py"
+    path.write_text(text)
+    return str(path)
 
 
 def _the_def(node: ast.stmt) -> ast.FunctionDef:
