@@ -51,6 +51,7 @@ class Frame:
         # and by LOAD_FAST_AND_CLEAR where 3.12+ inlines comprehensions)
         self.accumulator_pending = code.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>")
         self.nonlocals_declared: set[str] = set()
+        self.already_evaluated: set[int] = set()  # ids of branch tests whose leftover copy POP_TOP drops
 
     def next_position(self) -> int:
         self.position += 1
@@ -487,7 +488,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, Unpacked):
             self.store_unpacked(DISCARDED, value)
             return
-        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value):
+        if isinstance(value, (ast.Constant, ast.Name)) or is_marker(value) or id(value) in self.frame.already_evaluated:
             return
         if getattr(value, "evaluated_by_test", False):  # the copy a branch already tested
             return

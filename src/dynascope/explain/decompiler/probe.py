@@ -1246,6 +1246,13 @@ def long_displays(a):
     return d, sorted(map(str, s)), xs
 
 
+@sample((["ab", 3, None, ""], True), (["x"], False))
+def boolean_ops_on_calls(items, strict):
+    """3.12+ keeps a copy of `f()` for `f() or g()` and pops it on the `g()` side (was a refusal in lambdas)."""
+    keep = lambda v: hasattr(v, "upper") or (strict and isinstance(v, int))  # noqa: E731
+    return [keep(v) for v in items], [len(str(v)) and str(v) or repr(v) for v in items]
+
+
 WALRUS_GLOBAL = None
 
 
