@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math
 from types import CodeType
 from typing import Any
 
@@ -63,7 +64,8 @@ def decompile(obj: Any) -> str:
     def_name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
     try:
         node = _closure_if_needed(function_def(code, def_name, defaults, kwdefaults), code)
-        source = ast.unparse(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])))
+        module = _NegativeNumbers().visit(ast.Module(body=[node], type_ignores=[]))
+        source = ast.unparse(ast.fix_missing_locations(module))
         compile(source, "<decompiled>", "exec")
     except DecompileError:
         raise
@@ -94,6 +96,19 @@ def _reads_free_cells(node: ast.FunctionDef, code: CodeType) -> bool:
     """Does the body take a free variable's cell (`(lambda: v).__closure__[0]`, from LOAD_CLOSURE)?"""
     return any(isinstance(n, ast.Attribute) and n.attr == "__closure__" and isinstance(n.value, ast.Lambda)
                and isinstance(n.value.body, ast.Name) and n.value.body.id in code.co_freevars for n in ast.walk(node))
+
+
+class _NegativeNumbers(ast.NodeTransformer):
+    """ast.unparse writes the folded constant -1 as `-1` even where that parses differently:
+    `(-1) ** x` would come out as `-1 ** x`, `(-1).real` as `-1 .real`.  As `-(1)` it is bracketed."""
+
+    def visit_Constant(self, node):
+        value = node.value
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.copysign(1, value) < 0:
+            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-value))
+        if isinstance(value, complex) and value.real == 0 and math.copysign(1, value.real) < 0:
+            return ast.UnaryOp(op=ast.USub(), operand=ast.Constant(value=-value))
+        return node
 
 
 def decompile_or_dis(obj: Any) -> tuple[str, bool]:

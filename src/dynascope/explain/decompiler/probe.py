@@ -1253,6 +1253,12 @@ def boolean_ops_on_calls(items, strict):
     return [keep(v) for v in items], [len(str(v)) and str(v) or repr(v) for v in items]
 
 
+@sample((0,), (3,))
+def negative_constants(n):
+    """The folded constant -1 must keep its brackets: `(-1) ** n` is not `-1 ** n` (_pydecimal's __int__)."""
+    return (-1) ** n, (-2.5) ** 2, (-1).__abs__(), (-1) ** -n, -(-1) ** n
+
+
 WALRUS_GLOBAL = None
 
 
