@@ -92,7 +92,6 @@ MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[int, int]]] = {
     "posixpath": (("posixpath", "genericpath"), ("test.test_posixpath",), (3, 10)),
     "pprint": (("pprint",), ("test.test_pprint",), (3, 10)),
     "pstats": (("pstats",), ("test.test_pstats",), (3, 10)),
-    "pyclbr": (("pyclbr",), ("test.test_pyclbr",), (3, 10)),
     "quopri": (("quopri",), ("test.test_quopri",), (3, 10)),
     "random": (("random",), ("test.test_random",), (3, 10)),
     "reprlib": (("reprlib",), ("test.test_reprlib",), (3, 10)),
@@ -281,6 +280,9 @@ def _run_suite(test_modules: tuple[str, ...]) -> dict:
     import io  # noqa: PLC0415
     import unittest  # noqa: PLC0415
 
+    import test.support  # noqa: PLC0415
+
+    test.support.use_resources = []  # as `python -m test` does by default: no 'cpu', 'network'... tests
     suite = unittest.defaultTestLoader.loadTestsFromNames(test_modules)
     runner = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0)
     outcome = runner.run(suite)
