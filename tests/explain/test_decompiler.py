@@ -418,3 +418,15 @@ def test_random_control_flow_is_decompiled_right_or_refused():
                 f"seed {seed}, x={x}\n{flowgen.source(seed)}\n{source}"
         decompiled += 1
     assert decompiled >= 40  # most of them, not just the easy few
+
+def test_many_range_checks_do_not_blow_up():
+    """`if not 0 <= a < n: raise` in a row (uuid.UUID.__init__): each check once, not 2**n walks."""
+    checks = "".join(f"    if not 0 <= a{i} < 256:\n        raise ValueError({i})\n" for i in range(16))
+    namespace: dict = {}
+    exec(f"def f({', '.join(f'a{i}' for i in range(16))}):\n{checks}    return 1\n", namespace)
+    source = decompile(namespace["f"])
+    again: dict = {}
+    exec(source, again)
+    assert again["f"](*range(16)) == 1
+    with pytest.raises(ValueError):
+        again["f"](*range(15), 300)

@@ -71,6 +71,8 @@ class Structurer(ProtectedRegions):
                     return Walked(out, None)
                 return Walked(out, stack, block)
             if not entering_loop and self.starts_loop(block):
+                if region.expression_only:
+                    raise NotAnExpression
                 block, stack = self.emit_loop(block, stack, out, region)
                 if stack is None:
                     return Walked(out, None)
@@ -78,6 +80,8 @@ class Structurer(ProtectedRegions):
             entering, entering_loop = entering_loop, False
             handler = self.new_handler(block)
             if handler is not None:
+                if region.expression_only:
+                    raise NotAnExpression
                 block, stack, skip_until = self.emit_protected(block, handler, stack, out, region, entering)
                 if stack is None:
                     return Walked(out, None)
@@ -341,6 +345,8 @@ class Structurer(ProtectedRegions):
         combined = self.try_expression(test, t_block, t_stack, f_block, f_stack, merge)
         if combined is not None:
             return merge, combined
+        if region.expression_only:  # an `if` statement: the enclosing attempt fails anyway, fail fast
+            raise NotAnExpression
         executor.flush(set(), True)
         test = executor.use_saved(test)
         self._resync(executor.stack, t_stack, f_stack)
