@@ -50,7 +50,7 @@ class ControlFlowGraph:
         for ins in self.instrs:
             if ins.target is not None:
                 ins.target = self.snap(ins.target)
-        self.entries = [(self.snap(s), self.snap(e), self.snap(t), d, l) for s, e, t, d, l in exception_entries(code)]
+        self.entries = _merged([(self.snap(s), self.snap(e), self.snap(t), d, l) for s, e, t, d, l in exception_entries(code)])
         self.blocks: list[Block] = []
         self.by_offset: dict[int, Block] = {}
         self._split()
@@ -332,3 +332,17 @@ def _loops_when(block: Block, header: Block) -> tuple[str, bool]:
     if kind == "POP_JUMP_IF_NONE":
         return "none", taken
     return "none", not taken
+
+
+def _merged(entries: list) -> list:
+    """Exception-table entries with empty ranges dropped and neighbours with the same handler joined
+    (instructions folded away, e.g. an `await` loop's YIELD_VALUE, leave such seams behind)."""
+    result: list = []
+    for start, end, target, depth, lasti in entries:
+        if start >= end:
+            continue
+        if result and result[-1][1] == start and result[-1][2:] == (target, depth, lasti):
+            result[-1] = (result[-1][0], end, target, depth, lasti)
+        else:
+            result.append((start, end, target, depth, lasti))
+    return result

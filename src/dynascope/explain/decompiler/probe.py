@@ -1259,6 +1259,25 @@ def negative_constants(n):
     return (-1) ** n, (-2.5) ** 2, (-1).__abs__(), (-1) ** -n, -(-1) ** n
 
 
+@sample((0,), (1,))
+def code_after_with_stays_after(mode):
+    """`return f()` after a with-block runs after __exit__ (3.10 used to move it inside)."""
+    log = []
+    with _Ctx(log, "a") as tag:
+        if mode:
+            return log, tag
+    return log.append("after") or log
+
+
+@sample((0,), (1,))
+async def async_with_returns(mode):
+    log = []
+    async with _AsyncCtx(log, "a") as tag, _AsyncCtx(log, "b"):
+        if mode:
+            return log, await _Step(len(tag))
+    return log
+
+
 WALRUS_GLOBAL = None
 
 

@@ -77,13 +77,36 @@ class ProtectedRegions:
     def with_early_return(self, block: Block):
         """A `return` inside a with-block: __exit__(None, None, None) inlined, then RETURN_VALUE;
         or a `break`/`continue`: that call, then the jump (or CPython's copy of what follows the loop)."""
-        names = [i.name for i in block.instrs]
-        awaited = 3 if "YIELD_FROM" in names else 0  # async with: the __aexit__ call is awaited
-        if names[-1:] == ["RETURN_VALUE"] and names.count("LOAD_CONST") + names.count("COPY") >= 3 + awaited // 3 \
-                and len(names) <= 8 + awaited:
-            return block, None  # the inlined __exit__ call is a no-op for the executor
+        returned = self.return_through_with(block)
+        if returned is not None:
+            return returned
         if _is_exit_call(block.instrs[:EXIT_CALL_LENGTH]) and len(block.instrs) > EXIT_CALL_LENGTH:
             return self.loop_exit_after(block, block.instrs[EXIT_CALL_LENGTH:])
+        return None
+
+    def return_through_with(self, block: Block):
+        """__exit__(None, None, None) inlined, then RETURN_VALUE of the value computed inside (SWAP
+        puts it below __exit__), or of a constant.  Anything else after the exit call is code after
+        the with statement, which must not move inside it (3.10 ran `return f()` before __exit__)."""
+        instrs = block.instrs
+        names = [i.name for i in instrs]
+        computed = names[:1] == ["SWAP"]
+        i = int(computed)
+        args = names[i:i + 3]
+        if args not in (["LOAD_CONST", "COPY", "COPY"], ["LOAD_CONST"] * 3) or instrs[i].argval is not None:
+            return None
+        i += 3
+        if names[i:i + 1] not in (["CALL"], ["CALL_LEGACY"]):
+            return None
+        i += 1
+        if names[i:i + 3] == ["GET_AWAITABLE", "LOAD_CONST", "YIELD_FROM"]:  # async with: awaited __aexit__
+            i += 3
+        if names[i:] == ["POP_TOP", "RETURN_VALUE"] and computed:
+            return block, None  # the inlined __exit__ call is a no-op for the executor
+        if names[i:] == ["POP_TOP", "LOAD_CONST", "RETURN_VALUE"] and not computed:
+            return block, None  # `return <constant>`: the same inside the with or just after it
+        if names[i:] == ["POP_TOP"] and len(block.succs) == 1 and self.return_through_with(block.succs[0]) is not None:
+            return block, None  # `with a, b:` (or nested withs): each __exit__ inlined in turn
         return None
 
     def emit_try(self, block, handler, stack, out, region):
