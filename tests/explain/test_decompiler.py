@@ -430,3 +430,35 @@ def test_many_range_checks_do_not_blow_up():
     assert again["f"](*range(16)) == 1
     with pytest.raises(ValueError):
         again["f"](*range(15), 300)
+
+
+def _nested_finally(log, backup, fail):
+    try:
+        log.append("body")
+    finally:
+        try:
+            if fail:
+                raise OSError("close")
+        finally:
+            name = log[0]
+            if name and not backup:
+                try:
+                    log.append("unlink")
+                except OSError:
+                    pass
+            log.append("end")
+
+
+def test_finally_whose_end_is_copied_is_right_or_refused():
+    """fileinput.FileInput.nextfile's shape: CPython copies the finally's tail (and its RERAISE) onto
+    each branch; decompiling it used to leave bare `raise`s on the normal path."""
+    try:
+        source = decompile(_nested_finally)
+    except DecompileError:
+        return
+    namespace: dict = {}
+    exec(source, namespace)
+    for backup in (False, True):
+        for fail in (False, True):
+            assert probe._outcome(namespace["_nested_finally"], ([], backup, fail), {}) == \
+                probe._outcome(_nested_finally, ([], backup, fail), {})

@@ -547,7 +547,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         self.left_handler = True
 
     def op_RERAISE(self, ins):
-        self.emit(ast.Raise(exc=None, cause=None), side_effects=False)
+        stmt = ast.Raise(exc=None, cause=None)
+        stmt.reraise = True  # the compiler's re-raise, not a `raise` the user wrote
+        self.emit(stmt, side_effects=False)
         self.returned = True
 
     def op_GET_ITER(self, ins):

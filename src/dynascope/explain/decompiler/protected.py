@@ -323,6 +323,10 @@ class ProtectedRegions:
         stmts = walked.stmts
         if walked.stack is not None or not stmts or not _is_bare_raise(stmts[-1]):
             raise DecompileError("unrecognised finally handler")
+        # The inline (normal-path) copy is skipped by length: that needs one body ending in one RERAISE,
+        # laid out in one piece.  CPython copies short tails onto branches (each with its own RERAISE).
+        if sum(getattr(n, "reraise", False) for n in ast.walk(ast.Module(body=stmts, type_ignores=[]))) != 1:
+            raise DecompileError("finally body whose end CPython copied onto several paths")
         stmts.pop()
         self._finally_length = self.instructions_between(start, skip, handler)
         return stmts
@@ -377,6 +381,9 @@ class ProtectedRegions:
         while self.cfg.instrs[i].name != "RERAISE":
             i += 1
             count += 1
+        end = self.cfg.instrs[i].offset
+        if any(ins.target is not None and not first <= ins.target <= end for ins in self.cfg.instrs[i - count:i]):
+            raise DecompileError("finally body not laid out in one piece")
         return count
 
     def finally_early_return(self, block: Block, length: int):
