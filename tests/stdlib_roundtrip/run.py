@@ -10,10 +10,16 @@ imported again later (`test.support.import_fresh_module`, as the json/heapq/oper
 their pure-Python variants) are swapped as they are imported.  Then `test.test_<module>` runs under
 unittest in a fresh subprocess, once with the swap and once without, and the two are compared.
 
-Usage (any CPython 3.10-3.13 that ships the `test` package; no third-party packages):
+Usage (any CPython 3.10-3.13 that ships the `test` package; no third-party packages; the workers
+get this checkout's `src` on PYTHONPATH, so no install is needed):
 
-    PYTHONPATH=src python tests/stdlib_roundtrip/run.py [--modules a,b] [--json out.json] [--jobs N]
-                                                        [--timeout S] [--verbose] [--keep-sources DIR]
+    python tests/stdlib_roundtrip/run.py [--modules a,b] [--json out.json] [--jobs N]
+                                         [--timeout S] [--verbose] [--keep-sources DIR]
+
+Each function is decompiled from its code object (`decompile(func.__code__)`): its defaults stay
+on the function.  The whole list takes about 2 minutes per Python on 2 cores (`--jobs` defaults
+to the core count, at least 2 and at most 4).  Resource-gated tests ('cpu', 'network', ...) are
+off, as in `python -m test`.
 
 Prints one row per module: functions found, decompiled, refused (DecompileError), swap failed (the
 source compiled to a code object that cannot replace the original: different free variables,
