@@ -1278,6 +1278,22 @@ async def async_with_returns(mode):
     return log
 
 
+@sample(([1, 2],), ([],), ([-1],))
+def loop_in_try_then_raise(xs):
+    """Code after the try must stay after it (logging's StrFormatStyle.validate: it moved inside)."""
+    seen = set()
+    try:
+        for x in xs:
+            if x < 0:
+                raise ValueError("negative")
+            seen.add(x)
+    except ValueError as e:
+        raise ValueError("wrapped: %s" % e)
+    if not seen:
+        raise ValueError("empty")
+    return sorted(seen)
+
+
 WALRUS_GLOBAL = None
 
 
