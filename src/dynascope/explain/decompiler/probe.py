@@ -1294,6 +1294,21 @@ def loop_in_try_then_raise(xs):
     return sorted(seen)
 
 
+@sample((b"ab", b"ab"), (b"ab", b"ac"), (b"", b""))
+def returns_from_loop_in_with(a, b):
+    """filecmp._do_cmp's shape: the returns must stay returns (not breaks) through both __exit__s."""
+    log = []
+    with _Ctx(log, "a"), _Ctx(log, "b"):
+        i = 0
+        while True:
+            x, y = a[i:i + 1], b[i:i + 1]
+            if x != y:
+                return False, log
+            if not x:
+                return True, log
+            i += 1
+
+
 WALRUS_GLOBAL = None
 
 
