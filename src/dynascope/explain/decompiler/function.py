@@ -236,8 +236,15 @@ def _returns_namespace_result(stmt) -> bool:
     value = stmt.value
     if isinstance(value, ast.NamedExpr) and value.target.id == "__classcell__":
         value = value.value
-    return value is None or (isinstance(value, ast.Constant) and value.value is None) or \
-        (isinstance(value, ast.Name) and value.id == "__class__")
+    return value is None or (isinstance(value, ast.Constant) and value.value is None) or _is_class_cell(value)
+
+
+def _is_class_cell(value) -> bool:
+    """`__class__`, or its cell as LOAD_CLOSURE renders it: `(lambda: __class__).__closure__[0]`."""
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Attribute) \
+            and value.value.attr == "__closure__" and isinstance(value.value.value, ast.Lambda):
+        value = value.value.value.body
+    return isinstance(value, ast.Name) and value.id == "__class__"
 
 
 def lambda_expr(fn: FunctionValue) -> ast.Lambda:
