@@ -101,6 +101,7 @@ def canonical_instructions(code) -> list[Instr]:
     raws = list(dis.get_instructions(code))
     folded = _delegation_loops(raws)
     async_exits = _async_for_exits(code, raws)
+    inlined = _inlined_comprehension_slots(raws, cells)
     for raw in raws:
         if raw.offset in folded:
             continue
@@ -115,12 +116,29 @@ def canonical_instructions(code) -> list[Instr]:
         if raw.offset - 1 in handler_starts:  # 3.10: make the handler look like 3.11's
             result.append(Instr("PUSH_EXC_INFO", None, None, raw.offset - 1, line=line, original="(handler)"))
         for ins in _canonicalize(raw):
-            if ins.name == "LOAD_FAST" and ins.argval in cells and CELL_LOADS_ARE_FAST:  # a cell, not its value
+            if ins.name == "LOAD_FAST" and ins.argval in cells and CELL_LOADS_ARE_FAST \
+                    and not _holds_value(ins.argval, raw.offset, inlined):  # a cell, not its value
                 ins.name = "LOAD_CLOSURE"
             ins.line = line
             ins.original = raw.opname
             result.append(ins)
     return result
+
+
+def _inlined_comprehension_slots(raws: list, cells: set) -> list[tuple[str, int, int]]:
+    """3.13 inlines a comprehension whose variable is a cell of the function by clearing the slot
+    (LOAD_FAST_AND_CLEAR) and keeping plain values in it until its loop ends: (name, from, to)."""
+    ranges = []
+    for i, ins in enumerate(raws):
+        if ins.opname == "LOAD_FAST_AND_CLEAR" and ins.argval in cells:
+            loop = next((r for r in raws[i + 1:] if r.opname == "FOR_ITER"), None)
+            if loop is not None:
+                ranges.append((ins.argval, ins.offset, loop.argval))
+    return ranges
+
+
+def _holds_value(name: str, offset: int, ranges: list) -> bool:
+    return any(n == name and start <= offset < end for n, start, end in ranges)
 
 
 def _delegation_loops(raws: list) -> set[int]:

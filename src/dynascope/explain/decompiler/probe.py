@@ -1309,6 +1309,15 @@ def returns_from_loop_in_with(a, b):
             i += 1
 
 
+@sample(([1, 5, 3],), ([2],))
+def cell_variable_in_comprehension(xs):
+    """3.13 keeps plain values in a cell's slot while an inlined comprehension runs (functools._c3_mro)."""
+    greater = []
+    for base in xs:
+        greater.append(any(b > base for b in xs))
+    return [base * 2 for base in xs], greater, base
+
+
 WALRUS_GLOBAL = None
 
 
