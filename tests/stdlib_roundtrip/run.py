@@ -30,7 +30,8 @@ writes everything, per module, including each refused function and each test tha
 Exit status: 0 when every function decompiled and was swapped and no suite is worse with the
 swap (a test failing or erroring that passed without it, fewer tests run, a crash or a timeout;
 tests in HARNESS_ARTIFACTS, which observe the harness itself, are reported but not counted);
-1 otherwise; 2 for a usage error.  `--verbose` prints each refused function and failing test;
+1 otherwise (`--max-refused N` tolerates up to N refusals in all, never a worse suite); 2 for a
+usage error.  `--verbose` prints each refused function and failing test;
 `--keep-sources DIR` keeps the decompiled source of every swapped function (tracebacks point there).
 """
 
@@ -151,7 +152,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"python": sys.version.split()[0], "seconds": round(elapsed, 1),
                                                "modules": results}, indent=1, sort_keys=True))
-    return 0 if all(r["ok"] for r in results.values()) else 1
+    return _exit_status(results, args.max_refused)
+
+
+def _exit_status(results: dict, max_refused: int | None) -> int:
+    """0 when all is well; with --max-refused, refusals up to that many in all are tolerated (a
+    refusal shows dis output in a report, never wrong code), but a suite that got worse never is."""
+    if max_refused is None:
+        return 0 if all(r["ok"] for r in results.values()) else 1
+    refused = sum(r["swapped"].get("stats", {}).get("refused", 0) for r in results.values())
+    miscompiled = any(r["problems"] or r["worse"] or r["swapped"].get("stats", {}).get("swap_failed")
+                      for r in results.values())
+    if refused > max_refused:
+        print(f"{refused} functions refused, more than --max-refused {max_refused}", file=sys.stderr)
+    return 1 if miscompiled or refused > max_refused else 0
 
 
 def _parse(argv):
@@ -161,6 +175,8 @@ def _parse(argv):
     parser.add_argument("--jobs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per suite run")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--max-refused", type=int, metavar="N",
+                        help="exit 0 with up to N refused functions in all (suites must still be no worse)")
     parser.add_argument("--keep-sources", metavar="DIR", help="keep the decompiled sources, one file per function")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--no-swap", action="store_true", help=argparse.SUPPRESS)
