@@ -20,17 +20,8 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  
 
 from dynascope import _torch  # noqa: E402
 from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
-from dynascope.explain.decompiler.values import DecompileError  # noqa: E402
 from explain_helpers import toy_example  # noqa: E402
 from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
-
-
-# strict: once the decompiler reads these frames, the marker must go
-OLD_FRAMES = pytest.mark.xfail(
-    not _torch.torch_at_least(2, 6), strict=True, raises=DecompileError,
-    reason="the decompiler does not yet read torch 2.5.1's transformed frames, which leave the graph's branch "
-           "condition on the stack after UNPACK_SEQUENCE; explain shows annotated dis for them",
-)
 
 
 def returns_forward(gm, example_inputs):
@@ -75,7 +66,6 @@ def _entries_with_resume_functions(fn):
     return found
 
 
-@OLD_FRAMES
 @pytest.mark.parametrize("backend", BACKENDS, ids=["eager", "gm.forward"])
 def test_toy_example_main_frame_round_trips(backend):
     compiled = _compile_and_run(toy_example, backend)
@@ -94,7 +84,6 @@ def test_toy_example_main_frame_round_trips(backend):
             torch.testing.assert_close(got, toy_example(a, b))
 
 
-@OLD_FRAMES
 def test_data_dependent_branch_reads_as_an_if():
     _compile_and_run(toy_example, returns_forward)
     source = decompile(_debug_get_cache_entry_list(toy_example)[0].code)
@@ -308,7 +297,6 @@ def test_values_live_across_a_data_dependent_branch():
     _check_main_entries(many_live_values, compiled, [(a, b, c), (-10 * a.abs(), b, c), (10 * a.abs(), b, c)])
 
 
-@OLD_FRAMES
 def test_module_forward_with_break_and_branch(capsys):
     module = Branchy()
     compiled = torch.compile(module, backend="eager")
@@ -426,7 +414,7 @@ def _call(fn, args):
 # instead of calling a global maker, so the chain never sees it called
 INLINE_RESUME_CLOSURES = pytest.mark.skipif(
     not _torch.torch_at_least(2, 6), reason="torch 2.5.1 builds closure resume functions inline; not intercepted")
-CHAIN_MARKS = {"toy_example": OLD_FRAMES, "loop_in_resume_function": INLINE_RESUME_CLOSURES}
+CHAIN_MARKS = {"loop_in_resume_function": INLINE_RESUME_CLOSURES}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=CHAIN_MARKS.get(c, ())) for c in sorted(CHAINS)])
