@@ -20,17 +20,8 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  
 
 from dynascope import _torch  # noqa: E402
 from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
-from dynascope.explain.decompiler.values import DecompileError  # noqa: E402
 from explain_helpers import toy_example  # noqa: E402
 from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
-
-
-# strict: once the decompiler reads these frames, the marker must go
-OLD_FRAMES = pytest.mark.xfail(
-    not _torch.torch_at_least(2, 6), strict=True, raises=DecompileError,
-    reason="the decompiler does not yet read torch 2.5.1's transformed frames, which leave the graph's branch "
-           "condition on the stack after UNPACK_SEQUENCE; explain shows annotated dis for them",
-)
 
 
 def returns_forward(gm, example_inputs):
@@ -48,10 +39,14 @@ def _inputs(sign: float, seed: int):
 def _rebuild(source: str, code, globals_: dict, closure: dict | None = None):
     namespace = dict(globals_)  # Dynamo's injected names live here; keep the module untouched
     exec(compile(source, "<decompiled>", "exec"), namespace)
-    name = code.co_name if code.co_name.isidentifier() else "__decompiled__"
+    name = _def_name(code)
     if f"__closure_{name}" in namespace:  # a function that needs its free variables' cells
         return namespace[f"__closure_{name}"](*(closure[v] for v in code.co_freevars))
     return namespace[name]
+
+
+def _def_name(code) -> str:
+    return code.co_name if code.co_name.isidentifier() else "__decompiled__"
 
 
 def _compile_and_run(fn, backend):
@@ -62,7 +57,8 @@ def _compile_and_run(fn, backend):
 
 
 def _entries_with_resume_functions(fn):
-    """[(function owning the entry, cache entry)] for fn and, recursively, its resume functions."""
+    """[(function owning the entry, cache entry)] for fn and, recursively, its resume functions
+    (code objects where torch 2.5.1 makes them inline, with their cells)."""
     found, todo, seen = [], [fn], set()
     while todo:
         owner = todo.pop()
@@ -72,10 +68,14 @@ def _entries_with_resume_functions(fn):
                 if name.startswith("__resume_at_") and name not in seen:
                     seen.add(name)
                     todo.append(fn.__globals__[name])
+            for const in entry.code.co_consts:
+                if isinstance(const, types.CodeType) and const.co_name.startswith("torch_dynamo_resume_in_"):
+                    if const not in seen:
+                        seen.add(const)
+                        todo.append(const)
     return found
 
 
-@OLD_FRAMES
 @pytest.mark.parametrize("backend", BACKENDS, ids=["eager", "gm.forward"])
 def test_toy_example_main_frame_round_trips(backend):
     compiled = _compile_and_run(toy_example, backend)
@@ -94,7 +94,6 @@ def test_toy_example_main_frame_round_trips(backend):
             torch.testing.assert_close(got, toy_example(a, b))
 
 
-@OLD_FRAMES
 def test_data_dependent_branch_reads_as_an_if():
     _compile_and_run(toy_example, returns_forward)
     source = decompile(_debug_get_cache_entry_list(toy_example)[0].code)
@@ -238,11 +237,13 @@ class DecompiledChain:
         if entry is None:  # these inputs (seen by the compiled run first) made Dynamo run the frame as is
             self.eager.append(fn)
             return fn(*bound.args, **bound.kwargs)
-        source = decompile(entry.code)
+        source = _intercept_inline_resumes(decompile(entry.code), entry.code)
         namespace = {**fn.__globals__, **closure}  # a bare code object has no closure: give its values
         for name in _called_names(source):
             if name.startswith("__resume_at_"):  # resume functions passed as data keep their identity
                 namespace[name] = self.resume(fn.__globals__[name])
+        namespace[INLINE_RESUME] = lambda made, index: self.resume(
+            _dynamo_function(made, entry.code.co_consts[index], fn.__globals__, closure))
         rebuilt = _rebuild(source, entry.code, namespace, closure)
         self.ran.append(entry.code)
         return rebuilt(*bound.args, **bound.kwargs)
@@ -272,6 +273,51 @@ class DecompiledChain:
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             _assert_same(got, fresh(*_copies(args)))
         assert printed_by_decompiled.getvalue() == printed.getvalue()
+
+
+INLINE_RESUME = "__chain_inline_resume__"
+
+
+def _intercept_inline_resumes(source: str, code) -> str:
+    """torch 2.5.1 makes a resume function that has free variables inline (MAKE_FUNCTION with its
+    cells, a nested def once decompiled) instead of calling a global maker: each such def is
+    followed by `name = __chain_inline_resume__(name, <its code's index in co_consts>)`, so the
+    chain runs that code's cache entry."""
+    tree = ast.parse(source)
+    rebuilt = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == _def_name(code))
+    for node in ast.walk(rebuilt):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list):
+            continue
+        node.body = []
+        for stmt in body:
+            node.body.append(stmt)
+            if isinstance(stmt, ast.FunctionDef) and stmt.name.startswith("torch_dynamo_resume_in_"):
+                args = [ast.Name(stmt.name, ast.Load()), ast.Constant(_code_constant_index(stmt, code))]
+                call = ast.Call(func=ast.Name(INLINE_RESUME, ast.Load()), args=args, keywords=[])
+                node.body.append(ast.Assign(targets=[ast.Name(stmt.name, ast.Store())], value=call))
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _code_constant_index(stmt: ast.FunctionDef, transformed) -> int:
+    """Which code constant a nested resume def was decompiled from: several can share a name
+    (two resume points on one line)."""
+    wanted = ast.dump(stmt)
+    for index, const in enumerate(transformed.co_consts):
+        if isinstance(const, types.CodeType) and const.co_name == stmt.name:
+            defs = ast.walk(ast.parse(decompile(const)))
+            if any(isinstance(n, ast.FunctionDef) and n.name == stmt.name and ast.dump(n) == wanted for n in defs):
+                return index
+    raise AssertionError(f"no code constant of {transformed.co_name} decompiles to {stmt.name}")
+
+
+def _dynamo_function(made, code, globals_: dict, closure: dict):
+    """The function Dynamo's code makes where the decompiled code made `made`: the resume code
+    object itself (its cache entries live there), with made's cells; a free variable its body
+    never reads (`__class__`) is not captured there: a fresh cell."""
+    cells = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
+    return types.FunctionType(code, globals_, made.__name__, made.__defaults__,
+                              tuple(cells.get(v) or types.CellType(closure[v]) for v in code.co_freevars))
 
 
 def _closure_values(fn) -> dict:
@@ -308,7 +354,6 @@ def test_values_live_across_a_data_dependent_branch():
     _check_main_entries(many_live_values, compiled, [(a, b, c), (-10 * a.abs(), b, c), (10 * a.abs(), b, c)])
 
 
-@OLD_FRAMES
 def test_module_forward_with_break_and_branch(capsys):
     module = Branchy()
     compiled = torch.compile(module, backend="eager")
@@ -422,14 +467,7 @@ def _call(fn, args):
     return fn(*_clones(args))
 
 
-# torch 2.5.1 makes a resume function that has free variables inline (MAKE_FUNCTION with its cells)
-# instead of calling a global maker, so the chain never sees it called
-INLINE_RESUME_CLOSURES = pytest.mark.skipif(
-    not _torch.torch_at_least(2, 6), reason="torch 2.5.1 builds closure resume functions inline; not intercepted")
-CHAIN_MARKS = {"toy_example": OLD_FRAMES, "loop_in_resume_function": INLINE_RESUME_CLOSURES}
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=CHAIN_MARKS.get(c, ())) for c in sorted(CHAINS)])
+@pytest.mark.parametrize("case", sorted(CHAINS))
 def test_decompiled_chain_behaves_like_dynamo(case, capsys):
     fn, calls, config = CHAINS[case]
     missing = [key for key in config if not hasattr(torch._dynamo.config, key)]
@@ -450,7 +488,6 @@ def test_decompiled_chain_behaves_like_dynamo(case, capsys):
     assert all(code.co_name != fn.__name__ or code in chain.ran for code in chain.ran)
 
 
-@INLINE_RESUME_CLOSURES
 def test_module_chain_with_super_and_defaults(capsys):
     module = SuperBranchy()
     compiled = torch.compile(module, backend="eager")

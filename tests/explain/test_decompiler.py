@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -462,3 +464,48 @@ def test_finally_whose_end_is_copied_is_right_or_refused():
         for fail in (False, True):
             assert probe._outcome(namespace["_nested_finally"], ([], backup, fail), {}) == \
                 probe._outcome(_nested_finally, ([], backup, fail), {})
+
+
+def _with_value_left_on_stack(func, var: str):
+    """`func` with every store and load of `var` turned into NOPs: the value it unpacked into `var`
+    stays on the stack for the next use, as in torch 2.5.1's transformed frames (`x = graph(...)[0]`
+    stored, then a jump on the graph's other output)."""
+    code = func.__code__
+    index, raw = code.co_varnames.index(var), bytearray(code.co_code)
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_FAST", "LOAD_FAST") and ins.arg == index:
+            raw[ins.offset:ins.offset + 2] = bytes([dis.opmap["NOP"], 0])
+        elif ins.opname == "STORE_FAST_STORE_FAST" and ins.arg & 15 == index:  # 3.13: (x, var)
+            raw[ins.offset:ins.offset + 2] = bytes([dis.opmap["STORE_FAST"], ins.arg >> 4])
+    return types.FunctionType(code.replace(co_code=bytes(raw)), func.__globals__, func.__name__)
+
+
+def _unpack_then_branch(g):
+    x, c = g()
+    if c:
+        return x
+    return -x
+
+
+def _unpack_call_then_branch(g, h):
+    x, c = g()
+    h()
+    if c:
+        return x
+    return -x
+
+
+def test_unpacked_item_used_after_the_others_were_stored():
+    func = _with_value_left_on_stack(_unpack_then_branch, "c")
+    source = decompile(func)
+    namespace: dict = {}
+    exec(source, namespace)
+    for pair in ((3, True), (3, 0), (2, [1])):
+        assert namespace["_unpack_then_branch"](lambda: pair) == func(lambda: pair), source
+    assert func(lambda: (3, 0)) == -3  # the patched code really branches on the unstored item
+
+
+def test_unpacked_item_used_after_a_statement_is_refused():
+    """Writing `x, t = g()` where the item is used would move g() after h()."""
+    with pytest.raises(DecompileError):
+        decompile(_with_value_left_on_stack(_unpack_call_then_branch, "c"))

@@ -125,13 +125,18 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         raise DecompileError(f"{type(value).__name__} used as a value")
 
     def unpack_into_temporaries(self, item: Unpacked) -> ast.expr:
-        """An unpacked item used as a value (match sub-patterns): unpack everything into temporaries."""
+        """An unpacked item used as a value (match sub-patterns; Dynamo 2.5.1 branching on the graph's
+        last output after storing the others): the items not stored yet go into temporaries."""
         group = item.group
-        if any(t is not None for t in group.targets) or group.parent is not None or group.star_index is not None:
+        if group.parent is not None or group.targets[item.index] is not None:
             raise DecompileError("unpacked item used as a value after part of it was stored")
-        temps = [self.frame.new_temp() for _ in range(group.count)]
-        target = ast.Tuple(elts=[name(t, ast.Store()) for t in temps], ctx=ast.Store())
-        self.emit(ast.Assign(targets=[target], value=self.expr(group.source), lineno=0))
+        if group.stored_at is not None and group.stored_at != (id(self.out), len(self.out)):
+            raise DecompileError("unpacked item used as a value after statements that follow the unpacking")
+        temps = {i: self.frame.new_temp() for i, t in enumerate(group.targets) if t is None}
+        if any(isinstance(v, Unpacked) and v.group is group and v.index not in temps for v in self.stack):
+            raise DecompileError("unpacked item both stored and still on the stack")
+        for i, temp in temps.items():
+            self.store_unpacked(name(temp, ast.Store()), Unpacked(group, i))
         for i, value in enumerate(self.stack):
             if isinstance(value, Unpacked) and value.group is group:
                 self.stack[i] = name(temps[value.index])
@@ -299,6 +304,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         group = item.group
         if group.star_index == item.index:
             target = ast.Starred(value=target, ctx=ast.Store())
+        if group.stored_at is None:
+            group.stored_at = (id(self.out), len(self.out))
         group.targets[item.index] = target
         if any(t is None for t in group.targets):
             return

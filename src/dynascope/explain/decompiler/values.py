@@ -58,6 +58,7 @@ class UnpackGroup:
     star_index: int | None = None
     targets: list = field(default_factory=list)
     parent: "Unpacked | None" = None
+    stored_at: tuple | None = None  # (id of the statement list, its length) at the first store
 
     def __post_init__(self) -> None:
         self.targets = [None] * self.count
