@@ -192,6 +192,10 @@ def _run_worker(name: str, swap: bool, timeout: float, keep_sources: str | None 
         sources = Path(keep_sources) / name if keep_sources and swap else Path(tmp) / "sources"
         sources.mkdir(parents=True, exist_ok=True)
         env["STDLIB_ROUNDTRIP_SOURCES"] = str(sources)
+        # suites such as test_filecmp use fixed names in the temp dir: the swapped and plain runs of a
+        # module run at once, so each gets its own
+        (Path(tmp) / "tmp").mkdir()
+        env["TMPDIR"] = str(Path(tmp) / "tmp")
         command = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--result", str(result_path)]
         if not swap:
             command.append("--no-swap")
