@@ -82,7 +82,7 @@ def last_piece(tail: bytes, cut: int, log: FileLog, document: bool = False) -> I
     if not tail.strip():
         return
     stripped = tail.strip().rstrip(b",")
-    if document or stripped in (b"]", b"[") or _json_object(stripped) is not None:
+    if document or stripped in (b"]", b"[") or json_object(stripped) is not None:
         yield tail + b"\n"
     elif log.truncated_gzip or cut >= 0:
         log.dropped_lines += 1
@@ -91,7 +91,7 @@ def last_piece(tail: bytes, cut: int, log: FileLog, document: bool = False) -> I
         yield tail  # a one-line file: let the sniffer judge it
 
 
-def _json_object(b: bytes) -> dict | None:
+def json_object(b: bytes) -> dict | None:
     try:
         v = orjson.loads(b)
     except orjson.JSONDecodeError:
@@ -111,11 +111,11 @@ def sniff(first: bytes, name: str) -> str:
             # DFTracer's layout puts one whole object on each following line; a pretty-printed
             # JSON array does not
             rest = [ln.strip() for ln in text.split(b"\n", 6)[1:6] if ln.strip()]
-            if not rest or _json_object(rest[0].rstrip(b",")) is not None:
+            if not rest or json_object(rest[0].rstrip(b",")) is not None:
                 return LINES
         return DOCUMENT
     if head == b"{":
-        obj = _json_object(line.rstrip(b","))
+        obj = json_object(line.rstrip(b","))
         if obj is not None:
             single = not text.strip().split(b"\n", 1)[1:]
             if "traceEvents" in obj or (single and "ph" not in obj and "name" not in obj):

@@ -13,6 +13,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from .lines import json_object
 from .records import TOP_KEYS, phase_of
 
 __all__ = ["LineTemplates", "lines_at"]
@@ -21,12 +22,6 @@ _MAX_TEMPLATES = 3
 _LEARN_LINES = 300
 
 
-def _json_object(b: bytes) -> dict | None:
-    try:
-        v = orjson.loads(b)
-    except orjson.JSONDecodeError:
-        return None
-    return v if isinstance(v, dict) else None
 
 
 @dataclass
@@ -54,7 +49,7 @@ class _Template:
             raw = raw.strip()
             if not raw.startswith(b"{"):
                 continue
-            obj = _json_object(raw)
+            obj = json_object(raw)
             if obj is None or phase_of(obj.get("ph")) != "X":
                 continue
             if obj.get("name") in ("start", "end"):
