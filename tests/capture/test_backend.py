@@ -13,13 +13,6 @@ from dynascope.errors import ConfigError, DynascopeError, SessionError, TorchVer
 from tracecheck import attrs, check, load, op_events
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()

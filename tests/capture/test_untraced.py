@@ -9,13 +9,6 @@ from dynascope import _torch
 from tracecheck import check, load, op_events
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
