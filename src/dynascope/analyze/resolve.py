@@ -84,11 +84,13 @@ def graph_refs(frame: pl.DataFrame) -> pl.DataFrame:
     """(pid, p_idx, __gop): each graph event's id (as its ops' p_idx) and its graph reference."""
     if not {"cat", "op", "id", "pid"} <= set(frame.columns):
         return pl.DataFrame(schema={"pid": pl.Int64, "p_idx": pl.Int64, "__gop": pl.String})
-    return frame.filter((pl.col("cat") == "dynamo.graph") & pl.col("op").is_not_null()).select(
+    # narrow first: a filter of the whole (many-chunk) frame would copy every column of it
+    return frame.select(
         pl.col("pid").cast(pl.Int64),
         pl.col("id").cast(pl.Int64).alias("p_idx"),
         norm_hash("op", frame).alias("__gop"),
-    )
+        ((pl.col("cat") == "dynamo.graph") & pl.col("op").is_not_null()).alias("__is_graph"),
+    ).filter("__is_graph").drop("__is_graph")
 
 
 def index_table(tables: FileTables) -> pl.DataFrame:
@@ -101,25 +103,41 @@ def index_table(tables: FileTables) -> pl.DataFrame:
 
 
 def derive_op_refs(frame: pl.DataFrame, tables: FileTables) -> pl.DataFrame:
-    """Fill `op` of op events that carry no reference from their parent graph call.
-
-    Works on a narrow copy (pid, p_idx, id, cat, op) so the frame itself is not copied."""
+    """Fill `op` of op events that carry no reference from their parent graph call (`op` becomes
+    Categorical)."""
     if "op" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("op"))
-    graphs = graph_refs(frame)
-    if graphs.height == 0:
-        return frame
-    need = (pl.col("cat") == "dynamo") & pl.col("op").is_null() & pl.col("p_idx").is_not_null()
+    op = norm_hash("op", frame)
     narrow = frame.select(
-        pl.col("pid").cast(pl.Int64),
-        pl.col("p_idx").cast(pl.Int64),
-        pl.when(need).then(pl.col("id") - pl.col("p_idx") - 1).otherwise(None).cast(pl.Int64).alias("__k"),
-    )
-    narrow = narrow.join(graphs, on=["pid", "p_idx"], how="left", maintain_order="left").join(
-        index_table(tables), on=["__gop", "__k"], how="left", maintain_order="left"
-    )
-    ref = narrow.get_column("__ref")
-    return frame.with_columns(pl.coalesce(norm_hash("op", frame), pl.lit(ref)).alias("op"))
+        pl.col("pid"), pl.col("p_idx"), pl.col("id"),
+        pl.when((pl.col("cat") == "dynamo.graph") & op.is_not_null()).then(op).alias("graph_op"),
+        ((pl.col("cat") == "dynamo") & pl.col("op").is_null()).alias("needs_ref"),
+    )  # fmt: skip
+    ref = op_refs(narrow, tables)
+    del narrow
+    return frame.with_columns(pl.coalesce(op.cast(pl.Categorical), pl.lit(ref)).alias("op"))
+
+
+def op_refs(narrow: pl.DataFrame, tables: FileTables) -> pl.Series:
+    """The OH reference (Categorical, null where none) of each row of `narrow`: `pid`, `p_idx`, `id`,
+    `graph_op` (a graph call's graph reference, else null), `needs_ref` (an op event without its own
+    reference: it is op k = id - p_idx - 1 of the graph call whose id is its p_idx).
+
+    The joins run on integer numbers of graphs and references, not on their hash text, so no string
+    per row is made."""
+    index = index_table(tables)
+    gops = index.get_column("__gop").unique(maintain_order=True)
+    refs = index.get_column("__ref").unique(maintain_order=True)
+    number = lambda col, keys: pl.col(col).cast(pl.String).replace_strict(keys, range(len(keys)), default=None, return_dtype=pl.UInt32)  # noqa: E731
+    graphs = narrow.select(
+        pl.col("pid").cast(pl.Int64), pl.col("id").cast(pl.Int64).alias("p_idx"), number("graph_op", gops).alias("__g")
+    ).filter(pl.col("__g").is_not_null())
+    index = index.select(number("__gop", gops).alias("__g"), "__k", number("__ref", refs).alias("__r"))
+    k = pl.when(pl.col("needs_ref") & pl.col("p_idx").is_not_null()).then(pl.col("id") - pl.col("p_idx") - 1)
+    rows = narrow.select(pl.col("pid").cast(pl.Int64), pl.col("p_idx").cast(pl.Int64), k.cast(pl.Int64).alias("__k"))
+    rows = rows.join(graphs, on=["pid", "p_idx"], how="left", maintain_order="left")
+    rows = rows.join(index, on=["__g", "__k"], how="left", maintain_order="left")
+    return refs.cast(pl.Categorical).gather(rows.get_column("__r")).alias("op")
 
 
 def _join_oh(frame: pl.DataFrame, tables: FileTables, want: set | None) -> pl.DataFrame:

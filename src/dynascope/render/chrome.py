@@ -37,7 +37,7 @@ import polars as pl
 
 from ..analyze.paths import expand_paths
 from ..analyze.readinfo import ReadInfo
-from ..analyze.reader import read_file
+from ..analyze.grouped import read_file_grouped
 from ..errors import DynascopeError
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
@@ -52,6 +52,9 @@ _NOT_ARGS = frozenset({
 _ARG_ORDER = ("layer", "module_type", "source", "code", "target", "node", "op_type", "phase", "graph", "compile_id", "backend")
 _MARKERS = ("start", "end")  # DFTracer's process records: instants on the process track
 _ROWS_PER_WRITE = 20_000
+# columns that vary event by event; the rest (attribution, process, args shared by many events) are
+# read as groups, resolved and turned into JSON once per group
+_PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level")
 
 # chrome://tracing reserved colour names (Perfetto colours by name and ignores cname).
 CNAMES = {
@@ -118,18 +121,18 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
 
 def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _FileRead:
     """Write one file's events; what reading it found, with its tracks."""
-    frame, info = read_file(path, keep_marks=True)
-    frame = _with_identity(frame)
-    read = _FileRead(info, *_track_facts(frame))
-    events, parts = _events(frame)
-    del frame  # the narrow event table holds what is written
+    read = read_file_grouped(path, per_event=_PER_EVENT, keep_marks=True)
+    groups = _with_identity(read.groups)
+    events = _events(read.events, groups)
+    parts = _parts(groups)
+    facts = _FileRead(read.info, *_track_facts(events, groups))
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
-    written, clipped = _write_slices(writer, events.filter(~pl.col("__marker")), parts)
+    written, clipped = _write_slices(writer, events, parts)
     stats.events += written
     stats.clipped += clipped
     stats.markers += markers.height
-    return read
+    return facts
 
 
 def _add_read_findings(stats: ConvertStats, info: ReadInfo, tracks: _Tracks) -> None:
@@ -154,11 +157,11 @@ def _other_data(stats: ConvertStats) -> dict:
     }
 
 
-def _with_identity(frame: pl.DataFrame) -> pl.DataFrame:
-    """pid and tid as given (0 where missing), name and cat (null where missing)."""
-    return frame.with_columns(
-        [(pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64)).fill_null(0).alias(c) for c in ("pid", "tid")]
-        + [pl.lit(None, dtype=pl.String).alias(c) for c in ("name", "cat") if c not in frame.columns]
+def _with_identity(groups: pl.DataFrame) -> pl.DataFrame:
+    """pid as given (0 where missing), cat (null where missing)."""
+    return groups.with_columns(
+        (pl.col("pid") if "pid" in groups.columns else pl.lit(None, dtype=pl.Int64)).fill_null(0).alias("pid"),
+        *([] if "cat" in groups.columns else [pl.lit(None, dtype=pl.String).alias("cat")]),
     )
 
 
@@ -175,15 +178,17 @@ class _FileRead:
     starts: dict[Any, dict] = field(default_factory=dict)  # pid -> its start record's row
 
 
-def _track_facts(frame: pl.DataFrame) -> tuple[list, dict, dict]:
-    """(threads in order, pid -> process name, pid -> its start row) of a file's rows."""
-    threads = frame.select("pid", "tid").unique(maintain_order=True).rows()
+def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict, dict]:
+    """(threads in order, pid -> process name, pid -> its start row) of a file's events."""
+    threads = events.select("pid", "tid").unique(maintain_order=True).rows()
     names = {}
-    if "process_name" in frame.columns:
-        named = frame.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
+    if "process_name" in groups.columns:
+        named = groups.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
         names = dict(named.rows())
-    is_start = (pl.col("cat").cast(pl.String) == "dftracer") & (pl.col("name").cast(pl.String) == "start")
-    starts = {row["pid"]: row for row in frame.filter(is_start).iter_rows(named=True)}
+    starts = {}
+    for row in events.filter(pl.col("__marker") & (pl.col("name") == "start")).iter_rows(named=True):
+        start = groups.row(row["__s"], named=True)
+        starts.setdefault(start["pid"], start)
     return threads, names, starts
 
 
@@ -285,23 +290,28 @@ def _dumps_args(args: dict) -> bytes:
         return orjson.dumps({str(k): str(v) for k, v in args.items()})
 
 
-def _events(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[bytes, bytes]]]:
-    """The narrow table that is written (pid, tid, ts, dur, name, `__s`, `__marker`) and, per `__s`, the
-    cat field and args JSON of one (cat, args) combination, computed once for all its events (op events
-    share a handful). No copy of the wide frame is made."""
-    arg_cols = [c for c in frame.columns if c not in _NOT_ARGS]
-    keys = [c for c in ["cat", "kind", "file", "line", *arg_cols] if c in frame.columns]
-    groups = frame.select(keys).with_row_index("__i").group_by(keys, maintain_order=True).agg("__i").with_row_index("__s")
-    where = groups.select("__s", "__i").explode("__i")
-    combo = np.empty(frame.height, dtype=np.int64)
-    combo[where.get_column("__i").to_numpy()] = where.get_column("__s").to_numpy()
-    parts = [(_cat_field(row), _dumps_args(_args_of(row, arg_cols))) for row in groups.drop("__s", "__i").iter_rows(named=True)]
-    marker = (pl.col("cat").cast(pl.String) == "dftracer") & pl.col("name").cast(pl.String).is_in(_MARKERS)
-    events = frame.select(
-        "pid", "tid", pl.col("ts").fill_null(0), pl.col("dur").fill_null(0).clip(lower_bound=0),
-        pl.col("name").cast(pl.String), pl.Series("__s", combo), marker.fill_null(False).alias("__marker"),
-    )  # fmt: skip
-    return events, parts
+def _events(events: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+    """The narrow table that is written: pid, tid, ts, dur, name, `__s` (the event's group, whose cat
+    field and args JSON `_parts` computes once) and `__marker` (a DFTracer start/end record)."""
+    group = events.get_column("group")
+    cat = groups.get_column("cat").cast(pl.String).gather(group)
+    name = events.get_column("name").cast(pl.String) if "name" in events.columns else pl.Series("name", [None] * events.height, dtype=pl.String)
+    tid = events.get_column("tid") if "tid" in events.columns else pl.Series("tid", [0] * events.height, dtype=pl.Int64)
+    return pl.DataFrame([
+        groups.get_column("pid").gather(group).alias("pid"),
+        tid.fill_null(0).alias("tid"),
+        (events.get_column("ts") if "ts" in events.columns else pl.Series("ts", [0] * events.height)).fill_null(0).alias("ts"),
+        events.get_column("dur").fill_null(0).clip(lower_bound=0).alias("dur"),
+        name.alias("name"),
+        group.cast(pl.Int64).alias("__s"),
+        ((cat == "dftracer") & name.is_in(_MARKERS)).fill_null(False).alias("__marker"),
+    ])  # fmt: skip
+
+
+def _parts(groups: pl.DataFrame) -> list[tuple[bytes, bytes]]:
+    """Per group: its cat field and its args JSON."""
+    arg_cols = [c for c in groups.columns if c not in _NOT_ARGS]
+    return [(_cat_field(row), _dumps_args(_args_of(row, arg_cols))) for row in groups.iter_rows(named=True)]
 
 
 def _marker_records(markers: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> Iterable[bytes]:
@@ -313,11 +323,13 @@ def _marker_records(markers: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> 
         )  # fmt: skip
 
 
-def _write_slices(writer: _EventWriter, slices: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> tuple[int, int]:
-    """Write the complete events, sorted and nested per thread; (events written, children clipped)."""
-    if slices.height == 0:
+def _write_slices(writer: _EventWriter, events: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> tuple[int, int]:
+    """Write the complete events (markers left out), sorted and nested per thread; (events written,
+    children clipped)."""
+    written = events.height - events.get_column("__marker").sum()
+    if written == 0:
         return 0, 0
-    slices = slices.drop("__marker").sort(["pid", "tid", "ts", "dur"], descending=[False, False, False, True])
+    slices = events.sort(["pid", "tid", "ts", "dur"], descending=[False, False, False, True])
     names: dict[str | None, bytes] = {}
     head = b""
     stack: list[int] = []
@@ -325,7 +337,9 @@ def _write_slices(writer: _EventWriter, slices: pl.DataFrame, parts: list[tuple[
     clipped = 0
     for offset in range(0, slices.height, _ROWS_PER_WRITE):
         lines = []
-        for pid, tid, ts, dur, name, s in slices.slice(offset, _ROWS_PER_WRITE).iter_rows():
+        for pid, tid, ts, dur, name, s, marker in slices.slice(offset, _ROWS_PER_WRITE).iter_rows():
+            if marker:
+                continue
             if (pid, tid) != current:
                 current = (pid, tid)
                 stack.clear()
@@ -345,7 +359,7 @@ def _write_slices(writer: _EventWriter, slices: pl.DataFrame, parts: list[tuple[
                 + head + b',"args":' + args + b"}"
             )  # fmt: skip
         writer.write_all(lines)
-    return slices.height, clipped
+    return written, clipped
 
 
 # ------------------------------------------------------------------------------------------ output
