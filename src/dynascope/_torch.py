@@ -16,7 +16,7 @@ import inspect
 import sys
 from typing import Any
 
-from .errors import TorchVersionError
+from .errors import ConfigError, TorchVersionError
 
 MIN_TORCH = (2, 5, 1)
 CHECKED_ON = "2.5.1, 2.13.0 and 2.15.0"  # every accessor below was exercised against these releases
@@ -167,6 +167,19 @@ def lookup_backend(name: str) -> Any:
     except ImportError as exc:
         raise moved("torch._dynamo.backends.registry.lookup_backend", exc) from exc
     return _lookup(name)
+
+
+def inductor_mode_options(mode: str) -> dict[str, Any]:
+    """The inductor config a torch.compile mode sets ("reduce-overhead" -> cudagraphs, ...):
+    torch._inductor.list_mode_options (2.5.1 .. 2.15). An unknown mode raises ConfigError listing them."""
+    try:
+        from torch._inductor import list_mode_options
+    except ImportError as exc:
+        raise moved("torch._inductor.list_mode_options", exc) from exc
+    modes = list_mode_options()
+    if mode not in modes:
+        raise ConfigError(f"torch.compile mode {mode!r} is not one of {', '.join(modes)}")
+    return dict(modes[mode])
 
 
 def add_structured_trace_handler(callback: Any) -> Any:

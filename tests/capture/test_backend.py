@@ -263,3 +263,50 @@ def test_layer_paths_read_the_same_in_every_torch_spelling():
     assert clean_module_path("L['self']._modules['layers']._modules['0']") == "layers.0"  # torch 2.5.1
     assert clean_module_path("L['self'].layers.0") == "layers.0"  # torch 2.13
     assert clean_module_path("L['self'].blocks[0]._modules['fc']") == "blocks.0.fc"
+
+
+def test_compile_passes_mode_to_torch_compile_and_aot_eager_says_it_does_not_apply(tmp_path, capfd):
+    @dynascope.compile(mode="reduce-overhead", fullgraph=True)
+    def double_relu(x):
+        return torch.relu(x) * 2
+
+    x = torch.randn(5)
+    index, _ = trace(tmp_path, lambda: double_relu(x))
+    assert torch.equal(double_relu(x), torch.relu(x) * 2)
+    assert {attrs(index, e)["phase"] for e in op_events(index)} == {"inference"}  # traced under aot_eager
+    err = capfd.readouterr().err
+    assert "mode='reduce-overhead'" in err and "do not apply" in err
+
+
+@pytest.mark.slow
+def test_compile_mode_reaches_inductor_on_cpu(tmp_path, monkeypatch):
+    from dynascope import _torch
+
+    patches = []
+    lookup = _torch.lookup_backend
+
+    def spying_lookup(name):
+        inner = lookup(name)
+
+        def compile_with(gm, example_inputs, **kwargs):
+            patches.append(kwargs.get("config_patches"))
+            return inner(gm, example_inputs, **kwargs)
+
+        return compile_with
+
+    monkeypatch.setattr(_torch, "lookup_backend", spying_lookup)
+
+    @dynascope.compile(mode="max-autotune-no-cudagraphs", inner="inductor")
+    def poly(x):
+        return x.sin() * 2 + 1
+
+    x = torch.randn(16)
+    index, _ = trace(tmp_path, lambda: poly(x))
+    assert torch.allclose(poly(x), x.sin() * 2 + 1)
+    assert patches == [{"max_autotune": True, "coordinate_descent_tuning": True}]  # as torch.compile gives inductor
+    assert attrs(index, op_events(index)[0])["backend"] == "inductor"
+
+
+def test_compile_unknown_mode_is_one_clear_error():
+    with pytest.raises(ConfigError, match="mode 'fastest' is not one of"):
+        dynascope.compile(mode="fastest")(lambda x: x)

@@ -11,6 +11,7 @@ tagged with its phase. With autograd=False the Dynamo graph's own ops are traced
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -24,6 +25,7 @@ from .attribution import attribution, event_name, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
 INNER_BACKENDS = ("aot_eager", "eager", "inductor")
+TORCH_COMPILE_OPTIONS = ("fullgraph", "dynamic", "mode", "options", "disable")  # dynascope.compile passes these on
 _UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})$")
 
 
@@ -106,7 +108,9 @@ class TracingBackend:
 
     # -- torch.compile entry point --------------------------------------------------------------
 
-    def __call__(self, gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
+    def __call__(self, gm: Any, example_inputs: list, mode: str | None = None, options: dict | None = None) -> Callable:
+        """torch.compile calls this with the graph, and with its own `mode`/`options` where it was given them."""
+        kwargs = self._inner_options(mode, options)
         if not self.enabled:
             return self._untraced(gm, example_inputs, **kwargs)
         session = current_session() or ensure_session()
@@ -120,6 +124,20 @@ class TracingBackend:
             untraced.report(context.graph, context.compile_id, "graph", exc, self.inner)
             return self._fall_back(gm, example_inputs, **kwargs)
         return compile_fn(gm, example_inputs, **kwargs)  # errors in the user's graph are torch's to report
+
+    def _inner_options(self, mode: str | None, options: dict | None) -> dict[str, Any]:
+        """What the inner backend gets of torch.compile's mode and options: inductor takes them as config
+        patches, as torch.compile hands them to inductor; eager and aot_eager run no inductor, so there
+        they do not apply (said once on stderr)."""
+        patches = dict(_torch.inductor_mode_options(mode)) if mode not in (None, "default") else {}
+        patches.update(options or {})
+        if not patches:
+            return {}
+        if self.inner == "inductor":
+            return {"config_patches": patches}
+        _note_once(f"torch.compile mode={mode!r} options={options!r} tune inductor; the {self.inner} backend "
+                           "dynascope traces with runs no inductor, so they do not apply (inner='inductor' keeps them)")
+        return {}
 
     def _traced_compiler(self, gm: Any, context: CompileContext, record_shapes: bool) -> Callable:
         """The compiler for this graph. What needs a torch internal fails here, before anything compiles."""
@@ -234,6 +252,15 @@ class TracingBackend:
         return compile_graph
 
 
+_noted: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    if text not in _noted:
+        _noted.add(text)
+        print(f"dynascope: note: {text}", file=sys.stderr)
+
+
 def _graph_name(gm: Any) -> str:
     name = _torch.graph_name(gm) or type(gm).__name__
     return _UUID_SUFFIX.sub("", name)
@@ -245,10 +272,13 @@ backend = TracingBackend  # dynascope.backend(...): the public name of the traci
 def compile(fn: Callable | None = None, /, **options: Any) -> Any:
     """`@dynascope.compile` or `@dynascope.compile(epoch=1, ...)`: torch.compile with a tracing backend.
 
-    Backend options are those of `dynascope.backend`; torch.compile's own (fullgraph, dynamic, mode)
-    pass through.
+    Backend options are those of `dynascope.backend`; torch.compile's own (fullgraph, dynamic, mode,
+    options, disable) pass through to torch.compile. mode and options tune inductor, so they take effect
+    with inner="inductor"; the default aot_eager tracing runs no inductor and says so once.
     """
-    compile_options = {k: options.pop(k) for k in ("fullgraph", "dynamic") if k in options}
+    compile_options = {k: options.pop(k) for k in TORCH_COMPILE_OPTIONS if k in options}
+    if compile_options.get("mode") not in (None, "default"):
+        _torch.inductor_mode_options(compile_options["mode"])  # an unknown mode fails here, in one line
     traced = backend(**options)
 
     def decorate(target: Callable) -> Any:
