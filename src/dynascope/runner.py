@@ -13,9 +13,9 @@ import functools
 import glob
 import os
 import sys
-import traceback
 from typing import Any, Iterator
 
+from .console import say, script_exit_status
 from .errors import ConfigError
 
 BACKEND_CHOICES = ("auto", "aot_eager", "eager", "inductor")
@@ -66,7 +66,7 @@ def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[st
 def _note_once(notes: list[str], text: str) -> None:
     if text not in notes:
         notes.append(text)
-        print(f"dynascope run: note: {text}", file=sys.stderr)
+        say("run", f"note: {text}")
 
 
 @contextlib.contextmanager
@@ -100,7 +100,7 @@ def _stale_traces(out_dir: str, stem: str) -> None:
 def main(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
     from . import _torch
-    from .scriptrun import check_script, run_script, strip_our_frames
+    from .scriptrun import check_script, run_script
     from .trace.config import TraceConfig
     from .trace.session import TraceSession
 
@@ -129,8 +129,8 @@ def main(argv: list[str]) -> int:
             observer.stop()
         session.finalize()
     sys.stdout.flush()
-    written = _write_outputs(out_dir, stem, script, observer, error, ns)
-    return _exit_code(script, error, written, strip_our_frames)
+    _write_outputs(out_dir, stem, script, observer, error, ns)
+    return script_exit_status("run", script, error)
 
 
 def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace) -> dict:
@@ -165,18 +165,3 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
     print(f"next         dynascope report {written['traces'][0] if written['traces'] else out_dir}   ·   "
           f"dynascope convert ... -o trace.json (for Perfetto)")  # fmt: skip
     return written
-
-
-def _exit_code(script: str, error: Any, written: dict, strip_our_frames: Any) -> int:
-    if error is None:
-        return 0
-    if isinstance(error, SystemExit):
-        return error.code if isinstance(error.code, int) else 1
-    if isinstance(error, KeyboardInterrupt):
-        print("dynascope run: interrupted; the outputs above cover the run until then", file=sys.stderr)
-        return 130
-    strip_our_frames(error)
-    print(f"\ndynascope run: {os.path.basename(script)} raised {type(error).__name__}; "
-          "the trace and report cover the run until then.", file=sys.stderr)  # fmt: skip
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    return 1

@@ -61,3 +61,36 @@ def test_demo(tmp_path):
     index = check(load(trace_files(str(tmp_path / "demo"))[0]))
     steps = [e for e in index["events"] if e["name"] == "step"]
     assert [s["args"]["step"] for s in steps] == [0, 1]
+
+
+INTERRUPTED_SCRIPT = '''
+import os, signal, time
+import torch
+
+def double_relu(x):
+    return torch.relu(x) * 2
+
+compiled = torch.compile(double_relu, backend="aot_eager")
+for _ in range(2):
+    compiled(torch.randn(4))
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+time.sleep(30)
+print("not reached")
+'''
+
+
+def test_ctrl_c_gives_130_and_readable_outputs_in_run_and_explain(tmp_path):
+    from dynascope.explain.model import Report
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_SCRIPT)
+    ran = dynascope("run", "--out", "run", "--no-html", str(script), cwd=tmp_path)
+    explained = dynascope("explain", "--out", "explain", str(script), cwd=tmp_path)
+    for result, command in ((ran, "run"), (explained, "explain")):
+        assert result.returncode == 130, result.stderr[-3000:]
+        assert f"dynascope {command}: interrupted; the outputs above cover the run until then" in result.stderr
+        assert "not reached" not in result.stdout and "Traceback" not in result.stderr
+        report = Report.from_json((tmp_path / command / "explanation.json").read_text())
+        assert report.error == "KeyboardInterrupt: " and report.explanations[0].function.name == "double_relu"
+    index = check(load(trace_files(str(tmp_path / "run"))[0]))
+    assert {e["name"] for e in op_events(index)} >= {"function.relu.default"}

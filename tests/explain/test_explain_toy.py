@@ -57,6 +57,22 @@ def test_toy_example_three_frames_with_resume_markers():
     assert dynascope.explain(opt).cache_entries[0].compile_id == "0/0"
 
 
+def test_report_lines_carry_their_roles_for_the_terminal():
+    from dynascope.explain.model import HEADING, NOTE, RESUME, explanation_lines
+
+    expl = explain(run_toy(n=20))
+    lines = explanation_lines(expl)
+    assert lines.text() == str(expl)
+    headings = [text.lstrip(" |") for text, role in lines.rows if role == HEADING]
+    assert headings[0] == "This function is optimized by Dynamo. It has 1 cache entry."
+    for start in ("Cache entry 1 (compile id 0/0", "Guards (", "Transformed code", "Resume function 2",
+                  "This resume function is optimized", "Compile times ("):
+        assert any(h.startswith(start) for h in headings), start
+    marked = [text for text, role in lines.rows if role == RESUME]
+    assert len(marked) == 2 and all(t.endswith("if b.sum() < 0:  <== resume in this line") for t in marked)
+    assert all(text.lstrip(" |").startswith("note:") for text, role in lines.rows if role == NOTE)
+
+
 def test_toy_guards_are_readable_and_grouped():
     expl = explain(run_toy(n=5))
     entry = expl.cache_entries[0]

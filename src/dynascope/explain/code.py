@@ -7,7 +7,7 @@ import inspect
 import linecache
 import types
 
-RESUME_MARKER = "  <== resume in this line"
+from .model import RESUME_MARKER
 
 
 def dis_text(code: types.CodeType, why: str | None = None) -> str:

@@ -11,12 +11,10 @@ import argparse
 import os
 import re
 import sys
-import traceback
-from typing import Any
 
-
+from ..console import make_console, print_lines, print_rule, say, script_exit_status
 from ..errors import ConfigError
-from .model import CacheEntry, Explanation, Report, render_guards, render_observations, render_text
+from .model import CacheEntry, Explanation, Report, explanation_lines, observation_lines, render_guards, render_observations
 
 TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
 USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]"
@@ -67,7 +65,7 @@ def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str]) -> int:
     ns, script_args = _split_args(argv)
-    from ..scriptrun import check_script, run_script, strip_our_frames
+    from ..scriptrun import check_script, run_script
     from .observer import Observer
 
     script = check_script(ns.script)
@@ -91,24 +89,10 @@ def main(argv: list[str]) -> int:
         print_report(report)
     if out_dir is not None:
         written = write_outputs(report, out_dir)
-        print(f"\ndynascope explain: wrote {len(written)} files to {out_dir} "
-              f"(explanation.json and one .py per function)", file=sys.stderr)
+        print(file=sys.stderr)
+        say("explain", f"wrote {len(written)} files to {out_dir} (explanation.json and one .py per function)")
 
-    if error is None:
-        return 0
-    if isinstance(error, SystemExit):
-        code = error.code
-        if isinstance(code, int):
-            return code
-        print(code, file=sys.stderr)
-        return 1
-    if isinstance(error, KeyboardInterrupt):
-        raise error
-    strip_our_frames(error)
-    print(f"\ndynascope explain: {os.path.basename(script)} raised {type(error).__name__}; "
-          "the report above covers what was compiled until then.", file=sys.stderr)
-    traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
-    return 1
+    return script_exit_status("explain", script, error)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -117,45 +101,18 @@ def main(argv: list[str]) -> int:
 
 
 def print_report(report: Report) -> None:
-    try:
-        from rich.console import Console
-        from rich.rule import Rule
-    except ImportError:  # pragma: no cover - rich is a dependency, but keep plain text working
-        print(str(report))
-        return
-    console = Console(soft_wrap=True, highlight=False)
+    console = make_console(soft_wrap=True)
     if not report.explanations:
-        console.print("No function was compiled by torch.compile (or every cache entry was cleared).",
-                      markup=False)
+        console.print("No function was compiled by torch.compile (or every cache entry was cleared).", markup=False)
     for expl in report.explanations:
         fn = expl.function
-        console.print(Rule(f"{fn.qualname or fn.name}  ({fn.where()})", style="cyan"))
-        _print_styled(console, render_text(_without_records(expl), guard_limit=TERMINAL_GUARD_LIMIT))
+        print_rule(console, f"{fn.qualname or fn.name}  ({fn.where()})")
+        print_lines(console, explanation_lines(_without_records(expl), guard_limit=TERMINAL_GUARD_LIMIT).rows)
         console.print()
-    obs = render_observations(report)
+    obs = observation_lines(report)
     if obs:
-        console.print(Rule("What happened while the script ran", style="cyan"))
-        _print_styled(console, obs)
-
-
-_HEADINGS = re.compile(r"^[\s|]*(This (resume )?function is optimized|Cache entry \d|Subgraph \d|Resume function \d|"
-                       r"Guards \(|Transformed code|There (is|are) |Graph breaks|Recompiles|Compile times|"
-                       r"Recompile limit hits|Frames that fell back)")
-
-
-def _print_styled(console: Any, text: str) -> None:
-    """Plain text, with headings in bold and resume markers highlighted on a terminal (rich drops the
-    styles when the output is not one)."""
-    for line in text.splitlines():
-        if "<== resume in this line" in line:
-            style = "bold yellow"
-        elif line.lstrip(" |").startswith("note:"):
-            style = "magenta"
-        elif _HEADINGS.match(line):
-            style = "bold"
-        else:
-            style = None
-        console.print(line, style=style, markup=False, highlight=False)
+        print_rule(console, "What happened while the script ran")
+        print_lines(console, obs.rows)
 
 
 def _without_records(expl: Explanation) -> Explanation:

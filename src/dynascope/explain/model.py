@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 SCHEMA = "dynascope.explanation/1"
+HEADING, NOTE, RESUME = "heading", "note", "resume"  # roles of report lines (Lines); dynascope.console styles them
+RESUME_MARKER = "  <== resume in this line"  # ends the source line a resume function starts at
 
 
 class _Data:
@@ -326,105 +328,172 @@ def render_guards(entry: CacheEntry, user_file: str | None = None, limit: int | 
     return "\n".join(lines)
 
 
+class Lines:
+    """A report's lines, each with its role: HEADING, NOTE, RESUME (the line a resume function starts
+    at) or None for plain text. A terminal styles lines by role (dynascope.console.print_lines);
+    text() is the plain report."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str | None]] = []
+
+    def add(self, text: str = "", role: str | None = None) -> None:
+        self.rows.extend((line, role) for line in text.split("\n"))
+
+    def heading(self, text: str) -> None:
+        self.add(text, HEADING)
+
+    def note(self, text: str) -> None:
+        self.add(f"note: {text}", NOTE)
+
+    def block(self, text: str, prefix: str) -> None:
+        """Plain text (source, code, guards) indented by `prefix`; the resume marker's line is RESUME."""
+        for line in _indent(text, prefix).split("\n"):
+            self.rows.append((line, RESUME if RESUME_MARKER.strip() in line else None))
+
+    def nest(self, inner: Lines, prefix: str) -> None:
+        """Another report's lines under this one, each prefixed, roles kept (trailing blank lines dropped)."""
+        rows = list(inner.rows)
+        while rows and not rows[-1][0]:
+            rows.pop()
+        self.rows.extend((prefix + text, role) for text, role in rows)
+
+    def extend(self, other: Lines) -> None:
+        self.rows.extend(other.rows)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def text(self) -> str:
+        return "\n".join(text for text, _ in self.rows)
+
+
 def render_text(expl: Explanation, depth: int = 0, guard_limit: int | None = None) -> str:
-    out: list[str] = []
+    return explanation_lines(expl, depth, guard_limit).text()
+
+
+def explanation_lines(expl: Explanation, depth: int = 0, guard_limit: int | None = None) -> Lines:
+    """The report on one function, line by line with roles (render_text is its plain text)."""
+    out = Lines()
     n = len(expl.cache_entries)
     fn = expl.function
+    entries = _plural(n, "cache entry", "cache entries")
     if expl.kind == "resume":
-        out.append(f"This resume function is optimized by Dynamo. It has {_plural(n, 'cache entry', 'cache entries')}.")
+        out.heading(f"This resume function is optimized by Dynamo. It has {entries}.")
     else:
-        out.append(f"This function is optimized by Dynamo. It has {_plural(n, 'cache entry', 'cache entries')}.")
-        out.append(f"Function {fn.qualname or fn.name} in {fn.where()}")
+        out.heading(f"This function is optimized by Dynamo. It has {entries}.")
+        out.add(f"Function {fn.qualname or fn.name} in {fn.where()}")
     for note in expl.notes:
-        out.append(f"note: {note}")
+        out.note(note)
     for entry in expl.cache_entries:
-        out.append("")
-        backend = f", backend {entry.backend}" if entry.backend else ""
-        out.append(f"Cache entry {entry.index} (compile id {entry.compile_id}{backend}):")
-        out.append("")
-        out.append(f"  Guards ({_plural(entry.guard_count, 'check')}; this entry runs only if all pass):")
-        out.append(_indent(render_guards(entry, fn.file, guard_limit) or "(no guards)", "    "))
-        if entry.code is not None:
-            out.append("")
-            how = "decompiled" if entry.code.decompiled else "bytecode; the decompiler could not handle it"
-            out.append(f"  Transformed code ({how}):")
-            out.append(_indent(entry.code.source, "    "))
-        out.append("")
-        k = len(entry.subgraphs)
-        out.append(f"  There {'is' if k == 1 else 'are'} {_plural(k, 'subgraph')} in the function:")
-        for i, sg in enumerate(entry.subgraphs, 1):
-            ops = f" ({_plural(sg.op_count, 'op')})" if sg.op_count is not None else ""
-            out.append("")
-            out.append(f"  Subgraph {i}: {sg.name}{ops}")
-            out.append(_indent(sg.fx_code or "(FX code not available: the backend replaced the graph; "
-                               "run under dynascope observation to keep it)", "    "))
-        p = len(entry.resume_functions)
-        if p:
-            out.append("")
-            out.append(f"  There {'is' if p == 1 else 'are'} {_plural(p, 'resume function')}:")
-        for i, rf in enumerate(entry.resume_functions, 1):
-            out.append("")
-            where = f" (resumes at line {rf.line})" if rf.line else ""
-            out.append(f"  Resume function {i}: {rf.name}{where}")
-            if rf.continues_at is not None and rf.continues_at.line:
-                out.append(f"    continues with line {rf.continues_at.line}: {rf.continues_at.code}")
-            if rf.source:
-                out.append(_indent(rf.source, "    "))
-            if rf.explanation is not None and rf.explanation.cache_entries:
-                out.append("")
-                out.append(_indent(render_text(rf.explanation, depth + 1, guard_limit), "    | "))
-            elif rf.explanation is None:
-                out.append("    (not compiled yet: this branch has not run)")
+        _entry_lines(entry, fn.file, depth, guard_limit, out)
     if depth == 0:
-        obs = render_observations(expl)
+        obs = observation_lines(expl)
         if obs:
-            out.append("")
-            out.append(obs)
-    return "\n".join(out)
+            out.add("")
+            out.extend(obs)
+    return out
+
+
+def _entry_lines(entry: CacheEntry, user_file: str | None, depth: int, guard_limit: int | None, out: Lines) -> None:
+    out.add("")
+    backend = f", backend {entry.backend}" if entry.backend else ""
+    out.heading(f"Cache entry {entry.index} (compile id {entry.compile_id}{backend}):")
+    out.add("")
+    out.heading(f"  Guards ({_plural(entry.guard_count, 'check')}; this entry runs only if all pass):")
+    out.block(render_guards(entry, user_file, guard_limit) or "(no guards)", "    ")
+    if entry.code is not None:
+        out.add("")
+        how = "decompiled" if entry.code.decompiled else "bytecode; the decompiler could not handle it"
+        out.heading(f"  Transformed code ({how}):")
+        out.block(entry.code.source, "    ")
+    out.add("")
+    k = len(entry.subgraphs)
+    out.heading(f"  There {'is' if k == 1 else 'are'} {_plural(k, 'subgraph')} in the function:")
+    for i, sg in enumerate(entry.subgraphs, 1):
+        ops = f" ({_plural(sg.op_count, 'op')})" if sg.op_count is not None else ""
+        out.add("")
+        out.heading(f"  Subgraph {i}: {sg.name}{ops}")
+        out.block(sg.fx_code or "(FX code not available: the backend replaced the graph; "
+                  "run under dynascope observation to keep it)", "    ")
+    p = len(entry.resume_functions)
+    if p:
+        out.add("")
+        out.heading(f"  There {'is' if p == 1 else 'are'} {_plural(p, 'resume function')}:")
+    for i, rf in enumerate(entry.resume_functions, 1):
+        _resume_lines(i, rf, depth, guard_limit, out)
+
+
+def _resume_lines(i: int, rf: ResumeFunction, depth: int, guard_limit: int | None, out: Lines) -> None:
+    out.add("")
+    where = f" (resumes at line {rf.line})" if rf.line else ""
+    out.heading(f"  Resume function {i}: {rf.name}{where}")
+    if rf.continues_at is not None and rf.continues_at.line:
+        out.add(f"    continues with line {rf.continues_at.line}: {rf.continues_at.code}")
+    if rf.source:
+        out.block(rf.source, "    ")
+    if rf.explanation is not None and rf.explanation.cache_entries:
+        out.add("")
+        out.nest(explanation_lines(rf.explanation, depth + 1, guard_limit), "    | ")
+    elif rf.explanation is None:
+        out.add("    (not compiled yet: this branch has not run)")
 
 
 def render_observations(obj: Explanation | Report) -> str:
-    out: list[str] = []
+    return observation_lines(obj).text()
+
+
+def observation_lines(obj: Explanation | Report) -> Lines:
+    """Graph breaks, recompiles and compile times (and for a Report: limit hits, eager fallbacks, notes)."""
+    out = Lines()
     if obj.graph_breaks:
-        out.append(f"Graph breaks ({len(obj.graph_breaks)} distinct):")
+        out.heading(f"Graph breaks ({len(obj.graph_breaks)} distinct):")
         for gb in obj.graph_breaks:
             where = f"{gb.file}:{gb.line}" if gb.file else "unknown location"
-            times = f"  [{_plural(gb.count, 'time')}]"
-            out.append(f"  - {gb.reason}  at {where}{times}")
+            out.add(f"  - {gb.reason}  at {where}  [{_plural(gb.count, 'time')}]")
             if gb.excerpt:
-                out.append(_indent(gb.excerpt, "      | "))
+                out.block(gb.excerpt, "      | ")
     if obj.recompiles:
         if out:
-            out.append("")
-        out.append(f"Recompiles ({len(obj.recompiles)}):")
+            out.add("")
+        out.heading(f"Recompiles ({len(obj.recompiles)}):")
         for rc in obj.recompiles:
             where = f" ({os.path.basename(rc.file)}:{rc.line})" if rc.file and rc.line else ""
-            out.append(f"  - {rc.function or '?'}{where} recompiled as {rc.compile_id}: {rc.reason}")
+            out.add(f"  - {rc.function or '?'}{where} recompiled as {rc.compile_id}: {rc.reason}")
             for f in rc.failures[1:]:
-                out.append(f"      also {f.compile_id}: {f.reason}")
+                out.add(f"      also {f.compile_id}: {f.reason}")
     if obj.compile_times:
         if out:
-            out.append("")
-        total = sum(ct.total_s or 0.0 for ct in obj.compile_times)
-        out.append(f"Compile times ({_plural(len(obj.compile_times), 'compile')}, {total:.3f} s in all):")
-        out.append(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
-        for ct in obj.compile_times:
-            def f(x: float | None) -> str:
-                return "-" if x is None else f"{x:.3f}"
-            status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
-            out.append(f"  {ct.compile_id:<8} {f(ct.total_s):>8} {f(ct.dynamo_s):>8} {f(ct.aot_s):>8} "
-                       f"{f(ct.backend_s):>8}  {ct.function or '?'}{status}")
+            out.add("")
+        _compile_time_lines(obj.compile_times, out)
     if isinstance(obj, Report):
-        if obj.cache_limit_hits:
-            out.append("")
-            out.append("Recompile limit hits (these functions now run eagerly):")
-            for h in obj.cache_limit_hits:
-                out.append(f"  - {h.function} at {h.file}:{h.line}: limit {h.limit}; last reason: {h.reason}")
-        if obj.eager_fallbacks:
-            out.append("")
-            out.append("Frames that fell back to eager:")
-            for e in obj.eager_fallbacks:
-                out.append(f"  - {e.function} ({e.compile_id}) at {e.file}:{e.line}: {e.reason}")
-        for note in obj.notes:
-            out.append(f"note: {note}")
-    return "\n".join(out)
+        _report_only_lines(obj, out)
+    return out
+
+
+def _seconds(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
+    total = sum(ct.total_s or 0.0 for ct in times)
+    out.heading(f"Compile times ({_plural(len(times), 'compile')}, {total:.3f} s in all):")
+    out.add(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
+    for ct in times:
+        status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
+        out.add(f"  {ct.compile_id:<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} {_seconds(ct.aot_s):>8} "
+                f"{_seconds(ct.backend_s):>8}  {ct.function or '?'}{status}")
+
+
+def _report_only_lines(report: Report, out: Lines) -> None:
+    if report.cache_limit_hits:
+        out.add("")
+        out.heading("Recompile limit hits (these functions now run eagerly):")
+        for h in report.cache_limit_hits:
+            out.add(f"  - {h.function} at {h.file}:{h.line}: limit {h.limit}; last reason: {h.reason}")
+    if report.eager_fallbacks:
+        out.add("")
+        out.heading("Frames that fell back to eager:")
+        for e in report.eager_fallbacks:
+            out.add(f"  - {e.function} ({e.compile_id}) at {e.file}:{e.line}: {e.reason}")
+    for note in report.notes:
+        out.note(note)

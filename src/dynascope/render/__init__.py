@@ -20,7 +20,7 @@ _EXPORTS = {
     "render_short": "dynascope.render.terminal",
     "summary_text": "dynascope.render.terminal",
     "short_text": "dynascope.render.terminal",
-    "make_console": "dynascope.render.terminal",
+    "make_console": "dynascope.console",
     "render_html": "dynascope.render.html",
     "write_html": "dynascope.render.html",
     "find_explanation": "dynascope.render.html",

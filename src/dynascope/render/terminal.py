@@ -8,9 +8,7 @@ width wide enough for op names, and every cell is plain text (op names are never
 
 from __future__ import annotations
 
-import os
-import sys
-from typing import IO, Any
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -18,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analyze.summary import Summary
+from ..console import PIPE_WIDTH, make_console
 
 from ._fmt import (
     SPEC_BY_ATTR,
@@ -35,30 +34,6 @@ from ._fmt import (
 
 __all__ = ["make_console", "render_summary", "render_short", "summary_text", "short_text", "summary_table"]
 
-PIPE_WIDTH = 150
-
-
-def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None) -> Console:
-    """A console that writes to `file` (stdout by default); wide and colourless when not a terminal."""
-    file = file if file is not None else sys.stdout
-    isatty = bool(getattr(file, "isatty", lambda: False)())
-    if width is None and not isatty:
-        try:
-            width = int(os.environ.get("COLUMNS", "")) or PIPE_WIDTH
-        except ValueError:
-            width = PIPE_WIDTH
-    if color is None:
-        color = isatty and "NO_COLOR" not in os.environ
-    return Console(
-        file=file,
-        width=width,
-        force_terminal=True if color else None,
-        no_color=not color,
-        color_system="auto" if color else None,
-        highlight=False,
-        emoji=False,
-        soft_wrap=False,
-    )
 
 
 def _cell(value: Any, kind: str) -> Text:
