@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import orjson
+import pytest
 import polars as pl
 
 from dynascope.analyze.summary import Summary
@@ -128,3 +129,37 @@ def test_process_chart_only_with_several_processes():
     assert "rank 0 · n1 · pid 10" in chart and "rank 1 · n2 · pid 11" in chart
     # rank 0: 1 ms op + 1 ms compile of a 3 ms peak → 33.333% each
     assert chart.count('style="width: 33.333%"') == 2 and 'style="width: 100.000%"' in chart
+
+
+def _toy(a, b):
+    import torch
+
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+def test_html_renders_what_a_real_explain_run_holds(tmp_path):
+    torch = pytest.importorskip("torch")
+    from dynascope.explain import observe
+
+    torch._dynamo.reset()
+    try:
+        with observe() as obs:
+            compiled = torch.compile(_toy, backend="eager")
+            compiled(torch.ones(4), torch.ones(4))
+            compiled(torch.ones(4), -torch.ones(4))
+        report = obs.report()
+    finally:
+        torch._dynamo.reset()
+    path = tmp_path / "explanation.json"
+    path.write_text(report.to_json())
+    html = render_html(make_summary(), load_explanation(path))
+    resumes = report.explanations[0].cache_entries[0].resume_functions
+    assert sorted(rf.continues_at.code for rf in resumes) == ["b = b * -1", "return x * b"]
+    for rf in resumes:  # which branch each resume function is: the line it continues with
+        assert f'continues with line {rf.continues_at.line}: <span class="code">{rf.continues_at.code}</span>' in html
+        assert f"Resume function <span class=\"mono\">{rf.name}</span>" in html
+    assert html.count("This resume function") == 0 and html.count(">resume function</span>") == 2
+    assert "_toy" in html and str(path) in html

@@ -34,23 +34,42 @@ class _Data:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Any:
+    def from_dict(cls, data: Any) -> Any:
+        """Read what to_dict wrote. Lenient, as a reader of files from other versions (or hands) must be:
+        unknown keys are ignored; a nested value or list item of the wrong shape is dropped and its field
+        keeps its default; a field that is missing and has no default is None."""
+        data = data if isinstance(data, dict) else {}
         kwargs: dict[str, Any] = {}
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        for key, value in (data or {}).items():
-            if key not in names:
-                continue  # readers ignore keys they do not know
-            sub = cls._nested.get(key)
-            if sub is not None and value is not None:
-                if isinstance(value, list):
-                    value = [sub.from_dict(v) for v in value]  # type: ignore[attr-defined]
-                else:
-                    value = sub.from_dict(value)  # type: ignore[attr-defined]
-            kwargs[key] = value
+        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            value = data.get(f.name, _ABSENT)
+            sub = cls._nested.get(f.name)
+            if sub is not None and value is not _ABSENT:
+                value = _read_nested(sub, value, has_default, f.default_factory is list)
+            if value is not _ABSENT:
+                kwargs[f.name] = value
+            elif not has_default:
+                kwargs[f.name] = None
         return cls(**kwargs)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+
+_ABSENT = object()
+
+
+def _read_nested(sub: Any, value: Any, has_default: bool, is_list: bool) -> Any:
+    """A nested field's value read with `sub.from_dict`: a list keeps its dict items, a dict is read,
+    None stays None (an empty list for a list field); anything else is _ABSENT (the field's default),
+    or `sub` read from nothing."""
+    if isinstance(value, list):
+        return [sub.from_dict(v) for v in value if isinstance(v, dict)]
+    if isinstance(value, dict) and not is_list:
+        return sub.from_dict(value)
+    if value is None and not is_list:
+        return None
+    return _ABSENT if has_default else sub.from_dict({})
 
 
 def _to_plain(value: Any) -> Any:
@@ -480,7 +499,7 @@ def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
     out.add(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
     for ct in times:
         status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
-        out.add(f"  {ct.compile_id:<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} {_seconds(ct.aot_s):>8} "
+        out.add(f"  {ct.compile_id or '?':<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} {_seconds(ct.aot_s):>8} "
                 f"{_seconds(ct.backend_s):>8}  {ct.function or '?'}{status}")
 
 

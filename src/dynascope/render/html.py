@@ -21,6 +21,8 @@ import orjson
 import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
+from ..analyze.summary import Summary
+from ..explain.model import CompileTime, Report
 from ._fmt import (
     SPEC_BY_ATTR,
     compile_run_totals,
@@ -52,10 +54,12 @@ def _env() -> Environment:
         undefined=ChainableUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=lambda value: "" if value is None else value,  # a missing field prints as nothing
     )
     env.filters["us"] = fmt_us
     env.filters["share"] = fmt_share
     env.filters["seconds"] = _fmt_seconds
+    env.filters["where"] = _where
     return env
 
 
@@ -79,7 +83,7 @@ def _sort_key(value: Any, kind: str) -> str:
     return str(value)
 
 
-def _table_view(summary: Any, attr: str, limit: int | None) -> dict | None:
+def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
     spec = SPEC_BY_ATTR[attr]
     cols, rows, n = table_rows(summary, spec, limit)
     if not rows:
@@ -139,18 +143,18 @@ def _split_bar(parts: list[tuple[str, str, float]]) -> dict | None:
     return {"total": fmt_us(total), "segments": segs}
 
 
-def _phase_chart(summary: Any) -> dict | None:
+def _phase_chart(summary: Summary) -> dict | None:
     phases = phase_totals(summary)
     order = [p for p in PHASE_ORDER if p in phases] + sorted(p for p in phases if p not in PHASE_ORDER)
     return _split_bar([(p, f"ph-{p}" if p in PHASE_ORDER else "ph-other", phases[p]) for p in order])
 
 
-def _compile_chart(summary: Any) -> dict | None:
+def _compile_chart(summary: Summary) -> dict | None:
     compile_us, run_us = compile_run_totals(summary)
     return _split_bar([("compile", "k-compile", compile_us), ("run", "k-run", run_us)])
 
 
-def _layer_chart(summary: Any, limit: int = 15) -> dict | None:
+def _layer_chart(summary: Summary, limit: int = 15) -> dict | None:
     frame = frame_of(summary, "by_layer")
     if frame.height == 0 or "layer" not in frame.columns or "total_us" not in frame.columns:
         return None
@@ -175,7 +179,7 @@ def _layer_chart(summary: Any, limit: int = 15) -> dict | None:
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
 
 
-def _step_chart(summary: Any, limit: int = 400) -> dict | None:
+def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     """Columns per step: wall time, with the op time inside it. Outliers (a first step that compiles)
     would flatten the rest, so the scale stops at 5× the typical step and taller bars are cut and
     labelled with their value."""
@@ -244,7 +248,7 @@ def _step_chart(summary: Any, limit: int = 400) -> dict | None:
     }
 
 
-def _process_chart(summary: Any, limit: int = 64) -> dict | None:
+def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     """Op time and compile time per process (rank), when there is more than one: stragglers stand out."""
     frame = frame_of(summary, "by_process")
     if frame.height < 2:
@@ -268,19 +272,14 @@ def _process_chart(summary: Any, limit: int = 64) -> dict | None:
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
 
 
-def _compile_time_chart(expl: dict | None) -> dict | None:
-    if not expl:
-        return None
-    rows = [ct for ct in expl["compile_times"] if isinstance(ct, dict)]
-    if not rows:
-        return None
-    peak = max((_num(ct.get("total_s")) for ct in rows), default=0.0)
+def _compile_time_chart(times: list[CompileTime]) -> dict | None:
+    peak = max((_num(ct.total_s) for ct in times), default=0.0)
     if peak <= 0:
         return None
     bars = []
-    for ct in rows:
-        total = _num(ct.get("total_s"))
-        known = {k: _num(ct.get(f"{k}_s")) for k in ("dynamo", "aot", "backend", "inductor")}
+    for ct in times:
+        total = _num(ct.total_s)
+        known = {k: _num(getattr(ct, f"{k}_s")) for k in ("dynamo", "aot", "backend", "inductor")}
         # inductor runs inside the backend call: show backend minus inductor, then inductor
         if known["inductor"] and known["backend"] >= known["inductor"]:
             known["backend"] -= known["inductor"]
@@ -290,8 +289,8 @@ def _compile_time_chart(expl: dict | None) -> dict | None:
             for k, v in (*known.items(), ("other", rest))
             if v > 0
         ]
-        label = f"{ct.get('compile_id') or '?'} {ct.get('function') or ''}".strip()
-        bars.append({"label": label, "module": ct.get("status") or "", "value": _fmt_seconds(total), "segments": segs})
+        label = f"{ct.compile_id or '?'} {ct.function or ''}".strip()
+        bars.append({"label": label, "module": ct.status or "", "value": _fmt_seconds(total), "segments": segs})
     return {"bars": bars, "more": 0}
 
 
@@ -322,152 +321,27 @@ def load_explanation(path: str | Path) -> dict:
     return data
 
 
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
-
-
-def _dicts(value: Any) -> list[dict]:
-    return [v for v in _list(value) if isinstance(v, dict)]
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode() if isinstance(value, (dict, list)) else str(value)
-
-
-def _where(obj: dict) -> str:
-    file, line = obj.get("file"), obj.get("line")
+def _where(obj: Any) -> str:
+    """file:line of anything the explanation model places in a file (a function, a break, a user line)."""
+    file, line = getattr(obj, "file", None), getattr(obj, "line", None)
     if not file:
         return ""
     return f"{file}:{line}" if line not in (None, "") else str(file)
 
 
-def _norm_explanation(e: Any, depth: int = 0) -> dict | None:
-    if not isinstance(e, dict) or depth > 8:
+def _explanation_view(explanation: Report | dict | None) -> dict | None:
+    """The explanation section: the Report itself (read with the explain model's own from_dict), the
+    file it came from, and the numbers computed from it."""
+    if explanation is None or not isinstance(explanation, (Report, dict)):
         return None
-    fn = e.get("function") if isinstance(e.get("function"), dict) else {}
-    entries = []
-    for ce in _dicts(e.get("cache_entries")):
-        groups = []
-        for g in _dicts(ce.get("guards")):
-            guards = []
-            for gd in _dicts(g.get("guards")):
-                ul = gd.get("user_line") if isinstance(gd.get("user_line"), dict) else None
-                guards.append(
-                    {
-                        "kind": _text(gd.get("kind")),
-                        "text": _text(gd.get("text")),
-                        "raw": _text(gd.get("raw")),
-                        "where": _where(ul) if ul else "",
-                        "code": _text(ul.get("code")) if ul else "",
-                        "fail_count": gd.get("fail_count"),
-                    }
-                )
-            groups.append({"subject": _text(g.get("subject")), "source": _text(g.get("source")), "guards": guards})
-        code = ce.get("code") if isinstance(ce.get("code"), dict) else {}
-        resumes = []
-        for r in _dicts(ce.get("resume_functions")):
-            resumes.append(
-                {
-                    "name": _text(r.get("name")),
-                    "code_name": _text(r.get("code_name")),
-                    "offset": r.get("offset"),
-                    "line": r.get("line"),
-                    "source": _text(r.get("source")),
-                    "explanation": _norm_explanation(r.get("explanation"), depth + 1),
-                }
-            )
-        entries.append(
-            {
-                "index": ce.get("index"),
-                "compile_id": _text(ce.get("compile_id")),
-                "backend": _text(ce.get("backend")),
-                "guard_count": ce.get("guard_count"),
-                "groups": groups,
-                "code_name": _text(code.get("name")),
-                "code": _text(code.get("source")),
-                "decompiled": bool(code.get("decompiled")),
-                "subgraphs": [
-                    {
-                        "name": _text(s.get("name")),
-                        "global_name": _text(s.get("global_name")),
-                        "fx_code": _text(s.get("fx_code")),
-                        "op_count": s.get("op_count"),
-                        "node_count": s.get("node_count"),
-                    }
-                    for s in _dicts(ce.get("subgraphs"))
-                ],
-                "resumes": resumes,
-            }
-        )
+    report = explanation if isinstance(explanation, Report) else Report.from_dict(explanation)
+    path = explanation.get("_path") if isinstance(explanation, dict) else None
     return {
-        "name": _text(fn.get("qualname") or fn.get("name")) or "(unknown function)",
-        "where": _where(fn),
-        "kind": _text(e.get("kind")) or "function",
-        "source": _text(e.get("source")),
-        "entries": entries,
-        "n_breaks": len(_list(e.get("graph_breaks"))),
-        "n_recompiles": len(_list(e.get("recompiles"))),
-        "notes": [_text(n) for n in _list(e.get("notes"))],
+        "report": report,
+        "path": path or "",
+        "compile_total_s": sum(_num(ct.total_s) for ct in report.compile_times),
+        "compile_chart": _compile_time_chart(report.compile_times),
     }
-
-
-def _explanation_view(data: dict | None) -> dict | None:
-    if not isinstance(data, dict):
-        return None
-    breaks = [
-        {
-            "reason": _text(b.get("reason")),
-            "detail": _text(b.get("detail")),
-            "function": _text(b.get("function")),
-            "where": _where(b),
-            "excerpt": _text(b.get("excerpt")),
-            "count": b.get("count"),
-            "compile_ids": ", ".join(_text(c) for c in _list(b.get("compile_ids"))),
-        }
-        for b in _dicts(data.get("graph_breaks"))
-    ]
-    recompiles = [
-        {
-            "function": _text(r.get("function")),
-            "where": _where(r),
-            "compile_id": _text(r.get("compile_id")),
-            "reason": _text(r.get("reason")),
-            "failures": [
-                {k: _text(f.get(k)) for k in ("compile_id", "reason", "subject", "expected", "actual")}
-                for f in _dicts(r.get("failures"))
-            ],
-        }
-        for r in _dicts(data.get("recompiles"))
-    ]
-    compile_times = _dicts(data.get("compile_times"))
-    view = {
-        "path": _text(data.get("_path")),
-        "schema": _text(data.get("schema")),
-        "torch_version": _text(data.get("torch_version")),
-        "python_version": _text(data.get("python_version")),
-        "script": _text(data.get("script")),
-        "error": _text(data.get("error")),
-        "notes": [_text(n) for n in _list(data.get("notes"))],
-        "functions": [x for x in (_norm_explanation(e) for e in _list(data.get("explanations"))) if x],
-        "graph_breaks": breaks,
-        "recompiles": recompiles,
-        "compile_times": compile_times,
-        "cache_limit_hits": [
-            {"function": _text(h.get("function")), "where": _where(h), "limit": h.get("limit"), "reason": _text(h.get("reason"))}
-            for h in _dicts(data.get("cache_limit_hits"))
-        ],
-        "eager_fallbacks": [
-            {"function": _text(h.get("function")), "where": _where(h), "compile_id": _text(h.get("compile_id")), "reason": _text(h.get("reason"))}
-            for h in _dicts(data.get("eager_fallbacks"))
-        ],
-    }
-    view["compile_total_s"] = sum(_num(ct.get("total_s")) for ct in compile_times)
-    view["compile_chart"] = _compile_time_chart(view)
-    return view
 
 
 # ----------------------------------------------------------------------------------------- public
@@ -482,8 +356,8 @@ def _version() -> str:
         return "?"
 
 
-def render_html(summary: Any, explanation: dict | None = None, title: str | None = None, rows: int = HTML_ROWS) -> str:
-    """The report as one HTML string. `explanation` is the parsed explanation.json (or None)."""
+def render_html(summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS) -> str:
+    """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None."""
     top = summary_top(summary)
     limit = max(top, rows)
     tables = {attr: _table_view(summary, attr, None if not spec.limit_to_top else limit) for attr, spec in SPEC_BY_ATTR.items()}
@@ -520,7 +394,7 @@ def render_html(summary: Any, explanation: dict | None = None, title: str | None
 
 
 def write_html(
-    summary: Any, out: str | Path, explanation: dict | str | Path | None = None, title: str | None = None
+    summary: Summary, out: str | Path, explanation: Report | dict | str | Path | None = None, title: str | None = None
 ) -> Path:
     """Write the report to `out`; `explanation` may be a parsed dict or the path of explanation.json."""
     if isinstance(explanation, (str, Path)):
