@@ -1,5 +1,6 @@
-"""The read side's import graph: no circles within analyze/ and render/, and analyze/ never imports
-render/ (nor torch: a trace is analysed on machines without it)."""
+"""The import graph: no circles within analyze/, render/, explain/ and capture/; analyze/ never imports
+render/ (nor torch: a trace is analysed on machines without it); capture/ and explain/ never import
+analyze/ or render/."""
 
 from __future__ import annotations
 
@@ -59,3 +60,13 @@ def test_no_import_circles_in_analyze_and_render():
 def test_analyze_imports_neither_render_nor_torch():
     for module, deps in _imports("analyze").items():
         assert not {d for d in deps if d.startswith(("render", "torch", "capture", "explain"))}, module
+
+
+def test_no_import_circles_in_explain_and_capture():
+    graph = {**_imports("explain"), **_imports("capture")}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_capture_and_explain_import_neither_analyze_nor_render():
+    for module, deps in {**_imports("explain"), **_imports("capture")}.items():
+        assert not {d for d in deps if d.startswith(("analyze", "render", "debug"))}, module

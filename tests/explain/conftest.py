@@ -14,10 +14,9 @@ def fresh_dynamo():
         return
     import torch
 
-    from dynascope.explain import observer
+    from dynascope.explain.session import SESSION
 
     torch._dynamo.reset()
     yield
-    observer.stop_observing()
-    observer._LAST = None
+    SESSION.end()
     torch._dynamo.reset()

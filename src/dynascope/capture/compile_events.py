@@ -14,10 +14,11 @@ import orjson
 
 from .. import _torch
 from ..trace.buffers import emit, now_ns
+from ..trace.spans import OpenSpans
 
 _installed = False
 _lock = threading.Lock()
-_open = threading.local()
+_open = OpenSpans()  # per thread: compiles on one thread nest
 
 
 def _scalar_args(args: object) -> dict:
@@ -36,24 +37,19 @@ def _on_record(record: dict, payload: str | None) -> None:
     # Our own clock, read as torch logs the event (microseconds later), so that compile phases nest
     # exactly with regions and graph calls; torch's wall-clock stamps could drift against it.
     ts = now_ns()
-    stack = getattr(_open, "stack", None)
-    if stack is None:
-        stack = _open.stack = []
+    thread = threading.get_ident()
     if phase == "B":
         args = _scalar_args(event.get("args"))
         if "compile_id" not in args:
             cid = _torch.record_compile_id(record)
             if cid is not None:
                 args["compile_id"] = cid
-        stack.append((name, ts, args))
+        _open.begin(thread, name, ts, args)
     elif phase == "E":
-        for index in range(len(stack) - 1, -1, -1):
-            if stack[index][0] == name:
-                _, start, args = stack.pop(index)
-                del stack[index:]  # anything opened inside and never closed
-                args.update(_scalar_args(event.get("args")))
-                emit(("P", name, "dynamo.compile", start, ts, args))
-                return
+        span = _open.end(thread, name, ts)
+        if span is not None:
+            span.args.update(_scalar_args(event.get("args")))
+            emit(("P", name, "dynamo.compile", span.start, span.end, span.args))
 
 
 def install() -> None:

@@ -16,10 +16,10 @@ from typing import Any
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
 from . import records
-
 from .code import decompile_code, line_at_offset, source_with_marker
 from .guards import group_flat, group_guards
 from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
+from .session import SESSION
 
 MAX_DEPTH = 12
 _UUID_SUFFIX = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}\b")
@@ -77,7 +77,7 @@ def resolve(obj: Any) -> Target:
             continue
         break
     if isinstance(obj, types.CodeType):
-        g = _globals_for_code(obj)
+        g = globals_for_code(obj)
         return Target(obj, g, obj.co_name, obj.co_qualname if hasattr(obj, "co_qualname") else obj.co_name)
     if isinstance(obj, (staticmethod, classmethod)):
         obj = obj.__func__
@@ -100,7 +100,7 @@ WRAP_INLINE_NOTE = ("torch.compile was given a torch.nn module (or a builtin) di
                     "module and `args`/`kwargs` are the call's arguments")
 
 
-def _globals_for_code(code: types.CodeType) -> dict[str, Any]:
+def globals_for_code(code: types.CodeType) -> dict[str, Any]:
     """The globals of the function that owns `code` (Dynamo puts compiled graphs and resume functions
     there). Found through the function object, or the module whose file the code came from."""
     for ref in gc.get_referrers(code):
@@ -127,9 +127,7 @@ def explain(fn: Any, *, observer: Any = None) -> Explanation:
     """
     target = resolve(fn)
     if observer is None:
-        from . import observer as _obs
-
-        observer = _obs.current()
+        observer = SESSION.current()
     expl = explain_code(target.code, target.globals, name=target.name, qualname=target.qualname,
                         observer=observer)
     if not expl.cache_entries:

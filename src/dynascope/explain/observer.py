@@ -23,20 +23,15 @@ from typing import Any
 
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
+from ..trace.spans import OpenSpans
 from . import records
-from .model import (CacheLimitHit, CompileTime, EagerFallback, Explanation, GraphBreak, Recompile, Report)
-
-_ACTIVE: Observer | None = None
-_LAST: Observer | None = None
+from .api import explain_code, globals_for_code
+from .model import CacheLimitHit, CompileTime, EagerFallback, Explanation, GraphBreak, Recompile, Report
+from .session import SESSION
 
 
 class ObserverError(DynascopeError, RuntimeError):
     """Observer misuse (start twice, and the like)."""
-
-
-def current() -> Observer | None:
-    """The active observer, else the most recently stopped one, else None."""
-    return _ACTIVE or _LAST
 
 
 class Observer:
@@ -57,7 +52,7 @@ class Observer:
         self._frames: dict[str, tuple[str, str, int]] = {}  # frame id -> (name, file, line)
         self._removers: list[Any] = []
         self._metrics_before: int = 0
-        self._open: dict[tuple[str, str], list[float]] = {}
+        self._open = OpenSpans()  # torch's compile-phase timers, per compile id
         self._phases: dict[str, dict[str, float]] = {}
         self._times_by_cid: dict[str, CompileTime] = {}
         self._lock = threading.Lock()
@@ -68,7 +63,6 @@ class Observer:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> Observer:
-        global _ACTIVE
         if self.active:
             raise ObserverError("this observer is already running; call stop() first")
         _torch.require_torch()
@@ -86,20 +80,17 @@ class Observer:
         except TorchVersionError as exc:
             self._note(str(exc))
         self.active = True
-        _ACTIVE = self
+        SESSION.started(self)
         return self
 
     def stop(self) -> Observer:
-        global _ACTIVE, _LAST
         self._resolve_limit_hits()
         for remove in reversed(self._removers):
             with contextlib.suppress(Exception):
                 remove()
         self._removers.clear()
         self.active = False
-        if _ACTIVE is self:
-            _ACTIVE = None
-        _LAST = self
+        SESSION.stopped(self)
         return self
 
     def __enter__(self) -> Observer:
@@ -170,19 +161,18 @@ class Observer:
         if name not in self._PHASES:
             return
         cid = str((event.get("args") or {}).get("compile_id") or record_cid)
-        key = (cid, name)
         ph, ts = event.get("ph"), float(event.get("ts") or 0.0)
         if ph == "B":
-            self._open.setdefault(key, []).append(ts)
-        elif ph == "E" and self._open.get(key):
-            start = self._open[key].pop()
-            if self._open[key]:
-                return  # nested call of the same phase: count the outermost only
-            durations = self._phases.setdefault(cid, {})
-            durations[name] = durations.get(name, 0.0) + (ts - start) / 1e6
-            ct = self._times_by_cid.get(cid)
-            if ct is not None:
-                records.apply_phases(ct, durations)
+            self._open.begin(cid, name, ts)
+            return
+        span = self._open.end(cid, name, ts) if ph == "E" else None
+        if span is None or not span.outermost:
+            return  # nested call of the same phase: count the outermost only
+        durations = self._phases.setdefault(cid, {})
+        durations[name] = durations.get(name, 0.0) + (span.end - span.start) / 1e6
+        ct = self._times_by_cid.get(cid)
+        if ct is not None:
+            records.apply_phases(ct, durations)
 
     def _on_string(self, text: Any) -> None:
         try:
@@ -296,8 +286,6 @@ class Observer:
     def explanations(self, include_earlier: bool = True) -> list[Explanation]:
         """One Explanation per compiled user function that still has cache entries: every function
         seen compiling while observed, plus (include_earlier) those torch's metrics show compiled before."""
-        from .api import _globals_for_code, explain_code
-
         codes = self.compiled_codes()
         if include_earlier:
             for code in _codes_from_metrics(self._metrics_before, codes):
@@ -306,7 +294,7 @@ class Observer:
         out = []
         self.uncached = []
         for code in codes:
-            expl = explain_code(code, _globals_for_code(code), observer=self)
+            expl = explain_code(code, globals_for_code(code), observer=self)
             if expl.cache_entries:
                 out.append(expl)
             else:
@@ -388,16 +376,16 @@ def observe() -> Iterator[Observer]:
 
 def start_observing() -> Observer:
     """Always-on mode: start a process-wide observer (returns it). stop_observing() ends it."""
-    if _ACTIVE is not None:
-        return _ACTIVE
+    if SESSION.active is not None:
+        return SESSION.active
     return Observer().start()
 
 
 def stop_observing() -> Observer | None:
-    obs = _ACTIVE
+    obs = SESSION.active
     if obs is not None:
         obs.stop()
     return obs
 
 
-__all__ = ["Observer", "observe", "start_observing", "stop_observing", "current"]
+__all__ = ["Observer", "observe", "start_observing", "stop_observing"]
