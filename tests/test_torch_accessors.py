@@ -81,7 +81,6 @@ def test_explain_side_accessors():
     miss = {"a": torch.randn(4, dtype=torch.float64), "b": torch.randn(4)}
     assert not _torch.check_entry_guards(entry, miss)[0]
     assert "dtype mismatch" in _torch.guard_fail_reason(entry, miss)
-    assert _torch.guard_failures_for(branchy.__code__) == []  # asking recorded nothing
     (reason, stack), *_ = _torch.graph_breaks_since(start)
     assert stack[-1][2] == "branchy" and reason
     rows = _torch.compilation_metrics()

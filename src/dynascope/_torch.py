@@ -485,13 +485,6 @@ def compilation_metrics() -> list[dict[str, Any]]:
     return rows
 
 
-def guard_failures_for(code: Any) -> list[str]:
-    """The guard-failure reasons torch accumulated for a code object. Private:
-    torch._dynamo.utils.guard_failures (dict code -> [str]) (2.5.1 .. 2.15)."""
-    failures = _explain_import("torch._dynamo.utils", "guard_failures", "torch._dynamo.utils.guard_failures")
-    return [str(x) for x in failures.get(code, [])]
-
-
 def recompile_limit() -> int | None:
     """torch._dynamo.config.recompile_limit (2.13 .. 2.15); cache_size_limit on 2.5.1."""
     cfg = importlib.import_module("torch._dynamo.config")

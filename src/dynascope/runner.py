@@ -146,7 +146,6 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         write_outputs(report, out_dir)
         explanation = os.path.join(out_dir, "explanation.json")
         written["explanation"] = explanation
-        written["functions"] = len(report.explanations) if hasattr(report, "explanations") else None
     summary = summarize_paths(written["traces"], top=max(ns.top, 1))
     if not ns.no_html:
         from .render.html import write_html

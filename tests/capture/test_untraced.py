@@ -1,7 +1,6 @@
 """When tracing cannot instrument a graph (a torch internal is missing), the graph still runs untraced:
 correct results, one warning line, and a record in the trace of which graph ran untraced and why."""
 
-import pytest
 import torch
 
 import dynascope

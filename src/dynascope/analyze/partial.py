@@ -17,7 +17,6 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT

@@ -87,7 +87,6 @@ class TracingBackend:
         if inner == "eager" and autograd:
             raise ConfigError("inner='eager' runs the Dynamo graph without AOT autograd: pass autograd=False with it")
         _torch.require_torch()
-        self.tracer_name = name
         self.labels = {
             k: (list(v) if isinstance(v, tuple) else v)
             for k, v in (("tracer", name), ("epoch", epoch), ("step", step), ("image_idx", image_idx), ("image_size", image_size))

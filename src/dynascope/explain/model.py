@@ -101,10 +101,6 @@ class UserLine(_Data):
     line: int | None
     code: str | None
 
-    def short(self) -> str:
-        loc = f"line {self.line}" if self.line else ""
-        return f"{loc}: {self.code}" if self.code else loc
-
 
 @dataclass
 class Guard(_Data):

@@ -18,15 +18,12 @@ _EXPECTED = re.compile(r"expected (?P<exp>[^,]+?), actual (?P<act>\S+?)\.?$")
 _TENSOR_SUBJECT = re.compile(r"tensor '(?P<src>.+?)' (?=[\w ]*(?:mismatch|expected))")
 
 
-def _frame_of(cid: str | None) -> str | None:
+def frame_id(cid: str | None) -> str | None:
+    """The frame part of a compile id ("3" of "3/1"): every compile of one user frame shares it."""
     if not cid:
         return None
     m = re.match(r"\[?!?(\d+)/", cid)
     return m.group(1) if m else None
-
-
-def frame_id(cid: str | None) -> str | None:
-    return _frame_of(cid)
 
 
 def _num(x: Any) -> float | None:

@@ -30,7 +30,6 @@ class TraceWriter:
         self.level = level
         self.interval_s = interval_s
         self.decoder = decoder
-        self.bytes_written = 0
         self._file = open(path, "wb")
         self._streams: dict[int, ThreadStream] = {}
         self._named_threads: set[int] = set()
@@ -100,7 +99,6 @@ class TraceWriter:
     def _write_out(self, data: bytes) -> None:
         self._file.write(data)
         self._file.flush()
-        self.bytes_written += len(data)
 
     def close(self, final_buffers: list[buffers.ThreadBuffer], end_line: Callable[[], str]) -> None:
         self._stop.set()
