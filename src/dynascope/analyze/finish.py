@@ -76,7 +76,7 @@ def finish(p: Partial, top: int = 20) -> Summary:
         run_us=run_us,
         dropped_lines=m.dropped_lines,
         dropped_events=m.dropped_events,
-        warnings=m.warnings,
+        warnings=m.warnings + untraced_warnings(m.untraced),
     )
     return Summary(
         by_op=by_op,
@@ -90,6 +90,17 @@ def finish(p: Partial, top: int = 20) -> Summary:
         meta=meta,
         top_ops=by_op.head(top),
     )
+
+
+def untraced_warnings(untraced: dict[str, int]) -> list[str]:
+    """One line saying how many graphs ran untraced and why: their ops and run time are missing here."""
+    total = sum(untraced.values())
+    if not total:
+        return []
+    why = "; ".join(reason if len(untraced) == 1 else f"{n}: {reason}" for reason, n in sorted(untraced.items()))
+    graphs = "1 graph ran untraced, so its ops and run time are" if total == 1 else (
+        f"{total} graphs ran untraced, so their ops and run time are")
+    return [f"{graphs} not in these tables ({why})"]
 
 
 def _by_op(h: pl.DataFrame) -> pl.DataFrame:

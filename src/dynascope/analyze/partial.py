@@ -29,7 +29,7 @@ __all__ = ["SUMMARY_COLUMNS", "OpReducer", "Partial", "PartialMeta", "general_fi
 # what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
-    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size",
+    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason",
 ]  # fmt: skip
 
 _STR_KEYS = ["name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file"]
@@ -46,6 +46,7 @@ class PartialMeta:
     dropped_lines: int = 0
     dropped_events: int = 0
     warnings: list[str] = field(default_factory=list)
+    untraced: dict[str, int] = field(default_factory=dict)  # graphs that ran untraced, by reason
 
     @classmethod
     def merged(cls, metas: Iterable[PartialMeta]) -> PartialMeta:
@@ -57,6 +58,8 @@ class PartialMeta:
             out.dropped_lines += m.dropped_lines
             out.dropped_events += m.dropped_events
             out.warnings += m.warnings
+            for reason, n in m.untraced.items():
+                out.untraced[reason] = out.untraced.get(reason, 0) + n
             out.ts_min = _extreme(min, out.ts_min, m.ts_min)
             out.end_max = _extreme(max, out.end_max, m.end_max)
         return out
@@ -289,6 +292,19 @@ def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
 
 
 
+def _untraced_graphs(others: pl.DataFrame) -> dict[str, int]:
+    """How many graphs ran untraced (capture/untraced.py records each one's forward, backward or whole
+    graph as a "dynascope" event named "untraced ..."), by reason."""
+    untraced = (pl.col("cat").cast(pl.String) == "dynascope") & pl.col("name").cast(pl.String).str.starts_with("untraced ")
+    rows = others.filter(untraced.fill_null(False))
+    if rows.height == 0:
+        return {}
+    counts = rows.group_by(pl.col("reason").cast(pl.String).fill_null("no reason recorded")).agg(
+        pl.struct("trace_file", "pid", "compile_id", "graph").n_unique().alias("n")
+    )
+    return dict(counts.iter_rows())
+
+
 def _dropped_in_end_rows(frame: pl.DataFrame) -> int:
     if not {"name", "cat", "dropped"} <= set(frame.columns) or not frame.schema["dropped"].is_integer():
         return 0
@@ -345,6 +361,7 @@ def _core(
         ops=n_ops,
         ts_min=min(lo) if lo else None,
         end_max=max(hi) if hi else None,
+        untraced=_untraced_graphs(others),
     )
     if info is not None:
         meta.file_names = sorted(set(meta.file_names) | set(info.files))
