@@ -110,7 +110,7 @@ def _fail_after(real):
 
 def test_report_says_how_many_graphs_ran_untraced_and_why(tmp_path, monkeypatch):
     from dynascope.render._analysis import summarize_paths
-    from dynascope.render.terminal import summary_text
+    from dynascope.render.terminal import short_text, summary_text
 
     monkeypatch.setattr(_torch, "boxed_codegen", _missing("torch.fx.graph._BoxedCodeGen (test 4)"))
     _run_traced(tmp_path, dynascope.backend(), torch.randn(4, 8))
@@ -118,5 +118,5 @@ def test_report_says_how_many_graphs_ran_untraced_and_why(tmp_path, monkeypatch)
     (warning,) = [w for w in summary.meta["warnings"] if "untraced" in w]
     assert warning.startswith("1 graph ran untraced, so its ops and run time are not in these tables (torch ")
     assert "_BoxedCodeGen (test 4)" in warning  # forward and backward of one Dynamo graph: one graph
-    text = summary_text(summary, width=400)
-    assert f"warning: {warning}" in text.splitlines()
+    assert f"warning: {warning}" in summary_text(summary, width=400).splitlines()  # dynascope report
+    assert f"warning: {warning}" in short_text(summary, width=400).splitlines()  # the end of dynascope run

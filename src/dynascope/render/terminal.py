@@ -125,6 +125,8 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
     headline = _headline(summary)
     if headline is not None:
         console.print(headline)
+    for warning in meta_warnings(summary):
+        console.print(Text(f"warning: {warning}", style="yellow"))
     spec = SPEC_BY_ATTR["by_op"]
     spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key != "cat"))
     table = summary_table(summary, spec, top)
