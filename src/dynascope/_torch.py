@@ -14,6 +14,7 @@ import functools
 import importlib
 import inspect
 import sys
+import types
 from typing import Any
 
 from .errors import ConfigError, TorchVersionError
@@ -100,7 +101,7 @@ def graph_name(gm: Any) -> str | None:
     name = (meta.get("backend_id") if isinstance(meta, dict) else None) or getattr(gm, "_backend_id", None)
     if name:
         return str(name)
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "compile_and_call_fx_graph" and "output_graph" in frame.f_code.co_filename:
             found = frame.f_locals.get("name")
@@ -147,7 +148,7 @@ def boxed_codegen() -> Any:
 
 @functools.cache
 def _boxed_codegen_type(base: type) -> type:
-    class BoxedCodeGen(base):  # type: ignore[misc, valid-type]
+    class BoxedCodeGen(base):
         def gen_fn_def(self, free_vars: list[str], maybe_return_annotation: str, **_: Any) -> str:
             names = [v.split(":")[0].split("=")[0].strip() for v in free_vars if v != "self"]
             lines = [f"def {self._func_name}(self, args_list){maybe_return_annotation}:"]

@@ -6,18 +6,26 @@ All three release the GIL, so files can be inflated in parallel threads.
 
 from __future__ import annotations
 
+import importlib
 import zlib
 from collections.abc import Iterator
+from types import ModuleType
 
+_igzip_lib: ModuleType | None
 try:  # pragma: no cover - depends on the environment
     from isal import igzip_lib as _igzip_lib
 except ImportError:  # pragma: no cover
     _igzip_lib = None
 
-try:  # pragma: no cover
-    from zlib_ng import zlib_ng as _zlib_ng
-except ImportError:  # pragma: no cover
-    _zlib_ng = None
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # pragma: no cover
+        return None
+
+
+_zlib_ng = _optional("zlib_ng.zlib_ng")  # used when installed; not a dependency
 
 GZIP_MAGIC = b"\x1f\x8b"
 # Output bound per inflate call: keeps memory flat however large a member is.
@@ -74,6 +82,8 @@ def _inflate_zlib(mod, data: bytes) -> Iterator[bytes]:
 
 def _inflate_isal(data: bytes) -> Iterator[bytes]:
     lib = _igzip_lib
+    if lib is None:
+        raise ValueError("the isal backend needs the isal package")
     while data:
         if not data.startswith(GZIP_MAGIC):
             if data.strip(b"\x00") == b"":

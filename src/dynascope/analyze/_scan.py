@@ -19,7 +19,8 @@ State lives in numpy arrays owned by `Scanner` (one per file); the kernels run w
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 import numba
 import numba.core.cpu
@@ -30,7 +31,21 @@ from ..trace import layout
 # numba's `_nrt=False` (no reference counting of the arrays the kernels pass each other) makes the scan
 # about 3x faster. It is an underscore option, so without it a numba release still compiles the scanner.
 _NO_REFCOUNTS = {"_nrt": False} if hasattr(numba.core.cpu.CPUTargetOptions, "_nrt") else {}
-_kernel = functools.partial(numba.njit, cache=True, **_NO_REFCOUNTS)
+_Kernel = TypeVar("_Kernel", bound=Callable[..., Any])
+
+
+@overload
+def _kernel(fn: _Kernel, /) -> _Kernel: ...
+@overload
+def _kernel(*, nogil: bool) -> Callable[[_Kernel], _Kernel]: ...
+def _kernel(fn: Any = None, /, **options: Any) -> Any:
+    """`numba.njit` with the scanner's options. Typed as returning the function itself: a dispatcher is
+    called like the Python function it compiles (numba's own stubs type it as Dispatcher, whose call
+    they leave untyped)."""
+    settings: dict[str, Any] = {"cache": True, **_NO_REFCOUNTS, **options}  # _nrt is not in numba's stubs
+    compile_ = numba.njit(**settings)
+    return compile_ if fn is None else compile_(fn)
+
 
 OTHER, OP, GRAPH = 0, 1, 2
 
@@ -496,7 +511,8 @@ class Scanner:
             lo = stop
         if len(parts) == 1:
             return parts[0]
-        return tuple(np.concatenate([p[i] for p in parts], axis=1) for i in range(3))
+        times_all, rows_all, rest_all = (np.concatenate([p[i] for p in parts], axis=1) for i in range(3))
+        return times_all, rows_all, rest_all
 
     def _grow(self, line_len: int) -> None:
         st = self.st

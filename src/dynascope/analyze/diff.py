@@ -58,7 +58,7 @@ def _column_sum(frame: pl.DataFrame, col: str, where: pl.Expr | None = None) -> 
 
 def _quantities(s: Summary) -> dict[str, int]:
     """Every total the diff compares, from the summary's tables (meta for counts and span)."""
-    out = {q: int(s.meta.get(q, 0) or 0) for q in ("events", "ops")}
+    out = {"events": int(s.meta.get("events", 0) or 0), "ops": int(s.meta.get("ops", 0) or 0)}
     out["op_us"] = _column_sum(s.by_op, "total_us")
     phases = s.by_phase.get_column("phase").drop_nulls().to_list() if "phase" in s.by_phase.columns else []
     for phase in [*_PHASES, *sorted(set(phases) - set(_PHASES))]:

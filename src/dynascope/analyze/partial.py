@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import polars as pl
 
@@ -89,7 +90,7 @@ _KEYS = {
     "process": ["host", "pid", "rank", "world_size"],
     "compile": ["compile_id"],
 }
-_SCHEMAS = {
+_SCHEMAS: dict[str, dict[str, type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
     "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String, "count": pl.Int64, "total_us": pl.Int64},
     "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
@@ -339,10 +340,13 @@ def _core(
     )
     graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
 
-    if step is None:
-        step = _step_partial(others, times)
-    if op_span is None:
-        op_span = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
+    if step is None or op_span is None:
+        if times is None:
+            raise ValueError("_core needs the op times unless the caller passes both step and op_span")
+        if step is None:
+            step = _step_partial(others, times)
+        if op_span is None:
+            op_span = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
     compile_unions = _compile_unions(others)
     process = _process_partial(others, hist, graphs, compile_unions)
     compile_tbl = _sum_by(
@@ -351,8 +355,11 @@ def _core(
     )
 
     n_ops = int(hist.get_column("n").sum() or 0)
-    lo = [v for v in (others.get_column("ts").min(), op_span[0]) if v is not None]
-    hi = [v for v in (others.select((pl.col("ts") + pl.col("dur")).max()).item(), op_span[1]) if v is not None]
+    # ts and dur are Int64 columns: their extremes are ints (polars types scalars as any Python literal)
+    ts_min = cast("int | None", others.get_column("ts").min())
+    end_max = cast("int | None", others.select((pl.col("ts") + pl.col("dur")).max()).item())
+    lo = [v for v in (ts_min, op_span[0]) if v is not None]
+    hi = [v for v in (end_max, op_span[1]) if v is not None]
     names = set(others.get_column("trace_file").cast(pl.String).unique().drop_nulls().to_list())
     names |= set(hist.get_column("trace_file").unique().drop_nulls().to_list())
     meta = PartialMeta(

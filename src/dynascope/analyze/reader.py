@@ -171,7 +171,7 @@ class FileReader:
             # learn from the first chunk; again when a chunk mostly misfits (op events start late, shapes change)
             self._learn_attempts += 1
             self._templates = LineTemplates.learn(chunk) or self._templates
-        if self._templates is None or not self._enough_lines(chunk) or not self._parse_templated(chunk):
+        if self._templates is None or not self._enough_lines(chunk) or not self._parse_templated(self._templates, chunk):
             self._add_lines(chunk.split(b"\n"))
 
     def add_records(self, events: list) -> None:
@@ -191,12 +191,12 @@ class FileReader:
     def _enough_lines(chunk: bytes) -> bool:
         return chunk.count(b"\n", 0, 1 << 16) * (len(chunk) >> 16 or 1) >= FAST_MIN_LINES
 
-    def _parse_templated(self, chunk: bytes) -> bool:
-        res = self._templates.parse(chunk, self.keep)
+    def _parse_templated(self, templates: LineTemplates, chunk: bytes) -> bool:
+        res = templates.parse(chunk, self.keep)
         if res is None:
             return False
         goods, misfits = res
-        self.misfit = misfits.sum() / max(1, misfits.len()) if misfits.len() >= 256 else 0.0
+        self.misfit = int(misfits.sum()) / max(1, misfits.len()) if misfits.len() >= 256 else 0.0
         rest = lines_at(chunk, misfits) if misfits.any() else []
         if rest is None:  # row counts disagree (never seen): parse the chunk slowly
             return False

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import polars as pl
@@ -51,7 +52,8 @@ def hash_keys(value) -> list[str]:
     return keys
 
 
-def as_int(v):
+def as_int(v: Any) -> Any:
+    """`v` as an int where it reads as one, else `v` unchanged."""
     try:
         return int(v)
     except (TypeError, ValueError):
@@ -67,7 +69,8 @@ class FileTables:
     strings: dict[str, str] = field(default_factory=dict)  # SH: hash -> string
     oh: dict[str, dict] = field(default_factory=dict)  # OH: reference -> attribution fields
     oh_index: dict[tuple[str, int], str] = field(default_factory=dict)  # (graph op, k) -> OH reference
-    proc: dict[int, dict] = field(default_factory=dict)  # pid -> rank, world_size, local_rank, process_name
+    # pid (as read: an int unless the file has an odd one) -> rank, world_size, local_rank, process_name
+    proc: dict[Any, dict] = field(default_factory=dict)
     thread_names: dict[tuple, str] = field(default_factory=dict)  # (pid, tid) -> name
 
     def add_metadata(self, e: dict, args: dict) -> None:
@@ -188,7 +191,9 @@ class RecordReader:
             self.log.unpaired += 1
             return
         begin = stack.pop()
-        bargs = begin.get("args") if isinstance(begin.get("args"), dict) else {}
+        bargs = begin.get("args")
+        if not isinstance(bargs, dict):
+            bargs = {}
         merged = {**begin, "args": {**bargs, **args}}
         try:
             merged["dur"] = float(e["ts"]) - float(begin["ts"])

@@ -202,7 +202,7 @@ class LineTemplates:
         first = templates[0]
         width = max(t.n for t in templates) + 1
         # the first (commonest) shape decides the column types; the others cast what they need
-        self.schema = {f"c{i}": pl.String for i in range(width)}
+        self.schema: dict[str, type[pl.DataType]] = {f"c{i}": pl.String for i in range(width)}
         for i, f in enumerate(first.fields):
             if f.kind == "str" or f.lowcard:
                 self.schema[f"c{i}"] = pl.Categorical
@@ -267,7 +267,7 @@ def lines_at(chunk: bytes, mask: pl.Series) -> list[bytes] | None:
 
 
 def _field_values(obj: dict) -> list:
-    out = []
+    out: list = []
     for k, v in obj.items():
         if k == "args" and isinstance(v, dict):
             out.extend(v.values())

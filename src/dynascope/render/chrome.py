@@ -29,7 +29,7 @@ import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import orjson
@@ -365,22 +365,23 @@ def _write_slices(writer: _EventWriter, events: pl.DataFrame, parts: list[tuple[
 # ------------------------------------------------------------------------------------------ output
 
 
-def _open_output(out: Path, compress: bool | None) -> IO[bytes]:
+def _open_output(out: Path, compress: bool | None) -> io.BufferedIOBase:
     if compress is None:
         compress = out.name.endswith(".gz")
     try:
-        if out.parent and not out.parent.exists():
+        if not out.parent.exists():
             out.parent.mkdir(parents=True, exist_ok=True)
-        raw = gzip.open(out, "wb", compresslevel=3) if compress else open(out, "wb")
+        if compress:
+            return gzip.open(out, "wb", compresslevel=3)
+        return io.BufferedWriter(io.FileIO(out, "wb"), buffer_size=1 << 20)
     except OSError as exc:
         raise ConvertError(f"cannot write {out}: {exc.strerror or exc}; choose another -o path") from None
-    return raw if compress else io.BufferedWriter(raw, buffer_size=1 << 20)
 
 
 class _EventWriter:
     """The traceEvents array, one event a line, and the closing object."""
 
-    def __init__(self, fh: IO[bytes]):
+    def __init__(self, fh: io.BufferedIOBase):
         self.fh = fh
         self.first = True
         fh.write(b'{"traceEvents":[\n')

@@ -88,21 +88,19 @@ def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
     cols, rows, n = table_rows(summary, spec, limit)
     if not rows:
         return None
-    max_total = 0.0
-    for row in rows:
-        v = row.get("total_us")
-        if not is_missing(v):
-            max_total = max(max_total, float(v))
+    max_total = max((_num(row.get("total_us")) for row in rows), default=0.0)
     out_rows = []
     for row in rows:
         cells = []
         for col in cols:
             value = row.get(col.key)
-            cell = {"text": fmt_value(value, col.kind), "sort": _sort_key(value, col.kind), "kind": col.kind}
+            cell: dict[str, Any] = {
+                "text": fmt_value(value, col.kind), "sort": _sort_key(value, col.kind), "kind": col.kind
+            }
             if col.kind == "share" and not is_missing(value):
-                cell["bar"] = max(0.0, min(100.0, float(value) * 100))
+                cell["bar"] = max(0.0, min(100.0, _num(value) * 100))
             if col.key == "total_us" and max_total > 0 and not is_missing(value):
-                cell["bar"] = max(0.0, min(100.0, float(value) / max_total * 100))
+                cell["bar"] = max(0.0, min(100.0, _num(value) / max_total * 100))
             if col.key in ("name", "layer", "graph", "host"):
                 cell["code"] = True
             cells.append(cell)
@@ -400,7 +398,7 @@ def write_html(
     if isinstance(explanation, (str, Path)):
         explanation = load_explanation(explanation)
     out = Path(out)
-    if out.parent and not out.parent.exists():
+    if not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(summary, explanation, title), encoding="utf-8")
     return out

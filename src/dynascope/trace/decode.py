@@ -182,7 +182,7 @@ class Decoder:
             self.events += events
             self.dropped += dropped
             if size:
-                emit(memoryview(out)[:size])
+                emit(out.data[:size])
             if why == oplines.HELD:
                 stream.pending = values[index:].copy()
             if why != oplines.BUFFER_FULL:

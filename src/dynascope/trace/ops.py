@@ -60,9 +60,11 @@ class OpTable:
         arrays = self._arrays
         if arrays is None:
             with self._lock:
-                arrays = tuple(np.asarray(x, dtype=np.int64) for x in (self._graph_spec, self._op_base, self._n_ops))
-                self._arrays = arrays  # type: ignore[assignment]
-        return arrays  # type: ignore[return-value]
+                graph_spec, op_base, n_ops = (
+                    np.asarray(x, dtype=np.int64) for x in (self._graph_spec, self._op_base, self._n_ops)
+                )
+                arrays = self._arrays = (graph_spec, op_base, n_ops)
+        return arrays
 
     def graph_specs(self, gid: int) -> list[int]:
         """Indexes of the graph's own spec and its ops' specs."""

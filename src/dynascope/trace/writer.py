@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import sys
 import threading
+from types import ModuleType
 import zlib
 from typing import Callable
 
 import orjson
 
+_fast_zlib: ModuleType | None
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same gzip format
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
@@ -61,7 +63,7 @@ class TraceWriter:
             final = final_buffers is not None
             member = Member(self.compression, self.level)
             try:
-                for buffer in final_buffers if final else buffers.registered():
+                for buffer in final_buffers if final_buffers is not None else buffers.registered():
                     self._drain(buffer, final, member.add)
             except Exception as exc:  # the trace must not take the user's program down
                 self._report_failure(exc)
