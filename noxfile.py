@@ -50,7 +50,7 @@ def _expose_pyenv_interpreters(versions: list[str]) -> None:
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     for version in versions:
         found = shutil.which(f"python{version}")
-        if found and subprocess.run([found, "-c", ""], capture_output=True).returncode == 0:
+        if found and subprocess.run([found, "-c", ""], capture_output=True, check=False).returncode == 0:
             continue
         for candidate in sorted(root.glob(f"{version}.*/bin"), reverse=True):
             if (candidate / f"python{version}").exists():
@@ -61,7 +61,9 @@ def _expose_pyenv_interpreters(versions: list[str]) -> None:
 _expose_pyenv_interpreters(TORCH_FREE_PYTHONS)
 
 NO_CAP = {"PIP_CONSTRAINT": "/dev/null"}
-WARM_NUMBA = "from dynascope.trace import oplines; from dynascope.analyze import _scan; oplines.warm_up(); _scan.warm_up()"
+WARM_NUMBA = (
+    "from dynascope.trace import oplines; from dynascope.analyze import _scan; oplines.warm_up(); _scan.warm_up()"
+)
 
 
 def _requirements_without_torch() -> list[str]:
@@ -86,7 +88,9 @@ def full(session: nox.Session, torch: str) -> None:
     session.install(f"torch=={torch}", env=NO_CAP)
     session.install(".[dev]", env=NO_CAP)  # torch already satisfies the range: nothing newer is pulled
     session.run("python", "-c", WARM_NUMBA)
-    session.run("python", "-c", "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])")
+    session.run(
+        "python", "-c", "import torch, sys; print('torch', torch.__version__, 'python', sys.version.split()[0])"
+    )
     _pytest(session)
 
 

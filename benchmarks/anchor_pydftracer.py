@@ -19,8 +19,8 @@ import time
 import torch
 
 os.environ.setdefault("DFTRACER_ENABLE", "1")
-from dftracer.python import dftracer  # noqa: E402  (pydftracer's, in its own venv)
-from dftracer.python.dynamo import create_backend  # noqa: E402
+from dftracer.python import dftracer  # pydftracer's, in its own venv
+from dftracer.python.dynamo import create_backend
 
 
 def make_model():

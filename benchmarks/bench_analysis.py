@@ -136,7 +136,7 @@ def _write_file(path: Path, pid: int, rank: int, world: int, n_ops: int, seed: i
     gop = np.where(j == 0, 1, 2 + FWD_OPS)
     name_s = pl.Series(names)
     df = pl.DataFrame({"id": ids, "ts": ts, "dur": dur, "p_idx": p_idx, "kind": kind, "op_row": op_row, "step": s, "grad": grad, "gop": gop, "fwd": j < bwd_g})
-    df = df.with_columns(pl.col("op_row").map_batches(lambda c: name_s.gather(c), return_dtype=pl.String).alias("nm"))
+    df = df.with_columns(pl.col("op_row").map_batches(name_s.gather, return_dtype=pl.String).alias("nm"))
     P = str(pid)
     tail_cols = [pl.lit('},"id":'), pl.col("id").cast(pl.String), pl.lit(',"ts":'), pl.col("ts").cast(pl.String), pl.lit(',"dur":'),
                  pl.col("dur").cast(pl.String), pl.lit("}")]  # fmt: skip
@@ -246,7 +246,7 @@ def _child_main(argv: list[str]) -> int:
     warnings.simplefilter("ignore")
     started = time.perf_counter()
     if variant != "baseline":  # imports and loading the compiled scanner: timed apart, as startup
-        import dynascope.analyze.reader  # noqa: F401
+        import dynascope.analyze.reader
         import dynascope.analyze.summarize  # noqa: F401
 
         _warm_scanner()

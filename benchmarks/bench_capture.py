@@ -170,7 +170,7 @@ def pydftracer_anchor(python: str) -> dict | None:
     import subprocess
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "anchor_pydftracer.py")
-    result = subprocess.run([python, script], capture_output=True, text=True, env={**os.environ, "DFTRACER_ENABLE": "1"})
+    result = subprocess.run([python, script], capture_output=True, check=False, text=True, env={**os.environ, "DFTRACER_ENABLE": "1"})
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
         print(f"pydftracer anchor failed: {result.stderr.strip().splitlines()[-1:]}", file=sys.stderr)

@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.dirname(__file__))  # tests/tracecheck.py and friends
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".venv", "inductor-cache"))
 
 
-import pytest  # noqa: E402
+import pytest
 
 # Without torch (the torch-free matrix sessions) these need torch for every test they hold; the
 # rest of the suite (decompiler, analysis, rendering, the trace writer) runs on any CPython.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 # ---------------------------------------------------------------------------- pydftracer layouts
 
@@ -140,7 +140,7 @@ def _gz(text: str) -> Callable[[Path], None]:
 
 def _corrupt_middle() -> str:
     lines = _ours_text().splitlines(keepends=True)
-    return "".join(lines[:9] + ['{"id":99,"name":"bro\n'] + lines[9:])
+    return "".join([*lines[:9], '{"id":99,"name":"bro\n', *lines[9:]])
 
 
 def _truncated(p: Path) -> None:

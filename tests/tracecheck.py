@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zlib
 from collections import defaultdict
+from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,12 +26,12 @@ def raw_text(path: str) -> str:
 
 def readable_prefix(path: str) -> tuple[list[str], bool]:
     """Lines from every whole gzip member (or every whole line), and whether the file was cut short."""
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     if not path.endswith(".gz"):
         text = data.decode(errors="replace")
         cut = not text.endswith("\n")
         lines = text.split("\n")
-        return (lines[:-1] if cut else lines[:-1]), cut
+        return lines[:-1], cut  # a cut file's last piece is partial, a whole one's is empty
     lines: list[str] = []
     while data:
         decompressor = zlib.decompressobj(31)
@@ -125,5 +126,5 @@ def attrs(index: dict, event: dict) -> dict:
 def run_script(path: str, cwd: str, env: dict | None = None, args: list[str] | None = None, timeout: int = 600):
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, path, *(args or [])], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, path, *(args or [])], cwd=cwd, env=full_env, capture_output=True, check=False, text=True, timeout=timeout
     )

@@ -33,7 +33,7 @@ _EXPORTS = {
     "Summary": "dynascope.analyze.summary",
 }
 
-__all__ = ["DynascopeError", "__version__", *_EXPORTS]
+__all__ = ["DynascopeError", "__version__", *_EXPORTS]  # noqa: PLE0604 - the keys: names, all str
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

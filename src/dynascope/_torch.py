@@ -25,7 +25,7 @@ CHECKED_ON = "2.5.1, 2.13.0 and 2.15.0"  # every accessor below was exercised ag
 
 def _parse_version(text: str) -> tuple[int, ...]:
     parts = []
-    for piece in text.split("+")[0].split(".")[:3]:
+    for piece in text.split("+", maxsplit=1)[0].split(".")[:3]:
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
@@ -205,7 +205,7 @@ def add_structured_trace_handler(callback: Any) -> Any:
             if isinstance(metadata, dict):
                 try:
                     callback(metadata, getattr(rec, "payload", None))
-                except Exception:  # an observer must never break the user's compile
+                except Exception:  # noqa: BLE001 - an observer must never break the user's compile
                     pass
 
     handler = _Handler(level=logging.DEBUG)
@@ -476,7 +476,9 @@ def compilation_metrics() -> list[dict[str, Any]]:
     torch._dynamo.utils.get_compilation_metrics -> [CompilationMetrics dataclass] (2.5.1 .. 2.15)."""
     import dataclasses
 
-    fn = _explain_import("torch._dynamo.utils", "get_compilation_metrics", "torch._dynamo.utils.get_compilation_metrics")
+    fn = _explain_import(
+        "torch._dynamo.utils", "get_compilation_metrics", "torch._dynamo.utils.get_compilation_metrics"
+    )
     rows = []
     for m in fn():
         if dataclasses.is_dataclass(m):

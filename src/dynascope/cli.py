@@ -13,7 +13,10 @@ from .errors import DynascopeError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dynascope.demo.command", "trace a small ConvNet training loop on synthetic data and summarise it"),
-    "run": ("dynascope.runner", "run a script with every torch.compile traced and explained; write trace, explanation, HTML"),
+    "run": (
+        "dynascope.runner",
+        "run a script with every torch.compile traced and explained; write trace, explanation, HTML",
+    ),
     "explain": ("dynascope.explain.command", "run a script and explain what Dynamo did to each compiled function"),
     "report": ("dynascope.render.command_report", "summarise traces: terminal tables, --json, --csv, --html"),
     "convert": ("dynascope.render.command_convert", "write Chrome-trace JSON that Perfetto and chrome://tracing open"),

@@ -81,6 +81,9 @@ def script_exit_status(command: str, script: str, error: BaseException | None) -
         return INTERRUPTED
     strip_our_frames(error)
     print(file=sys.stderr)
-    say(command, f"{os.path.basename(script)} raised {type(error).__name__}; the outputs above cover the run until then.")
+    say(
+        command,
+        f"{os.path.basename(script)} raised {type(error).__name__}; the outputs above cover the run until then.",
+    )
     traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
     return 1

@@ -13,7 +13,8 @@ import functools
 import glob
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from .console import say, script_exit_status
 from .errors import ConfigError
@@ -33,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
              "(eager, aot_eager) and uses aot_eager for inductor; inductor times whole graphs only",
     )  # fmt: skip
     parser.add_argument("--shapes", action="store_true", help="record input shapes and dtypes of every op")
-    parser.add_argument("--no-explain", action="store_true", help="do not observe compilation or write explanation.json")
+    parser.add_argument(
+        "--no-explain", action="store_true", help="do not observe compilation or write explanation.json"
+    )
     parser.add_argument("--no-html", action="store_true", help="do not write report.html")
     parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
     parser.add_argument("script", help="the Python script to run")
@@ -59,7 +62,9 @@ def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[st
                           "aot_eager instead (same graphs, forward and backward). --backend inductor keeps inductor "
                           "and times whole graph calls.")  # fmt: skip
         return TracingBackend(autograd=True, record_shapes=record_shapes)
-    _note_once(notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked")
+    _note_once(
+        notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked"
+    )
     return requested
 
 
@@ -113,7 +118,9 @@ def main(argv: list[str]) -> int:
         raise ConfigError(f"cannot create the output directory {ns.out}: {exc.strerror or exc}") from None
     stem = os.path.splitext(os.path.basename(script))[0] or "trace"
     _stale_traces(out_dir, stem)
-    session = TraceSession(os.path.join(out_dir, stem + ".pfw.gz"), config=TraceConfig.from_env(record_shapes=ns.shapes or None))
+    session = TraceSession(
+        os.path.join(out_dir, stem + ".pfw.gz"), config=TraceConfig.from_env(record_shapes=ns.shapes or None)
+    )
     session.open()
     observer = None
     if not ns.no_explain:

@@ -52,7 +52,7 @@ def op(i, name, pid, ts, dur, ref, hh, p_idx=-1, level=1):
 def process_a() -> list[dict]:
     """pid 100 on nodeA, rank 0 of 2: compile, an epoch with two steps, graphs and ops."""
     pid, hh = 100, HA
-    ev = [
+    return [
         meta("HH", pid, {"hhash": hh, "name": "nodeA", "value": hh}),
         meta("thread_name", pid, {"hhash": hh, "name": "MainThread", "value": "thread_name"}),
         x(1, "start", "dftracer", pid, 900, 0, {"hhash": hh, "ppid": 1, "rank": 0, "world_size": 2, "local_rank": 0}),
@@ -80,7 +80,6 @@ def process_a() -> list[dict]:
         x(11, "epoch", "train", pid, 2000, 1000, {"hhash": hh, "p_idx": -1, "level": 1, "epoch": 0}),
         x(19, "end", "dftracer", pid, 3000, 0, {"hhash": hh, "num_events": 18, "dropped": 0, "used": {"dynamo": 1}}),
     ]
-    return ev
 
 
 def process_b() -> list[dict]:

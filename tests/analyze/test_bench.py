@@ -6,7 +6,6 @@ import importlib.util
 import json
 from pathlib import Path
 
-
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_analysis.py"
 
 

@@ -7,10 +7,10 @@ import synth
 
 pytest.importorskip("distributed")
 
+from test_summarize import assert_same
+
 from dynascope.analyze.reader import read_trace
 from dynascope.analyze.summarize import summarize, summarize_files
-
-from test_summarize import assert_same
 
 
 def test_dask_local_cluster_equals_single_machine(tmp_path):

@@ -15,15 +15,12 @@ import warnings
 import numpy as np
 import pytest
 from polars.testing import assert_frame_equal
+from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
 
-import dynascope.analyze._inflate as _inflate
-import dynascope.analyze._scan as _scan
-import dynascope.analyze.fastpath as fastpath
 import dynascope.analyze.lines as _lines
 import dynascope.analyze.partial as P
 import dynascope.analyze.summarize as S
-
-from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
+from dynascope.analyze import _inflate, _scan, fastpath
 
 TABLES = ["by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops"]
 
@@ -107,7 +104,7 @@ def our_trace(pid: int, seed: int, steps: int = 30, tids=None, rank: int = 0) ->
             ident += 1
             g_ts = ts
             ops = []
-            for k, tgt in enumerate(targets):
+            for tgt in targets:
                 dur = int(rng.integers(1, 40))
                 if rng.random() < 0.05:
                     dur = int(rng.integers(1 << 23, 1 << 25))  # a long op: beyond the dense histogram
@@ -382,10 +379,10 @@ def test_scanner_names_negative_parents_and_pending_ops():
     assert others == [lines[4], lines[5]]
     assert times[3].tolist() == [2, 2, 4]
     assert rows[5].tolist() == [-1]
-    pid, gop, k, name = sc.op_keys()
-    keys = {(int(a), int(b)): json.loads(sc.name_bytes(int(n))) for a, b, n in zip(gop, k, name)}
+    _pid, gop, k, name = sc.op_keys()
+    keys = {(int(a), int(b)): json.loads(sc.name_bytes(int(n))) for a, b, n in zip(gop, k, name, strict=True)}
     assert keys == {(-42, 0): 'odd:"q"\u00e9.relu', (9, 0): 'odd:"q"\u00e9.relu', (9, 1): "x\u00e9.t"}
-    bins = sorted(zip(*(x.tolist() for x in sc.op_bins())))
+    bins = sorted(zip(*(x.tolist() for x in sc.op_bins()), strict=True))
     assert [(b[1], b[2]) for b in bins] == sorted([(2, 1), (2, 1), (4, 1)])
 
 
@@ -405,9 +402,9 @@ def test_scanner_tables_grow():
             expect[(f"op{gop}.{k}", dur)] = expect.get((f"op{gop}.{k}", dur), 0) + 1
     sc, times, rows, others = _scan_text(lines, cap=4)
     assert others == [] and rows.shape[1] == 300 and times.shape[1] == sum(expect.values())
-    pid, gop, k, name = sc.op_keys()
+    _pid, gop, k, _name = sc.op_keys()
     bin_name, dur, n = sc.op_bins()
-    got = {(json.loads(sc.name_bytes(int(a))), int(d)): int(c) for a, d, c in zip(bin_name, dur, n)}
+    got = {(json.loads(sc.name_bytes(int(a))), int(d)): int(c) for a, d, c in zip(bin_name, dur, n, strict=True)}
     assert got == expect
 
 
@@ -417,7 +414,7 @@ def test_pieces_cut_lines_anywhere(tmp_path, monkeypatch):
     lines = our_trace(91, 8, steps=40)
     text = ("[\n" + "\n".join(lines) + "\n").encode()
     cuts = sorted({7, 8, 150, 151, 152, *range(900, len(text), 977)})
-    members = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    members = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     p = tmp_path / "t-91.pfw.gz"
     p.write_bytes(b"".join(gzip.compress(m, compresslevel=1) for m in members))
     q = tmp_path / "t-92.pfw"
@@ -468,5 +465,5 @@ def test_scanner_takes_the_writers_layout():
     op = layout.head('"function.mm.default"', layout.OP_CAT, 7, 8, 1, 3) + layout.tail(10, 11, 510, 5)
     assert graph.rstrip("\n") == _graph_line("g.forward", 7, 8, 1, 3, 2, -1, 10, 500, 80)
     assert op.rstrip("\n") == _op_line("function.mm.default", 7, 8, 1, 3, 10, 11, 510, 5)
-    sc, times, rows, others = _scan_text([graph.rstrip("\n"), op.rstrip("\n")])
+    _sc, times, rows, others = _scan_text([graph.rstrip("\n"), op.rstrip("\n")])
     assert others == [] and rows.shape[1] == 1 and times[:, 0].tolist() == [7, 8, 510, 5]

@@ -244,7 +244,7 @@ def test_corrupt_line_in_the_middle_is_counted(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name,content,expect",
+    ("name", "content", "expect"),
     [
         ("notes.txt", b"hello world\nthis is not a trace\n", "starts with 'hello world'"),
         ("cfg.json", b'{"model": "resnet", "lr": 0.1}', "without a traceEvents list"),
@@ -306,8 +306,7 @@ def test_lines_at_finds_the_misfit_lines(where):
 
 
 def test_shapes_are_learned_again_when_a_file_changes(tmp_path, monkeypatch):
-    import dynascope.analyze.lines as lines
-    import dynascope.analyze.reader as reader
+    from dynascope.analyze import lines, reader
     from dynascope.analyze.templates import LineTemplates
 
     monkeypatch.setattr(lines, "CHUNK_BYTES", 64 << 10)

@@ -6,11 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import dynascope
-from dynascope.analyze.reader import read_trace
-from dynascope.analyze.summarize import summarize, summarize_files
+from test_summarize import assert_same  # noqa: E402
 
-from test_summarize import assert_same
+import dynascope  # noqa: E402
+from dynascope.analyze.reader import read_trace  # noqa: E402
+from dynascope.analyze.summarize import summarize, summarize_files  # noqa: E402
 
 
 class _MLP(torch.nn.Module):
@@ -48,7 +48,7 @@ def test_real_trace_reads_and_summarises(tmp_path):
     assert counts[0] == counts[1] == counts[2] > 0 and sum(counts) == ops.height
     graph = s.by_graph.filter(s.by_graph["phase"] == "forward").row(0, named=True)
     assert graph["calls"] == 3 and graph["compile_id"] == "0/0"
-    cvr = dict(zip(s.compile_vs_run["kind"].to_list(), s.compile_vs_run["total_us"].to_list()))
+    cvr = dict(zip(s.compile_vs_run["kind"].to_list(), s.compile_vs_run["total_us"].to_list(), strict=True))
     assert cvr["compile"] > 0 and cvr["run"] > 0
     assert s.by_process["rank"].to_list() == [-1] and s.meta["dropped_lines"] == 0
     assert_same(summarize_files(files), s)

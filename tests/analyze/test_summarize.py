@@ -15,18 +15,18 @@ import pytest
 import synth
 
 from dynascope.analyze.diff import diff_summaries
-from dynascope.analyze.reader import read_trace, read_trace_with_info
+from dynascope.analyze.reader import TraceWarning, read_trace, read_trace_with_info
 from dynascope.analyze.summarize import file_partial, finish, merge, summarize, summarize_files
 
 TABLES = ("by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops")
 
 
-@pytest.fixture()
+@pytest.fixture
 def files(tmp_path):
     return synth.write_two_process_trace(tmp_path / "t")
 
 
-@pytest.fixture()
+@pytest.fixture
 def summary(files):
     return summarize(read_trace(files), top=2)
 
@@ -91,11 +91,11 @@ def test_meta_carries_read_warnings(tmp_path):
     p = synth.write_pfw(tmp_path / "torn.pfw", synth.process_b())
     with open(p, "a") as fh:
         fh.write('{"id":9,"name":"func')
-    with pytest.warns(UserWarning):
+    with pytest.warns(TraceWarning):
         frame, info = read_trace_with_info(p)
     s = summarize(frame, info=info)
     assert s.meta["dropped_lines"] == 1 and len(s.meta["warnings"]) == 1
-    with pytest.warns(UserWarning):
+    with pytest.warns(TraceWarning):
         s2 = summarize_files([p])
     assert s2.meta == s.meta
 
@@ -228,14 +228,14 @@ def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
 
     def brute(rids, starts, ends, t):
         best = None
-        for r, s, e in zip(rids, starts, ends):
+        for r, s, e in zip(rids, starts, ends, strict=True):
             if s <= t <= e and (best is None or (s, -e, r) > best):
                 best = (s, -e, r)
         return None if best is None else best[2]
 
     def lookup(segs, t):
         cur = None
-        for b, r in zip(*segs):
+        for b, r in zip(*segs, strict=True):
             if b <= t:
                 cur = None if r < 0 else r
         return cur
@@ -266,7 +266,7 @@ def test_count_in_segments_agrees_with_binary_search_in_any_op_order():
     from dynascope.analyze._scan import count_in_segments
 
     rnd = random.Random(7)
-    bounds = np.array(sorted(rnd.sample(range(0, 400), 40)), dtype=np.int64)
+    bounds = np.array(sorted(rnd.sample(range(400), 40)), dtype=np.int64)
     owners = np.array([rnd.choice([-1, 0, 1, 2, 3]) for _ in bounds], dtype=np.int64)
     ts = np.array([rnd.randint(-20, 420) for _ in range(2000)], dtype=np.int64)
     ts[:1000].sort()  # in time order, then jumping back and forth

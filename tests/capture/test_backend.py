@@ -4,13 +4,14 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dynascope.errors import ConfigError, DynascopeError, SessionError, TorchVersionError
-from tracecheck import attrs, check, load, op_events
 
 
 class Block(torch.nn.Module):
@@ -126,7 +127,7 @@ def test_uncompressed_when_asked(tmp_path):
     with dynascope.session(str(tmp_path / "plain.pfw")) as session:
         model(torch.randn(4, 8))
     assert session.path.endswith(f"plain-{os.getpid()}.pfw")
-    assert open(session.path).readline() == "[\n"
+    assert Path(session.path).read_text().startswith("[\n")
 
 
 def test_disabled_backend_leaves_the_graph_untouched(tmp_path):
@@ -142,7 +143,7 @@ def test_disabled_backend_leaves_the_graph_untouched(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    ("kwargs", "message"),
     [
         ({"epoch": "1"}, "epoch='1' must be a whole number"),
         ({"name": 3}, "name=3 must be a string"),
@@ -182,7 +183,7 @@ def test_old_torch_is_refused_in_one_line(monkeypatch):
     from dynascope import _torch
 
     monkeypatch.setattr(torch, "__version__", "2.4.0")
-    with pytest.raises(TorchVersionError, match="needs PyTorch >= 2.5.1, found 2.4.0"):
+    with pytest.raises(TorchVersionError, match=re.escape("needs PyTorch >= 2.5.1, found 2.4.0")):
         _torch.require_torch()
 
 
@@ -193,7 +194,7 @@ def test_missing_torch_is_one_line_from_the_cli(tmp_path):
     blocker.mkdir()
     (blocker / "torch.py").write_text("raise ImportError('No module named torch')\n")
     env = {**os.environ, "PYTHONPATH": str(blocker)}
-    result = subprocess.run([sys.executable, "-m", "dynascope.cli", "demo"], capture_output=True, text=True, env=env)
+    result = subprocess.run([sys.executable, "-m", "dynascope.cli", "demo"], capture_output=True, check=False, text=True, env=env)
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "torch is not installed" in result.stderr
 
@@ -211,7 +212,7 @@ def test_inductor_inner_backend_times_whole_graph_calls(tmp_path):
     assert len(graphs) == 3 and len({e["name"] for e in kernels}) == 1 and len(kernels) == 3
     assert kernels[0]["name"] == "inductor." + graphs[0]["name"].rsplit(".", 1)[0]
     assert attrs(index, kernels[0])["backend"] == "inductor"
-    assert all(k["args"]["p_idx"] == g["id"] for g, k in zip(graphs, kernels))
+    assert all(k["args"]["p_idx"] == g["id"] for g, k in zip(graphs, kernels, strict=True))
 
 
 def test_synchronize_before_every_reading_when_asked():

@@ -2,10 +2,10 @@
 correct results, one warning line, and a record in the trace of which graph ran untraced and why."""
 
 import torch
+from tracecheck import check, load, op_events
 
 import dynascope
 from dynascope import _torch
-from tracecheck import check, load, op_events
 
 
 class Block(torch.nn.Module):

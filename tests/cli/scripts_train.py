@@ -6,7 +6,7 @@ import torch
 
 model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
 compiled = torch.compile(model)  # inductor by default
-for step in range(3):
+for _step in range(3):
     compiled(torch.randn(4, 8)).sum().backward()
 if "--fail" in sys.argv:
     raise ValueError("bad batch")

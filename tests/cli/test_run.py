@@ -11,7 +11,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "scripts_train.py")
 
 
 def dynascope(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False, text=True, timeout=600)
 
 
 def test_run_traces_explains_and_reports_an_unmodified_script(tmp_path):

@@ -55,22 +55,22 @@ def _statement(depth, in_loop, rnd, counter):
     if kind == "continue":
         return [f"if (x + {k}) % 3 == 0:", "    x += 1", "    continue"]
     if kind == "if":
-        return [f"if x > {k % 5}:"] + nested()
+        return [f"if x > {k % 5}:", *nested()]
     if kind == "ifelse":
-        return [f"if x < {k % 4}:"] + nested() + ["else:"] + nested()
+        return [f"if x < {k % 4}:", *nested(), "else:", *nested()]
     if kind == "for":
-        lines = [f"for i{k} in range(x % 4 + 1):", f"    x = (x + i{k}) % 9"] + nested(True)
-        return lines + (["else:"] + nested() if rnd.random() < 0.4 else [])
+        lines = [f"for i{k} in range(x % 4 + 1):", f"    x = (x + i{k}) % 9", *nested(True)]
+        return lines + (["else:", *nested()] if rnd.random() < 0.4 else [])
     if kind == "while":
-        lines = [f"w{k} = 0", f"while w{k} < 3:", f"    w{k} += 1", "    x = (x + 1) % 9"] + nested(True)
-        return lines + (["else:"] + nested() if rnd.random() < 0.3 else [])
+        lines = [f"w{k} = 0", f"while w{k} < 3:", f"    w{k} += 1", "    x = (x + 1) % 9", *nested(True)]
+        return lines + (["else:", *nested()] if rnd.random() < 0.3 else [])
     if kind == "try":
-        lines = ["try:"] + nested() + ["except ValueError:"] + nested()
-        lines += ["else:"] + nested() if rnd.random() < 0.4 else []
+        lines = ["try:", *nested(), "except ValueError:", *nested()]
+        lines += ["else:", *nested()] if rnd.random() < 0.4 else []
         return lines + (["finally:", f"    log.append('f{k}')"] if rnd.random() < 0.4 else [])
     if kind == "tryfinally":
-        return ["try:"] + nested() + ["finally:", f"    log.append('f{k}')"]
-    return ["with Ctx(log):"] + nested()
+        return ["try:", *nested(), "finally:", f"    log.append('f{k}')"]
+    return ["with Ctx(log):", *nested()]
 
 
 def outcome(func, x):

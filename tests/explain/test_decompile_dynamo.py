@@ -16,12 +16,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from explain_helpers import toy_example  # noqa: E402
+from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  (tests may use private API)
 
 from dynascope import _torch  # noqa: E402
 from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
-from explain_helpers import toy_example  # noqa: E402
-from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
 
 
 def returns_forward(gm, example_inputs):
@@ -185,7 +185,7 @@ class Branchy(torch.nn.Module):
 def _assert_same(got, expected):
     if isinstance(expected, tuple):
         assert isinstance(got, tuple) and len(got) == len(expected)
-        for g, e in zip(got, expected):
+        for g, e in zip(got, expected, strict=True):
             _assert_same(g, e)
     elif isinstance(expected, torch.Tensor):
         torch.testing.assert_close(got, expected)
@@ -315,13 +315,13 @@ def _dynamo_function(made, code, globals_: dict, closure: dict):
     """The function Dynamo's code makes where the decompiled code made `made`: the resume code
     object itself (its cache entries live there), with made's cells; a free variable its body
     never reads (`__class__`) is not captured there: a fresh cell."""
-    cells = dict(zip(made.__code__.co_freevars, made.__closure__ or ()))
+    cells = dict(zip(made.__code__.co_freevars, made.__closure__ or (), strict=True))
     return types.FunctionType(code, globals_, made.__name__, made.__defaults__,
                               tuple(cells.get(v) or types.CellType(closure[v]) for v in code.co_freevars))
 
 
 def _closure_values(fn) -> dict:
-    return dict(zip(fn.__code__.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
+    return dict(zip(fn.__code__.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ()), strict=True))
 
 
 def _called_names(source: str) -> set[str]:

@@ -5,12 +5,12 @@ import re
 
 import pytest
 import torch
+from explain_helpers import assert_backend, line_of, toy_example
 
 import dynascope
 from dynascope import _torch
 from dynascope.explain import Explanation, observe
 from dynascope.explain.api import explain
-from explain_helpers import assert_backend, line_of, toy_example
 
 
 def run_toy(backend="eager", n=100):
@@ -50,7 +50,7 @@ def test_toy_example_three_frames_with_resume_markers():
     assert ids == {"1/0", "2/0"}
     # which branch each one is: the line it continues with
     assert sorted(rf.continues_at.code for rf in entry.resume_functions) == ["b = b * -1", "return x * b"]
-    assert [e.compile_id for e in expl.all_entries()][0] == "0/0"
+    assert expl.all_entries()[0].compile_id == "0/0"
     assert len(expl.all_entries()) == 3
     # the same explanation whichever object the user passes
     assert [e.compile_id for e in explain(toy_example).all_entries()] == [e.compile_id for e in expl.all_entries()]
@@ -110,8 +110,8 @@ def test_guards_name_the_user_line_that_installed_them():
 def test_old_torch_says_once_that_guards_have_no_user_lines():
     expl = explain(run_toy(n=5))
     notes = [n for n in expl.notes if "the user lines that installed guards" in n]
-    assert notes == [f"the user lines that installed guards: not available on torch {torch.__version__} "
-                     "(torch 2.13.0 has them); everything else works"]
+    assert notes == [(f"the user lines that installed guards: not available on torch {torch.__version__} "
+                      "(torch 2.13.0 has them); everything else works")]
 
 
 def test_explanation_round_trips_through_json():

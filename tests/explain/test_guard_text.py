@@ -44,9 +44,9 @@ def test_grouping_with_user_lines_and_markers():
             {"kind": "SHAPE_ENV", "fail_count": 0, "parts": ["L['b'].size()[0] == L['a'].size()[0]"]},
         ]},
         {"source": "L['a']", "guards": [
-            {"kind": "TENSOR_MATCH", "fail_count": 2, "parts": [
+            {"kind": "TENSOR_MATCH", "fail_count": 2, "parts": [(
                 "check_tensor(L['a'], Tensor, DispatchKeySet(CPU), torch.float32, device=None, requires_grad=False, "
-                "size=[10], stride=[1])  # x = a / (torch.abs(a) + 1)  # ex/p1.py:3 in toy_example"]},
+                "size=[10], stride=[1])  # x = a / (torch.abs(a) + 1)  # ex/p1.py:3 in toy_example")]},
             {"kind": "DIMENSION_DYNAMIC_MARKING_GUARD", "fail_count": 0, "parts": [
                 "hasattr(L['a'], '_dynamo_dynamic_indices') == False   # x = a  # ex/p1.py:3 in toy_example",
                 "hasattr(L['a'], '_dynamo_static_indices') == False   # x = a  # ex/p1.py:3 in toy_example"]},
@@ -54,7 +54,7 @@ def test_grouping_with_user_lines_and_markers():
     ]
     groups, count = group_guards(tree, "/tmp/ex/p1.py")
     assert count == 5
-    assert [g.subject for g in groups] == ["global state", "b", "a"] or [g.subject for g in groups][0] == "global state"
+    assert groups[0].subject == "global state"
     a = next(g for g in groups if g.subject == "a")
     assert [g.text for g in a.guards] == [
         "a: Tensor, dtype float32, shape [10], stride [1], requires_grad=False, device cpu",

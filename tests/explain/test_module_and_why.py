@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from explain_helpers import MLP, assert_backend, scale, toy_example
 
 from dynascope.explain import observe
 from dynascope.explain.api import NotCompiledError, explain, why_recompile
-from explain_helpers import MLP, assert_backend, scale, toy_example
 
 
 def test_module_with_several_layers_all_spellings():
@@ -136,8 +136,8 @@ def test_decompiler_failure_falls_back_to_dis(monkeypatch):
     def boom(code):
         raise RuntimeError("cannot")
 
-    import types
     import sys
+    import types
 
     fake = types.ModuleType("dynascope.explain.decompiler")
     fake.decompile_or_dis = boom

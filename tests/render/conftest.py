@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from render_fixtures import build_trace, make_summary
 
 from dynascope.analyze.summary import Summary
-from render_fixtures import build_trace, make_summary
 
 
 @pytest.fixture

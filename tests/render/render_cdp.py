@@ -177,7 +177,7 @@ class Page:
             self.ws.sock.settimeout(left)
             try:
                 msg = json.loads(self.ws.recv())
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 break
             if "method" in msg:
                 self.events.append(msg)
@@ -235,7 +235,7 @@ class HeadlessChromium:
         self.profile = tempfile.mkdtemp(prefix="dynascope-chromium-")
         self.sockets: list[WebSocket] = []
 
-    def __enter__(self) -> "HeadlessChromium":
+    def __enter__(self) -> HeadlessChromium:
         self.deadline = time.monotonic() + self.timeout
         cmd = [
             self.binary,
@@ -269,7 +269,7 @@ class HeadlessChromium:
         return self
 
     def open(self, url: str) -> Page:
-        with urllib.request.urlopen(f"{self.http}/json/list", timeout=10) as resp:  # noqa: S310 (local DevTools)
+        with urllib.request.urlopen(f"{self.http}/json/list", timeout=10) as resp:
             targets = json.load(resp)
         target = next(t for t in targets if t.get("type") == "page")
         ws = WebSocket(target["webSocketDebuggerUrl"], timeout=20)

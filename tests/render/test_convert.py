@@ -7,12 +7,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from render_fixtures import EVIL, build_trace
+from trace_fixtures import begin_end_events
 
 from dynascope.cli import main as cli_main
 from dynascope.errors import TraceFormatError
 from dynascope.render.chrome import convert
-from render_fixtures import EVIL, build_trace
-from trace_fixtures import begin_end_events
 
 
 def load(path: Path) -> dict:
@@ -84,9 +84,12 @@ def test_other_attribution_layouts_convert_the_same(tmp_path, layout):
     other = build_trace(**{layout: True}).write(tmp_path / f"{layout}.pfw.gz")
     if layout == "positional":
         lines = gzip.decompress(other.read_bytes()).decode().splitlines()
-        assert not any('"op"' in l for l in lines if '"cat":"dynamo"' in l)  # really without references
+        assert not any('"op"' in ln for ln in lines if '"cat":"dynamo"' in ln)  # really without references
     a, b = xs(load(convert([ref], tmp_path / "a.json").out)), xs(load(convert([other], tmp_path / "b.json").out))
-    strip = lambda evs: sorted((e["name"], e["ts"], e["dur"], e["cat"], json.dumps(e["args"], sort_keys=True)) for e in evs)
+
+    def strip(evs):
+        return sorted((e["name"], e["ts"], e["dur"], e["cat"], json.dumps(e["args"], sort_keys=True)) for e in evs)
+
     assert strip(a) == strip(b)
     assert any(e["args"].get("layer") == "fc1" and e["cat"] == "dynamo,backward" for e in b)
 

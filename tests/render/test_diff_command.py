@@ -6,12 +6,12 @@ import re
 
 import polars as pl
 import pytest
+from render_fixtures import build_trace, make_summary
 
 from dynascope.cli import main as cli_main
 from dynascope.render import command_diff
 from dynascope.render.diff import diff_tables, render_diff
 from dynascope.render.terminal import make_console
-from render_fixtures import build_trace, make_summary
 
 HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.summarize") is not None
 
@@ -54,12 +54,12 @@ def test_render_diff_says_faster_and_slower():
     buf = io.StringIO()
     render_diff(diff_tables(make_summary(), after_change()), "a.pfw", "b.pfw", make_console(buf, width=150), top=10)
     text = buf.getvalue()
-    line = next(l for l in text.splitlines() if "function.addmm.default" in l and "faster" in l)
+    line = next(ln for ln in text.splitlines() if "function.addmm.default" in ln and "faster" in ln)
     assert re.split(r"\s{2,}", line.strip()) == ["function.addmm.default", "4", "4", "4 ms", "2 ms", "-2 ms", "0.50×", "faster"]
     assert "gone in B" in text and "new in B" in text
     assert "faster in B: function.addmm.default (2 ms less)" in text
     assert "slower in B: function.gelu.default (300 µs more)" in text
-    fc1 = next(l for l in text.splitlines() if l.strip().startswith("fc1"))
+    fc1 = next(ln for ln in text.splitlines() if ln.strip().startswith("fc1"))
     assert "slower" in fc1 and "2.00×" in fc1
 
 

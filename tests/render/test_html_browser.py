@@ -12,12 +12,11 @@ import os
 
 import orjson
 import pytest
-
-from dynascope.cli import main as cli_main
-
-from dynascope.render.html import write_html
 from render_cdp import HeadlessChromium, find_chromium
 from render_fixtures import EVIL, build_trace, make_explanation, make_summary
+
+from dynascope.cli import main as cli_main
+from dynascope.render.html import write_html
 
 pytestmark = [
     pytest.mark.browser,

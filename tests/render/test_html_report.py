@@ -3,12 +3,12 @@ from __future__ import annotations
 import re
 
 import orjson
-import pytest
 import polars as pl
+import pytest
+from render_fixtures import make_explanation, make_summary
 
 from dynascope.analyze.summary import Summary
 from dynascope.render.html import find_explanation, load_explanation, render_html, write_html
-from render_fixtures import make_explanation, make_summary
 
 
 def test_escapes_every_user_string():

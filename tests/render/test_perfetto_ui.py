@@ -14,10 +14,10 @@ import time
 import urllib.request
 
 import pytest
-
-from dynascope.render.command_view import find_viewer
 from render_cdp import HeadlessChromium, find_chromium
 from render_fixtures import build_trace
+
+from dynascope.render.command_view import find_viewer
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,9 +12,9 @@ import sys
 import textwrap
 
 import pytest
+from render_cdp import HeadlessChromium, find_chromium
 
 from dynascope.cli import main as cli_main
-from render_cdp import HeadlessChromium, find_chromium
 
 pytestmark = pytest.mark.slow
 
@@ -56,11 +56,11 @@ def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("e2e")
     script = d / "train.py"
     script.write_text(SCRIPT)
-    traced = subprocess.run([sys.executable, str(script), str(d / "train.pfw.gz")], capture_output=True, text=True, timeout=300)
+    traced = subprocess.run([sys.executable, str(script), str(d / "train.pfw.gz")], capture_output=True, check=False, text=True, timeout=300)
     assert traced.returncode == 0, traced.stderr[-3000:]
     explained = subprocess.run(
         [sys.executable, "-m", "dynascope.cli", "explain", "--quiet", "--out", str(d), str(script)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, check=False, text=True, timeout=300,
     )
     assert explained.returncode == 0, explained.stderr[-3000:]
     assert (d / "explanation.json").is_file()

@@ -13,10 +13,10 @@ import json
 
 import orjson
 import pytest
+from render_fixtures import EVIL, make_explanation, make_summary
 
 from dynascope.cli import main as cli_main
 from dynascope.render import command_report
-from render_fixtures import EVIL, make_explanation, make_summary
 
 HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.summarize") is not None
 
@@ -113,18 +113,19 @@ def test_piped_subprocess_output_is_plain_and_wide(trace_file):
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "dynascope.cli", "report", str(trace_file), "--top", "3"],
-                          capture_output=True, text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": ""})
+                          capture_output=True, check=False, text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": ""})
     assert proc.returncode == 0, proc.stderr
     assert "\x1b[" not in proc.stdout
     assert "Ops (top 3 of 5)" in proc.stdout
-    line = next(l for l in proc.stdout.splitlines() if "function.addmm.default" in l)
+    line = next(ln for ln in proc.stdout.splitlines() if "function.addmm.default" in ln)
     assert "…" not in line and "2 ms" in line  # not squeezed to 80 columns
 
 
 def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
-    from dynascope.errors import TraceFormatError
-    from dynascope.analyze.paths import expand_paths
     from render_fixtures import build_trace
+
+    from dynascope.analyze.paths import expand_paths
+    from dynascope.errors import TraceFormatError
 
     run = tmp_path / "run"
     (run / "sub").mkdir(parents=True)

@@ -4,9 +4,9 @@ import os
 
 import pytest
 import torch
+from tracecheck import check, load, op_events
 
 from dftracer.python import dft_fn, dftracer, dynamo
-from tracecheck import check, load, op_events
 
 
 @pytest.fixture

@@ -201,7 +201,7 @@ def _run_worker(name: str, swap: bool, timeout: float, keep_sources: str | None 
             command.append("--no-swap")
         started = time.monotonic()
         try:
-            proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(command, cwd=tmp, env=env, capture_output=True, check=False, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"status": "timeout", "detail": f"no result after {timeout:.0f} s"}
         seconds = round(time.monotonic() - started, 1)
@@ -247,13 +247,13 @@ def _print_table(results: dict, elapsed: float, verbose: bool) -> None:
         stats = r["swapped"].get("stats", {})
         numbers = [stats.get("functions", 0), stats.get("decompiled", 0), stats.get("refused", 0),
                    stats.get("swap_failed", 0)]
-        totals = [a + b for a, b in zip(totals, numbers)]
+        totals = [a + b for a, b in zip(totals, numbers, strict=True)]
         verdict = "ok" if r["ok"] else ("WORSE" if r["worse"] or r["problems"] else "refusals")
         seconds = f"{r['plain'].get('seconds', 0):.0f}+{r['swapped'].get('seconds', 0):.0f}"
         rows.append((name, *map(str, numbers), _suite_text(r["plain"]), _suite_text(r["swapped"]), verdict, seconds))
     green = sum(1 for r in results.values() if not r["worse"] and not r["problems"])
     rows.append(("TOTAL", *map(str, totals), "", f"{green}/{len(results)} not worse", "", ""))
-    widths = [max(len(str(row[i])) for row in rows + [header]) for i in range(len(header))]
+    widths = [max(len(str(row[i])) for row in [*rows, header]) for i in range(len(header))]
     line = "  ".join("{:<%d}" % w for w in widths)
     print(f"stdlib round trip, python {sys.version.split()[0]}, {elapsed:.0f} s")
     print(line.format(*header))
@@ -297,11 +297,11 @@ def worker(name: str, swap: bool, result_path: str) -> None:
     modules, test_modules, _first = MODULES[name]
     swapper = None
     if swap:
-        from swapping import Swapper  # noqa: PLC0415 - only the worker needs the decompiler
+        from swapping import Swapper  # only the worker needs the decompiler
 
         swapper = Swapper(modules)
         swapper.install()
-    import importlib  # noqa: PLC0415
+    import importlib
 
     for module in modules:
         importlib.import_module(module)
@@ -313,10 +313,10 @@ def worker(name: str, swap: bool, result_path: str) -> None:
 
 
 def _run_suite(test_modules: tuple[str, ...]) -> dict:
-    import io  # noqa: PLC0415
-    import unittest  # noqa: PLC0415
+    import io
+    import unittest
 
-    import test.support  # noqa: PLC0415
+    import test.support
 
     test.support.use_resources = []  # as `python -m test` does by default: no 'cpu', 'network'... tests
     suite = unittest.defaultTestLoader.loadTestsFromNames(test_modules)

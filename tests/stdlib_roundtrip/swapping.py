@@ -1,16 +1,16 @@
 """Replace every function of a module with its decompiled-and-recompiled self (see run.py)."""
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import functools
-import operator
-import os
-import re
 import importlib.abc
 import inspect
 import linecache
+import operator
+import os
+import re
 import sys
 import types
 from pathlib import Path
@@ -177,7 +177,7 @@ def recompiled(original: types.CodeType, source: str) -> types.CodeType:
     code = compile(text, filename, "exec", flags=original.co_flags & FUTURE_FLAGS, dont_inherit=True)
     new = _find_code(code, [OUTER] + ([CLASS] if "__class__" in free else []) + [node.name])
     _check_compatible(original, new)
-    changes = dict(co_name=original.co_name)
+    changes = {"co_name": original.co_name}
     if sys.version_info >= (3, 11):
         changes["co_qualname"] = original.co_qualname
     return new.replace(**changes)

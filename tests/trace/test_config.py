@@ -1,13 +1,14 @@
 """Configuration by environment, as pydftracer documents it, plus the DYNASCOPE_ equivalents."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
+from tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dftracer.python import dftracer
-from tracecheck import attrs, check, load, op_events
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,7 @@ def test_compression_and_metadata_switches(tmp_path, monkeypatch):
     logger = dftracer.initialize_log(str(tmp_path / "plain.pfw"), None, -1)
     traced_call(dynascope.backend(autograd=False))
     logger.finalize()
-    assert logger.logfile.endswith(".pfw") and open(logger.logfile).readline() == "[\n"
+    assert logger.logfile.endswith(".pfw") and Path(logger.logfile).read_text().startswith("[\n")
     fields = attrs(check(load(logger.logfile)), op_events(check(load(logger.logfile)))[0])
     assert fields["shapes"] == "[[3,4],[2,4],[2]]"
 

@@ -101,7 +101,7 @@ def test_compiled_formatter_writes_exact_json_and_resumes_when_its_buffer_is_ful
     def run(buffer_size):
         out, pieces, index, next_id = np.empty(buffer_size, dtype=np.uint8), [], 0, 7
         while True:
-            why, index, size, next_id, events, dropped = oplines.format_calls(
+            why, index, size, next_id, _events, _dropped = oplines.format_calls(
                 values, index, *table, heads, starts, 14, -1, next_id, 0, False, out)  # fmt: skip
             pieces.append(out[:size].tobytes())
             if why != oplines.BUFFER_FULL:

@@ -9,4 +9,4 @@ from . import dynamo
 from .dynamo import Dynamo, create_backend, dftracer_dynamo_backend
 from .logger import dft_fn, dftracer
 
-__all__ = ["dftracer", "dft_fn", "dynamo", "Dynamo", "create_backend", "dftracer_dynamo_backend"]
+__all__ = ["Dynamo", "create_backend", "dft_fn", "dftracer", "dftracer_dynamo_backend", "dynamo"]

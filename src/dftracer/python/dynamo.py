@@ -8,14 +8,15 @@ Tracing happens only with DFTRACER_ENABLE=1; otherwise every entry point compile
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynascope.capture.backend import TracingBackend
 from dynascope.errors import ConfigError
 
 from .logger import dft_fn, enabled
 
-__all__ = ["Dynamo", "compile", "create_backend", "dftracer_dynamo_backend", "dft_fn"]
+__all__ = ["Dynamo", "compile", "create_backend", "dft_fn", "dftracer_dynamo_backend"]
 
 
 def create_backend(name: str | None = None, epoch: int | None = None, step: int | None = None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from dynascope.trace import session as _session
 from dynascope.trace.config import TraceConfig, tracing_enabled
@@ -22,13 +23,13 @@ def enabled() -> bool:
 class dftracer:
     """The process's logger. `dftracer.initialize_log(logfile, data_dir, process_id)` starts it."""
 
-    _instance: "dftracer | None" = None
+    _instance: dftracer | None = None
 
-    def __init__(self, session: "_session.TraceSession | None") -> None:
+    def __init__(self, session: _session.TraceSession | None) -> None:
         self.session = session
 
     @classmethod
-    def initialize_log(cls, logfile: str | None = None, data_dir: str | None = None, process_id: int = -1) -> "dftracer":
+    def initialize_log(cls, logfile: str | None = None, data_dir: str | None = None, process_id: int = -1) -> dftracer:
         session = None
         if enabled():
             active = _session.current_session()
@@ -41,7 +42,7 @@ class dftracer:
         return cls._instance
 
     @classmethod
-    def get_instance(cls) -> "dftracer":
+    def get_instance(cls) -> dftracer:
         if cls._instance is None:
             cls._instance = cls(_session.current_session())
         return cls._instance
@@ -100,12 +101,14 @@ class dft_fn:
         self.cat = cat
         self.name = name
         self.enable = enable
-        self.args: dict = {k: v for k, v in zip(_LABELS, (epoch, step, image_idx, image_size)) if v is not None}
+        self.args: dict = {
+            k: v for k, v in zip(_LABELS, (epoch, step, image_idx, image_size), strict=True) if v is not None
+        }
         self._open: list[region] = []
 
     def update(self, epoch: int | None = None, step: int | None = None, image_idx: int | None = None,
-               image_size: Any = None, args: dict | None = None) -> "dft_fn":  # fmt: skip
-        for key, value in zip(_LABELS, (epoch, step, image_idx, image_size)):
+               image_size: Any = None, args: dict | None = None) -> dft_fn:  # fmt: skip
+        for key, value in zip(_LABELS, (epoch, step, image_idx, image_size), strict=True):
             if value is not None:
                 self.args[key] = value
         self.args.update(args or {})
@@ -124,7 +127,7 @@ class dft_fn:
 
     # -- context manager ------------------------------------------------------------------------
 
-    def __enter__(self) -> "dft_fn":
+    def __enter__(self) -> dft_fn:
         span = region(self.name or self.cat, self.cat, **self.args)
         self._open.append(span)
         if self.enable:

@@ -524,7 +524,9 @@ class Scanner:
             self.name_at = np.concatenate([self.name_at, np.zeros_like(self.name_at)])
         need = int(st[_NAME_BYTES]) + line_len
         if need > len(self.names):
-            self.names = np.concatenate([self.names, np.zeros(max(need, 2 * len(self.names)) - len(self.names), dtype=np.uint8)])
+            self.names = np.concatenate(
+                [self.names, np.zeros(max(need, 2 * len(self.names)) - len(self.names), dtype=np.uint8)]
+            )
 
     def name_bytes(self, k: int) -> bytes:
         off, n = self.name_at[k]

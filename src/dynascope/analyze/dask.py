@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-
 import warnings
 
 from ..errors import ConfigError

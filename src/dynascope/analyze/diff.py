@@ -28,11 +28,14 @@ def _keyed(a: pl.DataFrame, b: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     def side(df: pl.DataFrame, tag: str) -> pl.DataFrame:
         cols = [c for c in keys if c in df.columns]
         if df.height == 0 or len(cols) != len(keys):
-            schema = {k: pl.String for k in keys} | {f"count_{tag}": pl.Int64, f"total_us_{tag}": pl.Int64}
+            schema = dict.fromkeys(keys, pl.String) | {f"count_{tag}": pl.Int64, f"total_us_{tag}": pl.Int64}
             return pl.DataFrame(schema=schema)
         return df.select(
             [pl.col(k).cast(pl.String) for k in keys]
-            + [pl.col("count").cast(pl.Int64).alias(f"count_{tag}"), pl.col("total_us").cast(pl.Int64).alias(f"total_us_{tag}")]
+            + [
+                pl.col("count").cast(pl.Int64).alias(f"count_{tag}"),
+                pl.col("total_us").cast(pl.Int64).alias(f"total_us_{tag}"),
+            ]
         )
 
     j = side(a, "a").join(side(b, "b"), on=keys, how="full", coalesce=True, nulls_equal=True)

@@ -28,8 +28,8 @@ import polars as pl
 from . import _inflate, _scan
 from . import lines as _lines
 from .partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
-from .readinfo import FileLog, ReadInfo
 from .reader import FileReader
+from .readinfo import FileLog, ReadInfo
 
 __all__ = ["FastRead", "file_partial", "read_fast"]
 
@@ -169,8 +169,8 @@ class _FileScan:
                 "pid": g[0], "tid": g[1], "id": g[2], "ts": g[3], "dur": g[4], "p_idx": g[5],
                 "level": g[6], "grad_enabled": g[7], "op": g[8],
                 "hhash": pl.Series([self.scanner.host_hash()], dtype=pl.String).gather(zeros),
-            }  # fmt: skip
-        )
+            }
+        )  # fmt: skip
         self.reader.add_frame(frame)
 
     def op_frames(self) -> tuple[pl.DataFrame, pl.DataFrame] | None:
@@ -190,7 +190,9 @@ class _FileScan:
                 "name": names.gather(r),
                 "cat": pl.Series(["dynamo"], dtype=pl.String).gather(np.zeros(len(r), dtype=np.int64)),
                 "dur": dur,
-                "__gop": pl.Series(np.where(pending, 0, gop)[r]).cast(pl.String).scatter(np.flatnonzero(pending[r]), None),
+                "__gop": pl.Series(np.where(pending, 0, gop)[r])
+                .cast(pl.String)
+                .scatter(np.flatnonzero(pending[r]), None),
                 "__k": k[r],
                 "__pend": pl.Series(-2 - gop[r]).scatter(np.flatnonzero(~pending[r]), None),
                 "n": n,

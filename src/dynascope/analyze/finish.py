@@ -42,7 +42,10 @@ def finish(p: Partial, top: int = 20) -> Summary:
         p.graph.filter((pl.col("calls") > 0) | pl.col("graph").is_not_null())
         .with_columns(
             pl.when(pl.col("calls") > 0).then(pl.col("ops") / pl.col("calls")).otherwise(None).alias("ops_per_call"),
-            pl.when(pl.col("calls") > 0).then(pl.col("total_us") / pl.col("calls")).otherwise(None).alias("mean_call_us"),
+            pl.when(pl.col("calls") > 0)
+            .then(pl.col("total_us") / pl.col("calls"))
+            .otherwise(None)
+            .alias("mean_call_us"),
         )
         .sort(["total_us", "compile_id", "graph", "phase"], descending=[True, False, False, False], nulls_last=True)
         .select("compile_id", "graph", "phase", "calls", "ops_per_call", "total_us", "mean_call_us", "ops")
@@ -110,7 +113,7 @@ def _by_op(h: pl.DataFrame) -> pl.DataFrame:
             schema={"name": pl.String, "cat": pl.String, "count": pl.Int64, "total_us": pl.Int64, "mean_us": pl.Float64,
                     "p50_us": pl.Int64, "p95_us": pl.Int64, "share": pl.Float64, "min_us": pl.Int64, "max_us": pl.Int64}
         )  # fmt: skip
-    h = h.sort(keys + ["dur"], nulls_last=True).with_columns(
+    h = h.sort([*keys, "dur"], nulls_last=True).with_columns(
         pl.col("n").sum().over(keys).alias("cnt"), pl.col("n").cum_sum().over(keys).alias("cum")
     )
     out = h.group_by(keys).agg(

@@ -34,7 +34,11 @@ def read_file_grouped(path: str | os.PathLike, *, per_event: Sequence[str], keep
     to event, every other column belongs to the group."""
     grouping = _Grouping(per_event)
     _, info, reader = read_file_reduced(path, reducer=grouping, keep_marks=keep_marks)
-    events = pl.concat(grouping.events, how="diagonal_relaxed") if grouping.events else pl.DataFrame(schema={"group": pl.UInt32})
+    events = (
+        pl.concat(grouping.events, how="diagonal_relaxed")
+        if grouping.events
+        else pl.DataFrame(schema={"group": pl.UInt32})
+    )
     groups = dict_columns_frame(_columns_of(grouping.rows)) if grouping.rows else empty_frame(None)
     if reader.tables.oh_index and {"p_idx", "id"} <= set(events.columns):
         events, groups = _with_op_refs(events, groups, reader)
@@ -103,10 +107,12 @@ def _with_op_refs(events: pl.DataFrame, groups: pl.DataFrame, reader: FileReader
     group = events.get_column("group")
     facts = groups.select(
         pl.col("pid").cast(pl.Int64) if "pid" in groups.columns else pl.lit(None, dtype=pl.Int64).alias("pid"),
-        pl.when((_col(groups, "cat") == "dynamo.graph") & _col(groups, "op").is_not_null()).then(norm_hash_or_null(groups)).cast(pl.Categorical).alias("graph_op"),
+        pl.when((_col(groups, "cat") == "dynamo.graph") & _col(groups, "op").is_not_null())
+        .then(norm_hash_or_null(groups)).cast(pl.Categorical).alias("graph_op"),
         ((_col(groups, "cat") == "dynamo") & _col(groups, "op").is_null()).fill_null(False).alias("needs_ref"),
     )
-    narrow = pl.DataFrame([facts.get_column(c).gather(group) for c in facts.columns] + [events.get_column("p_idx"), events.get_column("id")])
+    ids = [events.get_column("p_idx"), events.get_column("id")]
+    narrow = pl.DataFrame([*(facts.get_column(c).gather(group) for c in facts.columns), *ids])
     ref = op_refs(narrow, reader.tables)
     del narrow
     split = group_ids(pl.DataFrame([group, ref]), ["group", "op"])

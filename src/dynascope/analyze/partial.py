@@ -25,7 +25,16 @@ from .reader import FileReader, ReadInfo, read_file_reduced
 from .resolve import graph_refs, norm_hash
 from .steps import TIME_COLUMNS, ops_per_region, regions
 
-__all__ = ["SUMMARY_COLUMNS", "OpReducer", "Partial", "PartialMeta", "general_file_partial", "merge", "partial", "partial_of_file"]
+__all__ = [
+    "SUMMARY_COLUMNS",
+    "OpReducer",
+    "Partial",
+    "PartialMeta",
+    "general_file_partial",
+    "merge",
+    "partial",
+    "partial_of_file",
+]
 
 # what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
 SUMMARY_COLUMNS = [
@@ -92,10 +101,14 @@ _KEYS = {
 }
 _SCHEMAS: dict[str, dict[str, type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
-    "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String, "count": pl.Int64, "total_us": pl.Int64},
-    "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
-    "step": {"epoch": pl.Int64, "step": pl.Int64, "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64},
-    "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64, "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
+    "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String,
+              "count": pl.Int64, "total_us": pl.Int64},
+    "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String,
+              "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
+    "step": {"epoch": pl.Int64, "step": pl.Int64,
+             "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64},
+    "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64,
+                "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
     "compile": {"compile_id": pl.String, "total_us": pl.Int64},
 }  # fmt: skip
 
@@ -120,7 +133,10 @@ def partial_of_file(reducer: OpReducer, others: pl.DataFrame, info: ReadInfo, re
 
 
 # raw columns (before resolution) that op events are grouped by per chunk
-_RAW_OP_KEYS = ["pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "module_type", "compile_id", "graph", "host", "rank", "world_size"]
+_RAW_OP_KEYS = [
+    "pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "module_type", "compile_id", "graph", "host",
+    "rank", "world_size",
+]
 
 
 class OpReducer:
@@ -174,7 +190,10 @@ class OpReducer:
             )
             extra = ["__gop", "__k", "__pend"]
         keys = [c for c in _RAW_OP_KEYS if c in frame.columns] + extra
-        tcols = [pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64).alias(c) for c in ("pid", "tid", "ts", "dur")]
+        tcols = [
+            pl.col(c) if c in frame.columns else pl.lit(None, dtype=pl.Int64).alias(c)
+            for c in ("pid", "tid", "ts", "dur")
+        ]
         hist, times = pl.collect_all([ops.group_by(keys).agg(pl.len().cast(pl.Int64).alias("n")), ops.select(tcols)])
         self.hists.append(hist)
         self.times.append(times)
@@ -189,7 +208,10 @@ class OpReducer:
         """The file's op histogram (_OP_KEYS + n) and its op times (TIME_COLUMNS), resolved through
         the reader's metadata."""
         if not self.hists:
-            hist = pl.DataFrame(schema={c: (pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String) for c in _OP_KEYS} | {"n": pl.Int64})
+            hist = pl.DataFrame(
+                schema={c: (pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String) for c in _OP_KEYS}
+                | {"n": pl.Int64}
+            )
             return hist, pl.DataFrame(schema=dict.fromkeys(TIME_COLUMNS, pl.Int64))
         raw = pl.concat(self.hists, how="diagonal_relaxed")
         if "__k" in raw.columns:
@@ -214,7 +236,9 @@ class OpReducer:
             if c in resolved.columns:
                 cols.append(pl.col(c))
             else:
-                cols.append(pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c))
+                cols.append(
+                    pl.lit(None, dtype=pl.Int64 if c in ("pid", "dur", "rank", "world_size") else pl.String).alias(c)
+                )
         hist = _str_keys(resolved.select(*cols, "n")).group_by(_OP_KEYS).agg(pl.col("n").sum())
         times = pl.concat(self.times, how="vertical_relaxed").select(pl.col(c).cast(pl.Int64) for c in TIME_COLUMNS)
         return hist, times
@@ -296,7 +320,8 @@ def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
 def _untraced_graphs(others: pl.DataFrame) -> dict[str, int]:
     """How many graphs ran untraced (capture/untraced.py records each one's forward, backward or whole
     graph as a "dynascope" event named "untraced ..."), by reason."""
-    untraced = (pl.col("cat").cast(pl.String) == "dynascope") & pl.col("name").cast(pl.String).str.starts_with("untraced ")
+    is_untraced = pl.col("name").cast(pl.String).str.starts_with("untraced ")
+    untraced = (pl.col("cat").cast(pl.String) == "dynascope") & is_untraced
     rows = others.filter(untraced.fill_null(False))
     if rows.height == 0:
         return {}
@@ -333,10 +358,14 @@ def _core(
         pl.col("n").sum().alias("count"), weighted.sum().alias("total_us")
     )
     g_calls = graphs.group_by(["compile_id", "graph", "phase"]).agg(
-        pl.len().cast(pl.Int64).alias("calls"), pl.col("dur").sum().alias("total_us"), pl.lit(0, dtype=pl.Int64).alias("ops")
+        pl.len().cast(pl.Int64).alias("calls"),
+        pl.col("dur").sum().alias("total_us"),
+        pl.lit(0, dtype=pl.Int64).alias("ops"),
     )
     g_ops = hist.group_by(["compile_id", "graph", "phase"]).agg(
-        pl.lit(0, dtype=pl.Int64).alias("calls"), pl.lit(0, dtype=pl.Int64).alias("total_us"), pl.col("n").sum().alias("ops")
+        pl.lit(0, dtype=pl.Int64).alias("calls"),
+        pl.lit(0, dtype=pl.Int64).alias("total_us"),
+        pl.col("n").sum().alias("ops"),
     )
     graph = _sum_by(pl.concat([_conform("graph", g_calls), _conform("graph", g_ops)]), _KEYS["graph"])
 
@@ -346,7 +375,8 @@ def _core(
         if step is None:
             step = _step_partial(others, times)
         if op_span is None:
-            op_span = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")).row(0)
+            ends = times.select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b"))
+            op_span = ends.row(0)
     compile_unions = _compile_unions(others)
     process = _process_partial(others, hist, graphs, compile_unions)
     compile_tbl = _sum_by(
@@ -418,14 +448,18 @@ def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
         f.filter(pl.col("cat") == COMPILE_CAT)
         .select(pl.col("trace_file").cast(pl.String), "pid", pl.col("compile_id").cast(pl.String), "ts", "dur")
         .filter(pl.col("ts").is_not_null())
-        .sort(keys + ["ts"], nulls_last=True)
+        .sort([*keys, "ts"], nulls_last=True)
     )
     if c.height == 0:
-        return pl.DataFrame(schema={"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
+        return pl.DataFrame(
+            schema={"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64}
+        )
     c = c.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
     c = c.with_columns(pl.col("end").cum_max().shift(1).over(keys).alias("prev"))
-    c = c.with_columns((pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg"))
-    segs = c.group_by(keys + ["seg"]).agg(pl.col("ts").min().alias("a"), pl.col("end").max().alias("b"))
+    c = c.with_columns(
+        (pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg")
+    )
+    segs = c.group_by([*keys, "seg"]).agg(pl.col("ts").min().alias("a"), pl.col("end").max().alias("b"))
     return segs.group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("union_us"))
 
 

@@ -13,7 +13,8 @@ Columns of the frame (those a file has; `columns=` keeps a subset):
   `compile_id`, ...); an args key that clashes with a top-level one is named `arg_<key>`;
   nested values become JSON text;
 - what the file's metadata resolves (`resolve.py`): `host`, `fname`, `cmd`/`exec`/`cwd`, the OH
-  attribution columns (docs/trace-format.md: `layer`, `module_type`, `phase`, `graph`, ...), `rank`, `world_size`, `local_rank`, `process_name`.
+  attribution columns (docs/trace-format.md: `layer`, `module_type`, `phase`, `graph`, ...), `rank`,
+  `world_size`, `local_rank`, `process_name`.
 
 Not rows: metadata (`M`), counters (`C`), instants, flows and pydftracer's aggregated records
 (`records.py` says what each record kind means).
@@ -45,7 +46,16 @@ from .records import FileTables, RecordReader
 from .resolve import index_table, normalize_times, resolve
 from .templates import LineTemplates, lines_at
 
-__all__ = ["ChunkReducer", "FileReader", "ReadInfo", "TraceWarning", "read_file", "read_file_reduced", "read_trace", "read_trace_with_info"]
+__all__ = [
+    "ChunkReducer",
+    "FileReader",
+    "ReadInfo",
+    "TraceWarning",
+    "read_file",
+    "read_file_reduced",
+    "read_trace",
+    "read_trace_with_info",
+]
 
 # columns the resolution needs, kept by the fast path whatever `columns` asks for
 _RESOLVE_KEYS = {"pid", "name", "cat", "hhash", "fhash", "op", "cmd_hash", "exec_hash", "cwd", "id", "p_idx", "host"}
@@ -104,7 +114,9 @@ def concat_frames(frames: list[pl.DataFrame], columns: list[str] | None = None) 
 # one file
 
 
-def read_file(path: str | os.PathLike, *, columns: list[str] | None = None, keep_marks: bool = False) -> tuple[pl.DataFrame, ReadInfo]:
+def read_file(
+    path: str | os.PathLike, *, columns: list[str] | None = None, keep_marks: bool = False
+) -> tuple[pl.DataFrame, ReadInfo]:
     """Read one trace file. Warnings are returned in the ReadInfo, not emitted."""
     frame, info, _ = read_file_reduced(path, columns=columns, keep_marks=keep_marks)
     return frame, info
@@ -143,7 +155,9 @@ class FileReader:
     """One file's reading: chunks through the line templates or orjson, rows through the reducer,
     then resolution through the file's metadata."""
 
-    def __init__(self, name: str, columns: list[str] | None = None, reducer: ChunkReducer | None = None, keep_marks: bool = False):
+    def __init__(
+        self, name: str, columns: list[str] | None = None, reducer: ChunkReducer | None = None, keep_marks: bool = False
+    ):
         self.name = name
         self.columns = columns
         # columns the fast path keeps (None: all); hashes stay for resolution
@@ -171,7 +185,11 @@ class FileReader:
             # learn from the first chunk; again when a chunk mostly misfits (op events start late, shapes change)
             self._learn_attempts += 1
             self._templates = LineTemplates.learn(chunk) or self._templates
-        if self._templates is None or not self._enough_lines(chunk) or not self._parse_templated(self._templates, chunk):
+        if (
+            self._templates is None
+            or not self._enough_lines(chunk)
+            or not self._parse_templated(self._templates, chunk)
+        ):
             self._add_lines(chunk.split(b"\n"))
 
     def add_records(self, events: list) -> None:
@@ -219,7 +237,11 @@ class FileReader:
             if not observed:
                 self.reducer.observe(frame)
             frame = normalize_times(frame)
-            casts = [pl.col(c).cast(pl.Int64, strict=False) for c in ("pid", "tid") if c in frame.columns and frame.schema[c] != pl.Int64]
+            casts = [
+                pl.col(c).cast(pl.Int64, strict=False)
+                for c in ("pid", "tid")
+                if c in frame.columns and frame.schema[c] != pl.Int64
+            ]
             if casts:
                 frame = frame.with_columns(casts)
             before = frame.height
@@ -257,7 +279,9 @@ class FileReader:
         frame = self.resolve_frame(normalize_times(frame), columns)
         self._events += frame.height
         if columns is not None:
-            frame = frame.select([pl.col(c) if c in frame.columns else pl.lit(None, dtype=dtype_for(c)).alias(c) for c in columns])
+            frame = frame.select(
+                [pl.col(c) if c in frame.columns else pl.lit(None, dtype=dtype_for(c)).alias(c) for c in columns]
+            )
         return frame
 
     def resolve_frame(self, frame: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:

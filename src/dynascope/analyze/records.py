@@ -23,7 +23,7 @@ import polars as pl
 from .columns import dict_columns_frame
 from .readinfo import FileLog
 
-__all__ = ["FileTables", "PH_BY_CODE", "RecordReader", "TOP_KEYS", "hash_keys", "phase_of"]
+__all__ = ["PH_BY_CODE", "TOP_KEYS", "FileTables", "RecordReader", "hash_keys", "phase_of"]
 
 PH_BY_CODE = {1: "X", 2: "C", 3: "A", 4: "M"}
 TOP_KEYS = ("id", "name", "cat", "type", "pid", "tid", "ts", "dur", "ph")
@@ -88,9 +88,8 @@ class FileTables:
             pid = e.get("pid")
             if pid is not None and "name" in args:
                 self.proc.setdefault(as_int(pid), {})["process_name"] = str(args["name"])
-        elif name == "thread_name":
-            if "name" in args:
-                self.thread_names[(e.get("pid"), e.get("tid"))] = str(args["name"])
+        elif name == "thread_name" and "name" in args:
+            self.thread_names[(e.get("pid"), e.get("tid"))] = str(args["name"])
 
     def _add_oh(self, args: dict) -> None:
         value = args.get("value")
@@ -174,7 +173,7 @@ class RecordReader:
             self.tables.add_metadata(e, args)
             if self.keep_marks and e.get("name") not in ("HH", "FH", "SH", "OH", "process_name", "thread_name"):
                 self.marks.append({**e, "ph": "M"})
-        elif ph == "B" or ph == "E":
+        elif ph in ("B", "E"):
             self._begin_end(e, ph, args)
         elif ph in MARK_PHASES:
             if self.keep_marks:
@@ -203,7 +202,7 @@ class RecordReader:
         self._complete(merged, merged["args"])
 
     def _complete(self, e: dict, args: dict) -> None:
-        row = {k: v for k, v in e.items() if k != "args" and k != "ph"}
+        row = {k: v for k, v in e.items() if k not in ("args", "ph")}
         for k, v in args.items():
             row[f"arg_{k}" if k in TOP_KEYS or k == "trace_file" else k] = v
         if e.get("cat") == "dftracer":

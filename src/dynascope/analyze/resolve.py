@@ -30,7 +30,9 @@ def normalize_times(frame: pl.DataFrame) -> pl.DataFrame:
     ts = pl.col("ts").cast(pl.Float64, strict=False)
     start = ts.round(0)
     end = (ts + pl.col("dur").cast(pl.Float64, strict=False)).round(0)
-    return frame.with_columns(start.cast(pl.Int64, strict=False).alias("ts"), (end - start).cast(pl.Int64, strict=False).alias("dur"))
+    return frame.with_columns(
+        start.cast(pl.Int64, strict=False).alias("ts"), (end - start).cast(pl.Int64, strict=False).alias("dur")
+    )
 
 
 def resolve(frame: pl.DataFrame, tables: FileTables, columns: list[str] | None) -> pl.DataFrame:
@@ -43,9 +45,15 @@ def resolve(frame: pl.DataFrame, tables: FileTables, columns: list[str] | None) 
         frame = _with_host(frame, tables, cols)
     if "fhash" in cols and (want is None or "fname" in want):
         frame = frame.with_columns(_map_hash("fhash", tables.files, frame).alias("fname"))
-    for src, table, dst in (("cmd_hash", tables.strings, "cmd"), ("exec_hash", tables.strings, "exec"), ("cwd", tables.files, "cwd")):
+    for src, table, dst in (
+        ("cmd_hash", tables.strings, "cmd"),
+        ("exec_hash", tables.strings, "exec"),
+        ("cwd", tables.files, "cwd"),
+    ):
         if src in cols and table and (want is None or dst in want):
-            frame = frame.with_columns(pl.coalesce(_map_hash(src, table, frame), pl.col(src).cast(pl.String)).alias(dst))
+            frame = frame.with_columns(
+                pl.coalesce(_map_hash(src, table, frame), pl.col(src).cast(pl.String)).alias(dst)
+            )
     if "op" in cols and tables.oh:
         frame = _join_oh(frame, tables, want)
     if tables.proc:
@@ -56,7 +64,9 @@ def resolve(frame: pl.DataFrame, tables: FileTables, columns: list[str] | None) 
 def _with_host(frame: pl.DataFrame, tables: FileTables, cols: set) -> pl.DataFrame:
     single = set(tables.hosts.values())
     fallback = pl.lit(single.pop() if len(single) == 1 else None, dtype=pl.String)
-    mapped = _map_hash("hhash", tables.hosts, frame).cast(pl.String) if "hhash" in cols else pl.lit(None, dtype=pl.String)
+    mapped = (
+        _map_hash("hhash", tables.hosts, frame).cast(pl.String) if "hhash" in cols else pl.lit(None, dtype=pl.String)
+    )
     if "host" in cols:  # a `host` arg (the start record has one)
         mapped = pl.coalesce(mapped, pl.col("host").cast(pl.String))
     if "hhash" in cols or "host" in cols or len(set(tables.hosts.values())) == 1:
@@ -128,7 +138,10 @@ def op_refs(narrow: pl.DataFrame, tables: FileTables) -> pl.Series:
     index = index_table(tables)
     gops = index.get_column("__gop").unique(maintain_order=True)
     refs = index.get_column("__ref").unique(maintain_order=True)
-    number = lambda col, keys: pl.col(col).cast(pl.String).replace_strict(keys, range(len(keys)), default=None, return_dtype=pl.UInt32)  # noqa: E731
+
+    def number(col: str, keys: pl.Series) -> pl.Expr:
+        return pl.col(col).cast(pl.String).replace_strict(keys, range(len(keys)), default=None, return_dtype=pl.UInt32)
+
     graphs = narrow.select(
         pl.col("pid").cast(pl.Int64), pl.col("id").cast(pl.Int64).alias("p_idx"), number("graph_op", gops).alias("__g")
     ).filter(pl.col("__g").is_not_null())
@@ -167,7 +180,11 @@ def _join_oh(frame: pl.DataFrame, tables: FileTables, want: set | None) -> pl.Da
         mapped = key.replace_strict(old, new, default=None, return_dtype=dt)
         if k in frame.columns:
             same = frame.schema[k] == dt
-            mapped = pl.coalesce(pl.col(k), mapped) if same else pl.coalesce(pl.col(k).cast(pl.String), mapped.cast(pl.String))
+            mapped = (
+                pl.coalesce(pl.col(k), mapped)
+                if same
+                else pl.coalesce(pl.col(k).cast(pl.String), mapped.cast(pl.String))
+            )
         exprs.append(mapped.alias(k))
     return frame.with_columns(exprs)
 

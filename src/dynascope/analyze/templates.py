@@ -61,11 +61,11 @@ class _Template:
             entry = shapes.setdefault(key, [0, fields, [set() for _ in fields]])
             entry[0] += 1
             values = _field_values(obj)
-            for seen, v in zip(entry[2], values):
+            for seen, v in zip(entry[2], values, strict=True):
                 if len(seen) <= 16:
                     seen.add(v)
         for count, fields, seen in shapes.values():
-            for f, vals in zip(fields, seen):
+            for f, vals in zip(fields, seen, strict=True):
                 f.lowcard = f.kind == "int" and count >= 32 and len(vals) <= 4
         ranked = sorted(shapes.values(), key=lambda v: -v[0])
         return [cls(fields) for count, fields, _ in ranked[:_MAX_TEMPLATES] if count >= 2]
@@ -75,7 +75,7 @@ class _Template:
         fields: list[_Field] = []
         pieces: list[str] = []
         keys = list(obj)
-        for i, k in enumerate(keys):
+        for k in keys:
             v = obj[k]
             if k == "args":
                 if not isinstance(v, dict) or not v:
@@ -110,7 +110,7 @@ class _Template:
                 values.extend(obj["args"].values())
             else:
                 values.append(obj[k])
-        for f, v in zip(fields, values):
+        for f, v in zip(fields, values, strict=True):
             text = v if f.kind == "str" else orjson.dumps(v).decode()
             if f.kind == "str" and any(c in v for c in ',"\\'):
                 return None

@@ -45,10 +45,7 @@ def module_of(node: Any) -> tuple[str, str]:
     if not stack:
         return "", ""
     path, module_type = list(stack.values())[-1]
-    if isinstance(module_type, type):
-        type_name = module_type.__name__
-    else:
-        type_name = str(module_type).rsplit(".", 1)[-1]
+    type_name = module_type.__name__ if isinstance(module_type, type) else str(module_type).rsplit(".", 1)[-1]
     return clean_module_path(str(path)), type_name
 
 

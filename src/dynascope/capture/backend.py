@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .. import _torch
 from ..errors import ConfigError, TorchVersionError
@@ -30,7 +31,7 @@ _UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0
 
 
 def _check(name: str, value: Any, types: tuple, what: str) -> None:
-    if value is not None and (not isinstance(value, types) or isinstance(value, bool) and bool not in types):
+    if value is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
         raise ConfigError(f"backend parameter {name}={value!r} must be {what}")
 
 
@@ -83,13 +84,21 @@ class TracingBackend:
         if inner not in INNER_BACKENDS:
             raise ConfigError(f"inner backend {inner!r} is not one of {', '.join(INNER_BACKENDS)}")
         if inner == "aot_eager" and not autograd:
-            raise ConfigError("inner='aot_eager' needs autograd=True (autograd=False traces the Dynamo graph, as 'eager')")
+            raise ConfigError(
+                "inner='aot_eager' needs autograd=True (autograd=False traces the Dynamo graph, as 'eager')"
+            )
         if inner == "eager" and autograd:
             raise ConfigError("inner='eager' runs the Dynamo graph without AOT autograd: pass autograd=False with it")
         _torch.require_torch()
         self.labels = {
             k: (list(v) if isinstance(v, tuple) else v)
-            for k, v in (("tracer", name), ("epoch", epoch), ("step", step), ("image_idx", image_idx), ("image_size", image_size))
+            for k, v in (
+                ("tracer", name),
+                ("epoch", epoch),
+                ("step", step),
+                ("image_idx", image_idx),
+                ("image_size", image_size),
+            )
             if v is not None
         }
         self.enabled = tracing_enabled(True) if enable is None else enable
@@ -205,7 +214,10 @@ class TracingBackend:
             for node in nodes
         ]
         graph = OpSpec.make(
-            f"{context.graph}.{phase}", "dynamo.graph", grad, {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
+            f"{context.graph}.{phase}",
+            "dynamo.graph",
+            grad,
+            {"kind": "graph", **shared, "n_ops": len(ops), **self.labels},
         )
         gid = TABLE.register_graph(graph, ops)
         instrument(gm, gid, self._synchronize(gm))

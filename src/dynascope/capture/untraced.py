@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import DynascopeError
 from ..trace.buffers import emit, now_ns

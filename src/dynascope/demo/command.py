@@ -19,4 +19,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--backend", choices=runner.BACKEND_CHOICES, default="auto")
     ns = parser.parse_args(argv)
     script = os.path.join(os.path.dirname(__file__), "train.py")
-    return runner.main(["--out", ns.out, "--backend", ns.backend, script, "--epochs", str(ns.epochs), "--steps", str(ns.steps)])
+    return runner.main(
+        ["--out", ns.out, "--backend", ns.backend, script, "--epochs", str(ns.epochs), "--steps", str(ns.steps)]
+    )

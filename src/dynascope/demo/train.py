@@ -8,8 +8,8 @@ drop_last, so Dynamo recompiles once and the explanation has a recompile to show
 import argparse
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class ConvNet(nn.Module):

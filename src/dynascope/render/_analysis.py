@@ -5,6 +5,7 @@ Also exports a Summary as JSON-ready dicts and CSV files.
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from ..analyze.summary import Summary
 from ..errors import ConfigError
 from ._fmt import TABLES
 
-__all__ = ["summarize_paths", "summary_to_dict", "write_csv", "SUMMARY_TABLES"]
+__all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 
 SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
 
@@ -35,7 +36,7 @@ def summarize_paths(
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and value != value:  # NaN
+    if isinstance(value, float) and math.isnan(value):
         return None
     return value
 
@@ -53,7 +54,7 @@ def _csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
     casts = []
     for name, dtype in frame.schema.items():
         if isinstance(dtype, (pl.List, pl.Struct, pl.Array, pl.Object)):
-            casts.append(pl.col(name).map_elements(lambda v: str(v), return_dtype=pl.String).alias(name))
+            casts.append(pl.col(name).map_elements(str, return_dtype=pl.String).alias(name))
     return frame.with_columns(casts) if casts else frame
 
 
@@ -68,7 +69,9 @@ def write_csv(summary: Summary, target: str | Path) -> list[Path]:
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--csv {target}: cannot create this directory ({exc.strerror}); give a writable directory or a .csv file") from None
+        raise ConfigError(
+            f"--csv {target}: cannot create this directory ({exc.strerror}); give a writable directory or a .csv file"
+        ) from None
     written = []
     for attr in SUMMARY_TABLES:
         frame = summary.table(attr)

@@ -7,8 +7,9 @@ the four agree. A column the analysis side did not produce is skipped, never an 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 import polars as pl
 

@@ -27,17 +27,17 @@ from __future__ import annotations
 import gzip
 import io
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-import numpy as np
 import orjson
 import polars as pl
 
+from ..analyze.grouped import read_file_grouped
 from ..analyze.paths import expand_paths
 from ..analyze.readinfo import ReadInfo
-from ..analyze.grouped import read_file_grouped
 from ..errors import DynascopeError
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
@@ -49,7 +49,9 @@ _NOT_ARGS = frozenset({
     "host", "rank", "world_size", "local_rank", "process_name", "value", "hash", "graph_op", "index", "kind",
     "file", "line", "fhash", "cmd_hash", "exec_hash",
 })  # fmt: skip
-_ARG_ORDER = ("layer", "module_type", "source", "code", "target", "node", "op_type", "phase", "graph", "compile_id", "backend")
+_ARG_ORDER = (
+    "layer", "module_type", "source", "code", "target", "node", "op_type", "phase", "graph", "compile_id", "backend"
+)
 _MARKERS = ("start", "end")  # DFTracer's process records: instants on the process track
 _ROWS_PER_WRITE = 20_000
 # columns that vary event by event; the rest (attribution, process, args shared by many events) are
@@ -143,7 +145,9 @@ def _add_read_findings(stats: ConvertStats, info: ReadInfo, tracks: _Tracks) -> 
     stats.truncated = list(info.truncated)
     stats.warnings = list(info.warnings)
     if info.skipped_events:
-        stats.warnings.append(f"skipped {info.skipped_events} record(s) of phases that are no events (flows, async, objects)")
+        stats.warnings.append(
+            f"skipped {info.skipped_events} record(s) of phases that are no events (flows, async, objects)"
+        )
 
 
 def _other_data(stats: ConvertStats) -> dict:
@@ -183,7 +187,9 @@ def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict
     threads = events.select("pid", "tid").unique(maintain_order=True).rows()
     names = {}
     if "process_name" in groups.columns:
-        named = groups.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
+        named = (
+            groups.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
+        )
         names = dict(named.rows())
     starts = {}
     for row in events.filter(pl.col("__marker") & (pl.col("name") == "start")).iter_rows(named=True):
@@ -251,7 +257,7 @@ def _meta(name: str, pid: Any, tid: Any, args: dict) -> bytes:
 
 def _kind_of(cat: str, phase: str, kind: str) -> tuple[str, str]:
     """(kind, phase): op / graph / compile / region / other."""
-    c = cat.split(",")[0]
+    c = cat.split(",", maxsplit=1)[0]
     if c == "dynamo.compile":
         return "compile", ""
     if c == "dynamo.graph" or kind == "graph":
@@ -295,12 +301,15 @@ def _events(events: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
     field and args JSON `_parts` computes once) and `__marker` (a DFTracer start/end record)."""
     group = events.get_column("group")
     cat = groups.get_column("cat").cast(pl.String).gather(group)
-    name = events.get_column("name").cast(pl.String) if "name" in events.columns else pl.Series("name", [None] * events.height, dtype=pl.String)
-    tid = events.get_column("tid") if "tid" in events.columns else pl.Series("tid", [0] * events.height, dtype=pl.Int64)
+    n = events.height
+    no_name = pl.Series("name", [None] * n, dtype=pl.String)
+    name = events.get_column("name").cast(pl.String) if "name" in events.columns else no_name
+    tid = events.get_column("tid") if "tid" in events.columns else pl.Series("tid", [0] * n, dtype=pl.Int64)
+    ts = events.get_column("ts") if "ts" in events.columns else pl.Series("ts", [0] * n)
     return pl.DataFrame([
         groups.get_column("pid").gather(group).alias("pid"),
         tid.fill_null(0).alias("tid"),
-        (events.get_column("ts") if "ts" in events.columns else pl.Series("ts", [0] * events.height)).fill_null(0).alias("ts"),
+        ts.fill_null(0).alias("ts"),
         events.get_column("dur").fill_null(0).clip(lower_bound=0).alias("dur"),
         name.alias("name"),
         group.cast(pl.Int64).alias("__s"),

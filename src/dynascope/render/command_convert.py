@@ -28,7 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
         "that ui.perfetto.dev and chrome://tracing open.",
     )
     parser.add_argument("traces", nargs="+", metavar="TRACE", help=".pfw / .pfw.gz / .json files, directories or globs")
-    parser.add_argument("-o", "--out", type=Path, help="output file (.json, or .json.gz to compress); default: beside the first trace")
+    parser.add_argument(
+        "-o", "--out", type=Path, help="output file (.json, or .json.gz to compress); default: beside the first trace"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     return parser
 

@@ -19,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("a", metavar="A", help="the baseline trace (file, directory or glob)")
     parser.add_argument("b", metavar="B", help="the trace to compare with it")
-    parser.add_argument("--top", type=int, default=20, metavar="N", help="rows per table, largest changes first (default 20)")
+    parser.add_argument(
+        "--top", type=int, default=20, metavar="N", help="rows per table, largest changes first (default 20)"
+    )
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return parser
 

@@ -1,4 +1,5 @@
-"""`dynascope report TRACE... [--top N] [--json] [--csv DIR|FILE] [--html OUT.html] [--scheduler ADDR | --workers N]`."""
+"""`dynascope report TRACE... [--top N] [--json] [--csv DIR|FILE] [--html OUT.html]
+[--scheduler ADDR | --workers N]`."""
 
 from __future__ import annotations
 
@@ -18,12 +19,26 @@ def build_parser() -> argparse.ArgumentParser:
         description="Summarise traces: where the time goes per op, layer, phase, graph, step and process, "
         "and what compilation cost. Tables in the terminal, --json, --csv, --html.",
     )
-    parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (.pfw, .pfw.gz, .json[.gz]), directories or globs")
+    parser.add_argument(
+        "traces", nargs="+", metavar="TRACE", help="trace files (.pfw, .pfw.gz, .json[.gz]), directories or globs"
+    )
     parser.add_argument("--top", type=int, default=20, metavar="N", help="rows per table (default 20)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON instead of tables")
-    parser.add_argument("--csv", type=Path, metavar="DIR|FILE", help="write CSV: a directory gets one file per table, a .csv file the per-op table")
-    parser.add_argument("--html", type=Path, metavar="OUT.html", help="write a self-contained HTML report (opens without network)")
-    parser.add_argument("--explanation", type=Path, metavar="JSON", help="explanation.json to include (default: the one beside the trace, if any)")
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        metavar="DIR|FILE",
+        help="write CSV: a directory gets one file per table, a .csv file the per-op table",
+    )
+    parser.add_argument(
+        "--html", type=Path, metavar="OUT.html", help="write a self-contained HTML report (opens without network)"
+    )
+    parser.add_argument(
+        "--explanation",
+        type=Path,
+        metavar="JSON",
+        help="explanation.json to include (default: the one beside the trace, if any)",
+    )
     parser.add_argument("--title", help="title of the HTML report")
     dask = parser.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDR", help="summarise on this Dask scheduler (e.g. tcp://host:8786)")
@@ -47,13 +62,18 @@ def main(argv: list[str]) -> int:
         explanation = None
         source = args.explanation or find_explanation(args.traces)
         if args.explanation is not None and not args.explanation.is_file():
-            raise ConfigError(f"--explanation {args.explanation}: no such file; give the explanation.json that `dynascope explain --out` wrote")
+            raise ConfigError(
+                f"--explanation {args.explanation}: no such file; "
+                "give the explanation.json that `dynascope explain --out` wrote"
+            )
         if source is not None:
             explanation = load_explanation(source)
         out = write_html(summary, args.html, explanation=explanation, title=args.title)
         notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else ""))
     if args.json:
-        sys.stdout.buffer.write(orjson.dumps(summary_to_dict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        sys.stdout.buffer.write(
+            orjson.dumps(summary_to_dict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        )
         sys.stdout.flush()
         for note in notes:
             print(note, file=sys.stderr)

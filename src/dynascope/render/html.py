@@ -14,8 +14,9 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 import polars as pl
@@ -39,7 +40,7 @@ from ._fmt import (
     table_rows,
 )
 
-__all__ = ["render_html", "write_html", "find_explanation", "load_explanation", "EXPLANATION_FILE"]
+__all__ = ["EXPLANATION_FILE", "find_explanation", "load_explanation", "render_html", "write_html"]
 
 EXPLANATION_FILE = "explanation.json"
 TEMPLATES = Path(__file__).with_name("templates")
@@ -167,13 +168,24 @@ def _layer_chart(summary: Summary, limit: int = 15) -> dict | None:
         other = max(0.0, total - fwd - bwd)
         segs = [
             {"cls": cls, "pct": v / peak * 100, "title": f"{name} {fmt_us(v)}"}
-            for name, cls, v in (("forward", "ph-forward", fwd), ("backward", "ph-backward", bwd), ("other", "ph-inference", other))
+            for name, cls, v in (
+                ("forward", "ph-forward", fwd),
+                ("backward", "ph-backward", bwd),
+                ("other", "ph-inference", other),
+            )
             if v > 0
         ]
         label = r.get("layer")
         label = "(none)" if label in (None, "") else str(label)
         mtype = r.get("module_type")
-        bars.append({"label": label, "module": "" if mtype in (None, "") else str(mtype), "value": fmt_us(total), "segments": segs})
+        bars.append(
+            {
+                "label": label,
+                "module": "" if mtype in (None, "") else str(mtype),
+                "value": fmt_us(total),
+                "segments": segs,
+            }
+        )
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
 
 
@@ -207,7 +219,8 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
         h_ops = min(ops, total, scale) / scale * plot_h if total else 0.0
         x = pad_left + i * slot + (slot - bar_w) / 2
         epoch, step = r.get("epoch"), r.get("step")
-        name = " ".join(p for p in (f"epoch {epoch}" if not is_missing(epoch) else "", f"step {step}" if not is_missing(step) else "") if p)
+        parts = (f"epoch {epoch}" if not is_missing(epoch) else "", f"step {step}" if not is_missing(step) else "")
+        name = " ".join(p for p in parts if p)
         bars.append(
             {
                 "x": round(x, 2),
@@ -257,13 +270,16 @@ def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     if peak <= 0:
         return None
     bars = []
-    for r, total in zip(rows, totals):
+    for r, total in zip(rows, totals, strict=True):
         rank = r.get("rank")
         parts = [f"rank {rank}" if isinstance(rank, int) and rank >= 0 else None, r.get("host"), f"pid {r.get('pid')}"]
         label = " · ".join(str(p) for p in parts if p not in (None, ""))
         segs = [
             {"cls": cls, "pct": v / peak * 100, "title": f"{name} {fmt_us(v)}"}
-            for name, cls, v in (("op time", "k-run", _num(r.get("op_us"))), ("compile", "k-compile", _num(r.get("compile_us"))))
+            for name, cls, v in (
+                ("op time", "k-run", _num(r.get("op_us"))),
+                ("compile", "k-compile", _num(r.get("compile_us"))),
+            )
             if v > 0
         ]
         bars.append({"label": label, "module": "", "value": fmt_us(total), "segments": segs})
@@ -350,15 +366,20 @@ def _version() -> str:
         from .. import __version__
 
         return __version__
-    except Exception:  # pragma: no cover
+    except Exception:  # noqa: BLE001  # pragma: no cover - a report without a version is still a report
         return "?"
 
 
-def render_html(summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS) -> str:
+def render_html(
+    summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS
+) -> str:
     """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None."""
     top = summary_top(summary)
     limit = max(top, rows)
-    tables = {attr: _table_view(summary, attr, None if not spec.limit_to_top else limit) for attr, spec in SPEC_BY_ATTR.items()}
+    tables = {
+        attr: _table_view(summary, attr, None if not spec.limit_to_top else limit)
+        for attr, spec in SPEC_BY_ATTR.items()
+    }
     compile_us, run_us = compile_run_totals(summary)
     phases = phase_totals(summary)
     cards = [{"label": label, "value": value} for label, value in meta_facts(summary)]

@@ -17,7 +17,6 @@ from rich.text import Text
 
 from ..analyze.summary import Summary
 from ..console import PIPE_WIDTH, make_console
-
 from ._fmt import (
     SPEC_BY_ATTR,
     TableSpec,
@@ -32,7 +31,7 @@ from ._fmt import (
     table_rows,
 )
 
-__all__ = ["make_console", "render_summary", "render_short", "summary_text", "short_text", "summary_table"]
+__all__ = ["make_console", "render_short", "render_summary", "short_text", "summary_table", "summary_text"]
 
 
 
@@ -94,7 +93,8 @@ def _headline(summary: Summary) -> Text | None:
 
 
 def render_summary(summary: Summary, console: Console | None = None, top: int | None = None) -> None:
-    """Print every non-empty table of `summary`: header, compile vs run, phases, ops, layers, graphs, steps, processes."""
+    """Print every non-empty table of `summary`: header, compile vs run, phases, ops, layers, graphs, steps,
+    processes."""
     console = console or make_console()
     top = top or summary_top(summary)
     console.print(_header(summary))

@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 now_ns = time.perf_counter_ns
 MARK = -(1 << 62)  # MARK - n in the main list: "side record n happened here" (graph ids are small)
-_discard: Callable[[object], None] = collections.deque[object](maxlen=0).append  # a sink that keeps nothing: tracing is off
+_discard: Callable[[object], None] = collections.deque[object](
+    maxlen=0
+).append  # a sink that keeps nothing: tracing is off
 
 
 @dataclass

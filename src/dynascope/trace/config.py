@@ -57,7 +57,7 @@ class TraceConfig:
     disable_io: bool = False  # accepted for pydftracer compatibility; dynascope traces no I/O
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "TraceConfig":
+    def from_env(cls, **overrides: Any) -> TraceConfig:
         config = cls(
             compression=env_flag("TRACE_COMPRESSION", True),
             compression_level=env_int("COMPRESSION_LEVEL", 2),

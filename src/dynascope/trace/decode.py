@@ -13,8 +13,8 @@ Runs of ints are formatted by a compiled loop (oplines.py) off the GIL; lines ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import orjson
@@ -148,7 +148,7 @@ class Decoder:
         numbers = (MARK - values[marks]).tolist()
         records = dict(side(max(numbers))) if numbers else {}
         start = 0
-        for position, number in zip(marks.tolist(), numbers):
+        for position, number in zip(marks.tolist(), numbers, strict=True):
             if position > start:
                 self._int_run(stream, values[start:position], False, emit)
             record = records.pop(number, None)
@@ -235,7 +235,9 @@ class Decoder:
         parent, depth = self._parent(stream)
         ts = (region.start_ns + self.offset_ns) // 1000
         dur = (end_ns + self.offset_ns) // 1000 - ts
-        return self.event_line(region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, region.args)
+        return self.event_line(
+            region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, region.args
+        )
 
     def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[bytes]:
         """Close regions still open at the end of the trace (an exception, Ctrl-C, finalize inside a step)."""

@@ -28,7 +28,8 @@ DONE, BUFFER_FULL, HELD = 0, 1, 2  # why `format_calls` stopped
 LINE_TAIL_MAX = 128  # bytes after a head: the literals below and four integers of up to 20 digits and a sign
 
 _P_IDX, _ID, _TS, _DUR, _END = (
-    np.frombuffer(text.encode(), dtype=np.uint8) for text in (layout.P_IDX, layout.ID, layout.TS, layout.DUR, layout.END)
+    np.frombuffer(text.encode(), dtype=np.uint8)
+    for text in (layout.P_IDX, layout.ID, layout.TS, layout.DUR, layout.END)
 )
 _POWERS_OF_TEN = np.array([10**k for k in range(19)], dtype=np.int64)
 _DIGIT_PAIRS = np.frombuffer(b"".join(b"%02d" % i for i in range(100)), dtype=np.uint8)

@@ -28,7 +28,7 @@ class OpSpec:
     ref: str = ""
 
     @staticmethod
-    def make(name: str, cat: str, grad_enabled: bool, attrs: dict) -> "OpSpec":
+    def make(name: str, cat: str, grad_enabled: bool, attrs: dict) -> OpSpec:
         ref = hash16(orjson.dumps({"name": name, "cat": cat, **attrs}, option=orjson.OPT_SORT_KEYS).decode())
         return OpSpec(name, cat, int(bool(grad_enabled)), attrs, ref)
 

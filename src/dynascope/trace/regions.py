@@ -11,7 +11,8 @@ Regions cost two buffer appends; with no session recording they cost almost noth
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .buffers import emit, now_ns
 
@@ -24,12 +25,12 @@ class region:
         self.cat = cat
         self.args = args
 
-    def update(self, **args: Any) -> "region":
+    def update(self, **args: Any) -> region:
         """Change the args recorded by this region's next events (e.g. the step number)."""
         self.args = {**self.args, **{k: v for k, v in args.items() if v is not None}}
         return self
 
-    def __enter__(self) -> "region":
+    def __enter__(self) -> region:
         emit(("B", self.name or "region", self.cat, dict(self.args), now_ns()))
         return self
 

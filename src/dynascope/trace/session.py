@@ -28,7 +28,7 @@ from .writer import TraceWriter
 
 DEFAULT_NAME = "dynascope"
 
-_active: "TraceSession | None" = None
+_active: TraceSession | None = None
 _active_lock = threading.RLock()
 
 
@@ -54,8 +54,8 @@ def _distributed_identity() -> tuple[int, int, int]:
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", -1))
-    except Exception:
+            return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "-1"))
+    except Exception:  # noqa: BLE001 - a broken process group falls back to the launcher's variables
         pass
 
     def number(name: str, default: int) -> int:
@@ -91,7 +91,7 @@ class TraceSession:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def open(self) -> "TraceSession":
+    def open(self) -> TraceSession:
         global _active
         with _active_lock:
             if _active is not None and _active is not self and _active.implicit:
@@ -140,7 +140,7 @@ class TraceSession:
                 self._writer.close(final_buffers, self._end_line)
         return self.path
 
-    def __enter__(self) -> "TraceSession":
+    def __enter__(self) -> TraceSession:
         return self if _active is self else self.open()
 
     def __exit__(self, *exc: Any) -> None:
@@ -168,7 +168,14 @@ class TraceSession:
 
     def _meta(self, name: str, args: dict) -> str:
         tid = threading.get_native_id()
-        record = {"name": name, "cat": "dftracer", "pid": self.pid, "tid": tid, "ph": "M", "args": {"hhash": self.hhash, **args}}
+        record = {
+            "name": name,
+            "cat": "dftracer",
+            "pid": self.pid,
+            "tid": tid,
+            "ph": "M",
+            "args": {"hhash": self.hhash, **args},
+        }
         return orjson.dumps(record).decode()
 
     def _header_lines(self, hostname: str) -> list[str]:
@@ -278,7 +285,7 @@ def _finalize_active() -> None:
     if active is not None and active.pid == os.getpid():
         try:
             active.finalize()
-        except Exception as exc:  # at exit, say it and move on
+        except Exception as exc:  # noqa: BLE001 - at exit, say it and move on
             print(f"dynascope: could not finish the trace: {exc}", file=sys.stderr)
 
 
@@ -307,7 +314,7 @@ def _after_fork_in_child() -> None:
                          extension_decides=parent.extension_decides)  # fmt: skip
     try:
         child.open()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the child runs on untraced rather than failing
         print(f"dynascope: the forked child {os.getpid()} cannot trace: {exc}", file=sys.stderr)
         return
     _register_multiprocessing_exit()

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import sys
 import threading
-from types import ModuleType
 import zlib
-from typing import Callable
+from collections.abc import Callable
+from types import ModuleType
 
 import orjson
+
+from . import buffers
+from .decode import Decoder, ThreadStream
 
 _fast_zlib: ModuleType | None
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same gzip format
     from isal import isal_zlib as _fast_zlib
 except ImportError:  # pragma: no cover - isal is a dependency; stay correct without it
     _fast_zlib = None
-
-from . import buffers
-from .decode import Decoder, ThreadStream
 
 
 class TraceWriter:
@@ -32,7 +32,7 @@ class TraceWriter:
         self.level = level
         self.interval_s = interval_s
         self.decoder = decoder
-        self._file = open(path, "wb")
+        self._file = open(path, "wb")  # noqa: SIM115 - the writer's own file, closed by close()
         self._streams: dict[int, ThreadStream] = {}
         self._named_threads: set[int] = set()
         self._flush_lock = threading.Lock()
@@ -41,7 +41,7 @@ class TraceWriter:
         self._failure: str | None = None
 
     def start(self, header_lines: list[str]) -> None:
-        self.write(["["] + header_lines)
+        self.write(["[", *header_lines])
         self._thread = threading.Thread(target=self._run, name="dynascope-writer", daemon=True)
         self._thread.start()
 
@@ -50,7 +50,7 @@ class TraceWriter:
             from . import oplines
 
             oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
-        except Exception as exc:  # flushes will fail and say so too; the program goes on
+        except Exception as exc:  # noqa: BLE001 - flushes will fail and say so too; the program goes on
             self._report_failure(exc)
         while not self._stop.wait(self.interval_s):
             self.flush()
@@ -65,7 +65,7 @@ class TraceWriter:
             try:
                 for buffer in final_buffers if final_buffers is not None else buffers.registered():
                     self._drain(buffer, final, member.add)
-            except Exception as exc:  # the trace must not take the user's program down
+            except Exception as exc:  # noqa: BLE001 - the trace must not take the user's program down
                 self._report_failure(exc)
             if member.size:
                 self._write_out(member.finish())
@@ -89,7 +89,14 @@ class TraceWriter:
 
     def thread_name_line(self, buffer: buffers.ThreadBuffer) -> bytes:
         args = {"hhash": self.decoder.hhash, "name": buffer.thread_name, "value": "thread_name"}
-        record = {"name": "thread_name", "cat": "dftracer", "pid": self.decoder.pid, "tid": buffer.tid, "ph": "M", "args": args}
+        record = {
+            "name": "thread_name",
+            "cat": "dftracer",
+            "pid": self.decoder.pid,
+            "tid": buffer.tid,
+            "ph": "M",
+            "args": args,
+        }
         return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
     def write(self, lines: list[str]) -> None:
