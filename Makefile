@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all matrix bench clean
+.PHONY: demo test test-all lint matrix bench clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "dynascope needs $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -26,6 +26,15 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m ''
 
+# ruff (lint), mypy (types, src/) and lint-imports (DESIGN's import layering), all configured in
+# pyproject.toml; all three run, and any finding fails the target.
+lint: $(STAMP)
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	$(VENV)/bin/lint-imports --no-logo || status=1; \
+	exit $$status
+
 # The version matrix (noxfile.py): oldest and newest torch, Python 3.10 to 3.13, in scratch venvs
 # under .nox/. One session: make matrix ARGS='-s torch_free-3.12'; list them: make matrix ARGS=-l
 matrix: $(STAMP)
@@ -35,4 +44,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .nox build dist src/*.egg-info
+	rm -rf $(VENV) .nox build dist src/*.egg-info .mypy_cache .ruff_cache .import_linter_cache

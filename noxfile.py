@@ -64,13 +64,14 @@ NO_CAP = {"PIP_CONSTRAINT": "/dev/null"}
 WARM_NUMBA = (
     "from dynascope.trace import oplines; from dynascope.analyze import _scan; oplines.warm_up(); _scan.warm_up()"
 )
+LINTERS = ("ruff", "mypy", "import-linter")  # `make lint` runs them once; the sessions only test
 
 
 def _requirements_without_torch() -> list[str]:
-    """The runtime and dev requirements from pyproject.toml, torch left out."""
+    """The runtime and dev requirements from pyproject.toml, torch and the linters left out."""
     project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
     wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
-    return [req for req in wanted if not req.replace(" ", "").startswith("torch")]
+    return [req for req in wanted if not req.replace(" ", "").startswith(("torch", *LINTERS))]
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
