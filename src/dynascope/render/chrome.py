@@ -191,7 +191,7 @@ def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict
             groups.select("pid", "process_name").drop_nulls().unique(subset="pid", keep="first", maintain_order=True)
         )
         names = dict(named.rows())
-    starts = {}
+    starts: dict[Any, dict[str, Any]] = {}
     for row in events.filter(pl.col("__marker") & (pl.col("name") == "start")).iter_rows(named=True):
         start = groups.row(row["__s"], named=True)
         starts.setdefault(start["pid"], start)
@@ -335,7 +335,7 @@ def _marker_records(markers: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> 
 def _write_slices(writer: _EventWriter, events: pl.DataFrame, parts: list[tuple[bytes, bytes]]) -> tuple[int, int]:
     """Write the complete events (markers left out), sorted and nested per thread; (events written,
     children clipped)."""
-    written = events.height - events.get_column("__marker").sum()
+    written = events.height - int(events.get_column("__marker").sum())
     if written == 0:
         return 0, 0
     slices = events.sort(["pid", "tid", "ts", "dur"], descending=[False, False, False, True])
