@@ -12,12 +12,14 @@ import sys
 import types
 from pathlib import Path
 
+import probe_corpus as probe
 import pytest
 
 from dynascope.errors import DynascopeError
-from dynascope.explain.decompiler import DecompileError, decompile, decompile_or_dis, probe
+from dynascope.explain.decompiler import DecompileError, decompile, decompile_or_dis
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+PROBE_CORPUS = Path(__file__).resolve().parent / "probe_corpus.py"
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 
 
@@ -175,7 +177,7 @@ def test_probe_on_other_interpreters(version):
     if not candidates:
         pytest.skip(f"no CPython {version} under {PYENV}")
     env = dict(os.environ, PYTHONPATH=str(SRC))
-    proc = subprocess.run([str(candidates[-1]), "-m", "dynascope.explain.decompiler.probe", "--quiet"],
+    proc = subprocess.run([str(candidates[-1]), str(PROBE_CORPUS), "--quiet"],
                           capture_output=True, check=False, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     match = re.search(r"decompiler probe: (\d+)/(\d+) passed \(python (\d+\.\d+)\)", proc.stdout)
