@@ -68,8 +68,9 @@ def _statement(depth, in_loop, rnd, counter):
         lines = ["try:", *nested(), "except ValueError:", *nested()]
         lines += ["else:", *nested()] if rnd.random() < 0.4 else []
         return lines + (["finally:", f"    log.append('f{k}')"] if rnd.random() < 0.4 else [])
-    if kind == "tryfinally":
-        return ["try:", *nested(), "finally:", f"    log.append('f{k}')"]
+    if kind == "tryfinally":  # half of them with a finally body that branches (CPython copies its end)
+        final = nested() if rnd.random() < 0.5 else [f"    log.append('f{k}')"]
+        return ["try:", *nested(), "finally:", *final]
     return ["with Ctx(log):", *nested()]
 
 

@@ -781,6 +781,155 @@ def try_finally_in_while(n):
     return log
 
 
+# finally bodies whose end CPython copies onto each branch (the RERAISE, short tails before it)
+@sample((1, True), (0, True), (2, False), (0, False))
+def finally_with_branch(x, flag):
+    log = []
+    try:
+        try:
+            log.append(10 // x)
+        finally:
+            if flag:
+                log.append("cleanup")
+    except ZeroDivisionError:
+        log.append("raised")
+    return log
+
+
+@sample((1, True, 0), (0, True, 2), (2, False, 0), (0, True, 0), (1, True, 5))
+def finally_skips_on_condition(x, a, b):
+    log = []
+    try:
+        try:
+            log.append(10 // x)
+        finally:
+            if a and not (b and x):
+                try:
+                    log.append(10 // b)
+                except ZeroDivisionError:
+                    log.append("zd")
+    except ZeroDivisionError:
+        log.append("raised")
+    return log
+
+
+@sample((1, False, 0), (0, False, 0), (1, True, 0), (0, True, 1), (1, False, 2))
+def finally_tail_copied_onto_branches(x, backup, fail):
+    log = []
+    try:
+        try:
+            log.append(10 // x)
+        finally:
+            try:
+                if fail == 1:
+                    raise OSError("close")
+            finally:
+                if log and not backup:
+                    try:
+                        log.append(10 // fail)
+                    except ZeroDivisionError:
+                        pass
+                log.append("end")
+    except (OSError, ZeroDivisionError) as e:
+        log.append(type(e).__name__)
+    return log
+
+
+@sample((None,), (2,), (0,), ("a",))
+def finally_with_bare_except(x):
+    log = []
+    if x is None:
+        return log
+    try:
+        try:
+            log.append(10 // x)
+        finally:
+            try:
+                log.append(int(x) + 1)
+            except:  # noqa: E722 - the shape under test
+                log.append("bad")
+    except ZeroDivisionError:
+        log.append("zd")
+    return log
+
+
+@sample(([1, 2, "a", 5],), ([],))
+def finally_with_branch_in_loop(items):
+    log = []
+    for item in items:
+        try:
+            value = 10 // item
+        except TypeError:
+            log.append("skip")
+            continue
+        try:
+            if value > 3:
+                log.append(value)
+            else:
+                log.append(-value)
+        finally:
+            if item != 1:
+                log.append("f")
+    return log
+
+
+@sample((1, True), (0, True), (1, False), (0, False))
+def return_through_finally_with_branch(x, close):
+    log = []
+    try:
+        if x:
+            log.append("x")
+            return log
+        log.append("not x")
+        return log[:]
+    finally:
+        if close:
+            log.append("closed")
+
+
+@sample(([Box(1), Box(2)], [Box(3)]), ([], [Box(0)]))
+def loops_in_nested_finally_bodies(xs, ys):
+    log = []
+    try:
+        try:
+            for a in xs:
+                a.v += 10
+        finally:
+            for a in xs:
+                log.append(a.v)
+        try:
+            for b in ys:
+                log.append(10 // b.v)
+        finally:
+            for b in ys:
+                b.v = -1
+    except ZeroDivisionError:
+        log.append("zd")
+    finally:
+        log.append(len(ys))
+    return log, [b.v for b in ys]
+
+
+@sample(([b"ab", b"c", b""], True), ([b""], False))
+def generator_try_around_while_true(chunks, close):
+    log = []
+
+    def pieces():
+        try:
+            while True:
+                yield from log
+                data = chunks.pop(0)
+                if not data:
+                    break
+                log.append(data)
+            yield "end"
+        finally:
+            if close:
+                log.append("closed")
+
+    return list(pieces()), log
+
+
 # ---------------------------------------------------------------------------------------------
 # order of evaluation and other traps
 @sample((1,), (2,))

@@ -6,6 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 from types import CodeType
 
+from .copies import CopyMatcher
 from .opcodes import (
     BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, NON_RAISING, TERMINATORS, Instr, canonical_instructions, exception_entries,
 )
@@ -60,6 +61,7 @@ class ControlFlowGraph:
             self.dominators = self._dominators()
         self._pdom_cache: dict = {}
         self._rpo: dict | None = None
+        self.copy_matcher = CopyMatcher(self.instrs)
 
     def snap(self, offset: int) -> int:
         """The first kept instruction at or after `offset` (jumps may target dropped NOPs)."""

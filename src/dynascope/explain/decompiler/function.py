@@ -13,7 +13,7 @@ from typing import Any
 from .cfg import ControlFlowGraph
 from .comprehension import from_statements
 from .executor import Frame
-from .nodes import const, name
+from .nodes import const, name, same_scope_nodes
 from .opcodes import VERSION
 from .readable import tidy
 from .structure import Structurer
@@ -145,7 +145,7 @@ def class_def(cls: ClassValue) -> ast.ClassDef:
     body, _ = function_body(code)
     declarations = [s for s in body if isinstance(s, (ast.Global, ast.Nonlocal))]
     body = _without_namespace_returns(body[len(declarations):])
-    if any(isinstance(n, ast.Return) for n in _same_scope_nodes(body)):
+    if any(isinstance(n, ast.Return) for n in same_scope_nodes(body)):
         raise DecompileError("class body that does not end the way the compiler ends one")
     if any(i.opname == "SETUP_ANNOTATIONS" for i in dis.get_instructions(code)):
         body = [_AnnotationStores(code).visit(stmt) for stmt in body]
@@ -192,15 +192,6 @@ def _ends_in_return(stmts: list) -> bool:
         return _ends_in_return(last.body) or _ends_in_return(last.orelse)
     return isinstance(last, ast.Return)
 
-
-def _same_scope_nodes(stmts: list):
-    """Nodes of these statements, not descending into nested functions and classes."""
-    todo = list(stmts)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 class _AnnotationStores(ast.NodeTransformer):

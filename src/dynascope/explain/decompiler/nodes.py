@@ -164,3 +164,13 @@ def same_target(a: ast.expr, b: ast.expr) -> bool:
     if isinstance(a, ast.Subscript) and isinstance(b, ast.Subscript):
         return a.value is b.value and a.slice is b.slice
     return False
+
+
+def same_scope_nodes(stmts: list):
+    """Nodes of these statements, not descending into nested functions and classes."""
+    todo = list(stmts)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))

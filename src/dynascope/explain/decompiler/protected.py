@@ -12,8 +12,9 @@ import ast
 
 from .cfg import Block
 from .executor import BlockExecutor
+from .nodes import same_scope_nodes
 from .opcodes import FEATURES, Instr
-from .regions import NOT_EXPRESSIBLE, Region, Walked, copy_stack
+from .regions import ENDS, NOT_EXPRESSIBLE, Region, Walked, copy_stack
 from .values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
 
 
@@ -116,14 +117,13 @@ class ProtectedRegions:
         h_stack = copy_stack(base) + ([LastI()] if lasti else []) + saved_exception + [CaughtException()]
         finally_stmts = self.finally_clause(handler, h_stack)
         if finally_stmts is not None:
-            length = self._finally_length
-            self.active_finally.append((handler, length))
+            self.active_finally.append(handler)
             try:
                 body = self.protected_body(block, handler, stack, rebound=_assigned_names(finally_stmts),
-                                           early_exit=lambda b: self.finally_early_return(b, length))
+                                           early_exit=lambda b: self.finally_early_return(b, handler))
             finally:
                 self.active_finally.pop()
-            return self.finish_finally(body, finally_stmts, length, out)
+            return self.finish_finally(body, finally_stmts, handler, out)
         if any(i.name == "CHECK_EG_MATCH" for i in handler.instrs):
             return self.emit_try_star(block, handler, stack, base, out, region)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
@@ -320,15 +320,11 @@ class ProtectedRegions:
             walked = self.walk(start, copy_stack(stack), Region(), skip_until=skip)
         finally:
             self.active_handlers.pop()
-        stmts = walked.stmts
-        if walked.stack is not None or not stmts or not _is_bare_raise(stmts[-1]):
+        if walked.stack is not None:
             raise DecompileError("unrecognised finally handler")
-        # The inline (normal-path) copy is skipped by length: that needs one body ending in one RERAISE,
-        # laid out in one piece.  CPython copies short tails onto branches (each with its own RERAISE).
-        if sum(getattr(n, "reraise", False) for n in ast.walk(ast.Module(body=stmts, type_ignores=[]))) != 1:
-            raise DecompileError("finally body whose end CPython copied onto several paths")
-        stmts.pop()
-        self._finally_length = self.instructions_between(start, skip, handler)
+        stmts = _without_final_reraises(walked.stmts)
+        if any(getattr(n, "reraise", False) for n in same_scope_nodes(stmts)):
+            raise DecompileError("a finally handler that re-raises before its end")
         return stmts
 
     def starts_with_finally_copy(self, block: Block) -> bool:
@@ -337,9 +333,7 @@ class ProtectedRegions:
             for handler in self.handler_chain(pred):
                 if handler in self.handler_chain(block) or self.classify_clause(handler.body[1:]) != "finally":
                     continue
-                first = handler.instrs[1].offset if len(handler.instrs) > 1 else None
-                body = list(_until_reraise(self.cfg.instrs, first))
-                if body and _same_code(block.instrs[:len(body)], body):
+                if self.copy_resumes(handler, block) is not None:
                     return True
         return False
 
@@ -365,38 +359,24 @@ class ProtectedRegions:
         code would run the finally body twice."""
         if not self.active_finally or region.leaves is not None:
             return None
-        handler, length = self.active_finally[-1]
+        handler = self.active_finally[-1]
         if handler in self.handler_chain(block) or all(i.name == "JUMP" for i in block.instrs):
             return None
-        resume = self.finally_early_return(block, length)
+        resume = self.finally_early_return(block, handler)
         if resume is None or resume is NOT_EXPRESSIBLE:
             raise DecompileError("a path leaves try...finally in a way the decompiler cannot express")
         return resume
 
-    def instructions_between(self, start: Block, skip, handler: Block) -> int:
-        """How many instructions the finally body spans in the handler (to skip its inline copy)."""
-        first = skip if skip is not None else start.start
-        i = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == first)
-        count = 0
-        while self.cfg.instrs[i].name != "RERAISE":
-            i += 1
-            count += 1
-        end = self.cfg.instrs[i].offset
-        if any(ins.target is not None and not first <= ins.target <= end for ins in self.cfg.instrs[i - count:i]):
-            raise DecompileError("finally body not laid out in one piece")
-        return count
-
-    def finally_early_return(self, block: Block, length: int):
-        """A `return`, `break` or `continue` inside try...finally: the finally body inlined (`length`
-        instructions) first."""
-        resume = self.instr_after(block.start, length)
-        if resume is None:
-            return None
+    def finally_early_return(self, block: Block, handler: Block):
+        """A `return`, `break` or `continue` inside try...finally: the finally body inlined first."""
+        resume = self.after_finally_copy(handler, block)
+        if resume is None or resume is NOT_EXPRESSIBLE or resume is ENDS:
+            return None if resume is None else NOT_EXPRESSIBLE
         resume_block = self.cfg.by_offset[resume.offset]
         rest = [i for i in resume_block.instrs if i.offset >= resume.offset]
         # the value must already be on the stack: `return v` after the try statement loads it here
         if [i.name for i in rest] in (["RETURN_VALUE"], ["LOAD_CONST", "RETURN_VALUE"]):
-            return resume_block, (resume.offset if resume.offset != resume_block.start else None)
+            return resume_block, resume.offset  # (an offset even at the block's start: walk on, not into the copy)
         return self.loop_exit_after(resume_block, rest) or NOT_EXPRESSIBLE
 
     def loop_exit_after(self, block: Block, rest: list):
@@ -421,17 +401,50 @@ class ProtectedRegions:
                 return ast.Break()
         return None
 
-    def instr_after(self, offset: int, count: int):
-        index = next(i for i, ins in enumerate(self.cfg.instrs) if ins.offset == offset)
-        return self.cfg.instrs[index + count] if index + count < len(self.cfg.instrs) else None
+    def copy_resumes(self, handler: Block, block: Block) -> set[int] | None:
+        """Positions (in cfg.instrs) where the code after a copy of `handler`'s finally body that
+        starts at `block` goes on (see copies.py); None when `block` does not start such a copy."""
+        matcher = self.cfg.copy_matcher
+        first = matcher.position[handler.start] + 1  # after PUSH_EXC_INFO
+        return matcher.resumes(first, matcher.position[block.start])
 
-    def finish_finally(self, body: Walked, final_stmts: list, length: int, out: list):
+    def after_finally_copy(self, handler: Block, block: Block):
+        """The instruction after the inlined finally body starting at `block`; None when there is no
+        copy there, ENDS when every path through the copy returns or raises, NOT_EXPRESSIBLE when
+        paths through it go on at different places."""
+        resumes = self.copy_resumes(handler, block)
+        if resumes is None:
+            return None
+        if not resumes:
+            return ENDS
+        matcher, instrs = self.cfg.copy_matcher, self.cfg.instrs
+        if len({matcher.through_jumps(j) for j in resumes}) > 1 and not self.same_exit_positions(resumes):
+            return NOT_EXPRESSIBLE
+        first = min(resumes)
+        if first >= len(instrs) or (first > 0 and instrs[first - 1].offset == instrs[first].offset):
+            return NOT_EXPRESSIBLE  # the copy ends inside a fused instruction (3.13 STORE_FAST_LOAD_FAST)
+        return instrs[first]
+
+    def same_exit_positions(self, positions: set[int]) -> bool:
+        """Copies of one exit (CPython duplicates a small `return` onto each path)."""
+        tails = set()
+        for j in positions:
+            block = self.cfg.by_offset[self.cfg.instrs[j].offset]
+            if block.succs:
+                return False
+            tails.add(tuple((i.name, repr(i.argval)) for i in block.instrs if i.offset >= self.cfg.instrs[j].offset))
+        return len(tails) == 1
+
+    def finish_finally(self, body: Walked, final_stmts: list, handler: Block, out: list):
         out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[], finalbody=final_stmts or [ast.Pass()]))
         if body.stack is None:
             return None, None, None
-        resume = self.instr_after(body.exit.start, length)
-        block = self.cfg.by_offset[resume.offset]
-        return block, body.stack, (resume.offset if resume.offset != block.start else None)
+        resume = self.after_finally_copy(handler, body.exit)
+        if resume is ENDS:
+            return None, None, None
+        if resume is None or resume is NOT_EXPRESSIBLE:
+            raise DecompileError("the code after a try...finally is not a copy of its finally body")
+        return self.cfg.by_offset[resume.offset], body.stack, resume.offset
 
 
 EXIT_CALL_LENGTH = 5  # three None (3.10: one and two copies), the call, POP_TOP
@@ -445,15 +458,6 @@ def _is_exit_call(instrs: list) -> bool:
             and all(i.argval is None for i in instrs if i.name == "LOAD_CONST"))
 
 
-def _until_reraise(instrs: list, offset):
-    """The instructions from `offset` up to (not including) the next RERAISE."""
-    start = next((i for i, ins in enumerate(instrs) if ins.offset == offset), len(instrs))
-    for ins in instrs[start:]:
-        if ins.name == "RERAISE":
-            return
-        yield ins
-
-
 def _same_code(a: list, b: list) -> bool:
     return [(i.name, repr(i.argval)) for i in a] == [(i.name, repr(i.argval)) for i in b]
 
@@ -463,5 +467,74 @@ def _assigned_names(stmts: list) -> set[str]:
     return {n.id for n in ast.walk(module) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
 
 
-def _is_bare_raise(stmt) -> bool:
-    return isinstance(stmt, ast.Raise) and stmt.exc is None
+def _is_compiler_reraise(stmt) -> bool:
+    return isinstance(stmt, ast.Raise) and getattr(stmt, "reraise", False)
+
+
+def _without_final_reraises(stmts: list) -> list:
+    """A finally handler's statements without the RERAISE that ends each of its paths: CPython
+    copies it, and short tails before it, onto every branch that reaches it (into an except clause
+    that ends the body, too).  Such a RERAISE in tail position is what falling off the end of the
+    finally body does."""
+    stmts = _fold_reraising_branch(_without_copied_continuations(stmts))
+    if not stmts:
+        return stmts
+    *rest, last = stmts
+    if _is_compiler_reraise(last):
+        return _without_final_reraises(rest)
+    return rest + [_without_arm_ends(last, _without_final_reraises)]
+
+
+def _without_arm_ends(stmt, strip):
+    """`stmt` with `strip(statements)` applied to each of its arms that ends where `stmt` ends:
+    both arms of an `if`, the clauses of a `try` (without `finally`) and its body or `else`."""
+    if isinstance(stmt, ast.If):
+        return ast.If(test=stmt.test, body=strip(stmt.body) or [ast.Pass()], orelse=strip(stmt.orelse))
+    if isinstance(stmt, ast.Try) and not stmt.finalbody:  # (not TryStar: its clauses cannot re-raise)
+        handlers = [ast.ExceptHandler(type=h.type, name=h.name, body=strip(h.body) or [ast.Pass()])
+                    for h in stmt.handlers]
+        body, orelse = stmt.body, stmt.orelse
+        if orelse:
+            orelse = strip(orelse)
+        else:
+            body = strip(body) or [ast.Pass()]
+        return ast.Try(body=body, handlers=handlers, orelse=orelse, finalbody=[])
+    return stmt
+
+
+def _without_copied_continuations(stmts: list) -> list:
+    """Where an arm of a statement ends in a copy of the statements that follow it, and those end
+    in the RERAISE (CPython copies short exits onto each branch), the arm falls through to them."""
+    stmts = list(stmts)
+    for i in range(len(stmts) - 2, -1, -1):
+        following = stmts[i + 1:]
+        if _is_compiler_reraise(following[-1]):
+            stmts[i] = _without_arm_ends(stmts[i], lambda arm: _without_copy(arm, following))
+    return stmts
+
+
+def _without_copy(arm: list, following: list) -> list:
+    count = len(following)
+    if len(arm) >= count and _is_compiler_reraise(arm[-1]) and _dumps(arm[-count:]) == _dumps(following):
+        arm = arm[:-count]
+    if arm:
+        arm = arm[:-1] + [_without_arm_ends(arm[-1], lambda inner: _without_copy(inner, following))]
+    return arm
+
+
+def _dumps(stmts: list) -> list[str]:
+    return [ast.dump(s) for s in stmts]
+
+
+def _fold_reraising_branch(stmts: list) -> list:
+    """`if c: a; RERAISE` then `rest`: `rest` runs only when `c` is false, so it is the `else` (and
+    the RERAISE is in tail position)."""
+    for i, stmt in enumerate(stmts[:-1]):
+        if not isinstance(stmt, ast.If):
+            continue
+        rest = stmts[i + 1:]
+        if stmt.body and _is_compiler_reraise(stmt.body[-1]):
+            return stmts[:i] + [ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)]
+        if stmt.orelse and _is_compiler_reraise(stmt.orelse[-1]):
+            return stmts[:i] + [ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)]
+    return stmts

@@ -12,6 +12,8 @@ MAX_BLOCK_VISITS = 20_000
 # Region.early_exit's answer for a path out of try...finally it cannot express: the walk must stop
 # there (walking on would run the inlined copy of the finally body as if it were plain code)
 NOT_EXPRESSIBLE = "not expressible"
+# where an inlined finally body is followed by nothing: every path through it returns or raises
+ENDS = "ends"
 
 
 @dataclass

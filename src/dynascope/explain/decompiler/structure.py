@@ -31,7 +31,7 @@ class Structurer(ProtectedRegions):
         self.exception_names: set[str] = set()
         self.entering_loop = False  # a try/with that starts at the loop header being emitted
         self.steps = 0
-        self.active_finally: list[tuple[Block, int]] = []  # (handler, body length) of try...finally being emitted
+        self.active_finally: list[Block] = []  # handlers of the try...finally statements being emitted
         self.protected: list[Region] = []  # regions of the try/with bodies being emitted, innermost last
 
     def function_body(self) -> list:
@@ -70,7 +70,7 @@ class Structurer(ProtectedRegions):
                     out.append(ast.Continue())
                     return Walked(out, None)
                 return Walked(out, stack, block)
-            if not entering_loop and self.starts_loop(block):
+            if not entering_loop and self.starts_loop(block) and not self.protects_whole_loop(block):
                 if region.expression_only:
                     raise NotAnExpression
                 block, stack = self.emit_loop(block, stack, out, region)
@@ -139,6 +139,15 @@ class Structurer(ProtectedRegions):
             result.append(instrs[i])
             i += 1
         return result
+
+    def protects_whole_loop(self, header: Block) -> bool:
+        """Does a try/with starting at this loop header cover every way back to it (`try: while
+        True: ...`, not `while True: try: ...`)?  Then the statement comes first, the loop inside."""
+        handler = self.new_handler(header)
+        if handler is None:
+            return False
+        latches = [p for p in header.preds if header in self.cfg.dominators.get(p, ())]
+        return all(handler in self.handler_chain(latch) for latch in latches)
 
     def starts_loop(self, block: Block) -> bool:
         return self.cfg.is_loop_header(block) and all(loop.header is not block for loop in self.loops)
