@@ -930,6 +930,64 @@ def generator_try_around_while_true(chunks, close):
     return list(pieces()), log
 
 
+# `return <constant>` in a try body: CPython leaves it out of the exception-table range
+@sample((Box(1),), (Box(-1),), (5,))
+def constant_return_in_try(node):
+    try:
+        if node.v is None or node.v < 0:
+            return None
+        x = node.v + 1
+    except AttributeError:
+        return "no v"
+    return x
+
+
+@sample(("ABC",), (b"DEF",), (b"\xff",), (3,))
+def raise_in_except_after_branch(c):
+    try:
+        if isinstance(c, str):
+            c.encode("ascii")
+        else:
+            c = str(c, "ascii")
+    except UnicodeError:
+        raise ValueError(c) from None
+    return c.lower()
+
+
+@sample(({1: 2}, 1), ({1: 2}, 3), ({1: {}}, 1), ({}, []))
+def return_none_from_branch_in_try(table, key):
+    try:
+        if key in table:
+            if table[key] != 2:
+                raise ValueError(key)
+            return
+    except TypeError:
+        return "unhashable"
+    table[key] = 0
+    return table
+
+
+@sample(([1], {1: "a$", 2: "b"}, "xy"), ([1, 2], {2: "b"}, "x"), ([1, 2, 3], {}, "x"), ([9], {}, "x"), ([], {}, ""))
+def elif_chain_in_try_in_loop(path, table, rest):
+    accum = []
+    while rest:
+        rest = rest[1:]
+        try:
+            if len(path) == 1:
+                v = table[path[0]]
+            elif len(path) == 2:
+                v = table[path[1]]
+            else:
+                raise ValueError(rest)
+        except KeyError:
+            raise TypeError(path) from None
+        if "$" in v:
+            accum.append(v)
+        else:
+            accum.append(0)
+    return accum
+
+
 # ---------------------------------------------------------------------------------------------
 # order of evaluation and other traps
 @sample((1,), (2,))

@@ -128,6 +128,7 @@ class ProtectedRegions:
             return self.emit_try_star(block, handler, stack, base, out, region)
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
         clauses, after = self.except_clauses(handler, h_stack, region.early_exit)
+        after = self.beyond_jumps(after) if after is not None else after  # (as the body's walk leaves)
         statement = ast.Try(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[])
         out.append(statement)
         if body.stack is None:

@@ -69,7 +69,7 @@ class Structurer(ProtectedRegions):
                 if self.is_continue_trampoline(block):
                     out.append(ast.Continue())
                     return Walked(out, None)
-                return Walked(out, stack, block)
+                return Walked(out, stack, self.beyond_jumps(block))
             if not entering_loop and self.starts_loop(block) and not self.protects_whole_loop(block):
                 if region.expression_only:
                     raise NotAnExpression
@@ -213,6 +213,14 @@ class Structurer(ProtectedRegions):
             out.append(ast.Break())
         return Walked(out, None)
 
+    def beyond_jumps(self, block: Block) -> Block:
+        """Where a block outside the try/with being emitted leads when it only jumps (3.13 leaves the
+        jump ending a try body's branch out of the exception-table range, a block of its own); the
+        block itself when it is where a loop being emitted goes on."""
+        if any(block is loop.follow or block is loop.header for loop in self.loops):
+            return block
+        return _through_jumps(block)
+
     def is_continue_trampoline(self, block: Block) -> bool:
         """A lone jump back to the innermost loop's header (a `continue` leaving a try block)."""
         return (bool(self.loops) and self.loops[-1].body is not None and not block.body
@@ -351,6 +359,8 @@ class Structurer(ProtectedRegions):
         test, t_block, f_block = self.collapse_conditions(block, test, t_block, f_block, t_stack)
         enclosing, cut = self.enclosing_region()
         merge = self.cfg.merge_point(block, enclosing, cut)
+        if merge is not None and region.leaves is not None and region.leaves(merge):
+            merge = self.beyond_jumps(merge)  # (where the arms' walks say they leave the try/with body)
         combined = self.try_expression(test, t_block, t_stack, f_block, f_stack, merge)
         if combined is not None:
             return merge, combined
@@ -367,6 +377,8 @@ class Structurer(ProtectedRegions):
                 resume = region.early_exit(arm.exit)
                 if resume is not None and resume is not NOT_EXPRESSIBLE:
                     self.finish_early_exit(arm, merge, resume)
+        if region.leaves is not None and then.stack is not None and other.stack is not None and then.exit is not other.exit:
+            self.return_inside(region, then, other)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
         if len(leaving) == 2 and self.same_exit_code(*leaving):
             kept = min(leaving, key=lambda b: b.start)
@@ -383,6 +395,15 @@ class Structurer(ProtectedRegions):
         if then.stack is None and other.stack is None:
             return None, None
         return merge, stack
+
+    def return_inside(self, region: Region, *arms: Walked) -> None:
+        """Arms of a branch in a try/with body that go on at different places: one that goes to a
+        `return <constant>` outside the body (CPython leaves it out of the exception-table range:
+        nothing in it can raise) returns inside the body instead."""
+        for arm in arms:
+            if arm.exit is not None and is_constant_return(arm.exit) and region.leaves(arm.exit):
+                arm.stmts.append(ast.Return(value=const(arm.exit.instrs[0].argval)))
+                arm.stack, arm.exit = None, None
 
     def same_exit_code(self, a: Block | None, b: Block | None) -> bool:
         """Two copies of one exit (CPython duplicates small `return` blocks onto each path)."""
@@ -505,6 +526,26 @@ class Structurer(ProtectedRegions):
             return None
         test, t_block, _, f_block, _ = self.branch_of(block, executor)
         return test, t_block, f_block
+
+
+def _only_jumps(block: Block) -> bool:
+    return len(block.instrs) == 1 and block.last.name == "JUMP"
+
+
+def _through_jumps(block: Block) -> Block:
+    """Where blocks that only jump lead (3.13 leaves the jump at the end of a try body's branch
+    out of the exception-table range, so it starts a block of its own)."""
+    seen = set()
+    while _only_jumps(block) and block.succs and block not in seen:
+        seen.add(block)
+        block = block.succs[0]
+    return block
+
+
+def is_constant_return(block: Block) -> bool:
+    """`return <constant>`, which CPython leaves out of the try's exception-table range (nothing
+    in it can raise), and copies onto the paths that reach it."""
+    return [i.name for i in block.instrs] == ["LOAD_CONST", "RETURN_VALUE"] and not block.succs
 
 
 def _same_value(a, b) -> bool:
