@@ -988,6 +988,38 @@ def elif_chain_in_try_in_loop(path, table, rest):
     return accum
 
 
+@sample(([1, 0, 2, None, 5],), ([3],), ([0, 0],))
+def try_around_while_true(xs):
+    log = []
+    try:
+        while True:
+            x = xs.pop()
+            if x == 0:
+                log.append("zero")
+                continue
+            if x is None:
+                break
+            log.append(10 // (x - 3))
+        log.append("after")
+    finally:
+        log.append(len(xs))
+    return log
+
+
+@sample(("a\\bc\\d", 0), ("abc", 5), ("", 0), ("\\\\", 1))
+def break_from_while_with_chained_test(text, i):
+    res = []
+    n = len(text)
+    while 0 <= i < n:
+        k = text.find("\\", i)
+        if k < 0:
+            res.append(text[i:])
+            break
+        res.append(text[i:k])
+        i = k + 2
+    return res, i
+
+
 # ---------------------------------------------------------------------------------------------
 # order of evaluation and other traps
 @sample((1,), (2,))

@@ -251,6 +251,8 @@ class Structurer(ProtectedRegions):
             follow = self.break_target(header, body, enclosing, cut)
         if follow is None and first.name != "FOR_ITER" and self.protected:
             follow = self.way_out_of_protected(body)
+        if follow is None and first.name != "FOR_ITER":
+            follow = self.only_way_out(header, body)
         if first.name == "FOR_ITER" and len(header.instrs) == 1:
             return self.emit_for(header, body, follow, stack, out, region)
         loop = Loop(header=header, body=body, follow=follow)
@@ -281,6 +283,24 @@ class Structurer(ProtectedRegions):
         inner = self.protected[-1]
         leaving = {s for b in body for s in b.succs if s not in body and inner.leaves(s)}
         return leaving.pop() if len(leaving) == 1 else None
+
+    def only_way_out(self, header: Block, body: set) -> Block | None:
+        """Where a `while True` loop whose every pass tests its exit goes on (its header has no
+        post-dominator outside it): the one block its breaks lead to, through blocks that only jump,
+        not counting exits that end the function right away (a `return` block).  It must be in the
+        same try/with as the header (not an except clause's body ending in `break`).  None when a
+        test leaves the loop (it may leave values on the stack: `while 0 <= i < n`)."""
+        exits = set()
+        for block, way_out in ((b, s) for b in body for s in b.succs if s not in body and s.succs):
+            if block.last.name != "JUMP" and not _only_jumps(way_out):
+                return None
+            exits.add(self.beyond_jumps(way_out))
+        if len(exits) != 1:
+            return None
+        (follow,) = exits
+        if follow in body or self.starts_with_finally_copy(follow) or any(follow is loop.header for loop in self.loops):
+            return None
+        return follow if self.handler_chain(follow) == self.handler_chain(header) else None
 
     def emit_once_for(self, header: Block, stack: list, out: list, region: Region):
         body_start = header.succs[0]
