@@ -1020,6 +1020,21 @@ def break_from_while_with_chained_test(text, i):
     return res, i
 
 
+@sample((["a", "bb", "ccc"],), (["", "x"],))
+def chained_comparison_calls_once(parts):
+    calls = []
+
+    def size(p):
+        calls.append(p)
+        return len(p)
+
+    first = 1 <= size(parts[0]) <= 2
+    each = [1 <= size(p) <= 2 for p in parts]
+    for p in parts:
+        last = 0 < size(p) < 3 < len(calls)
+    return first, each, all(1 <= size(p) <= 2 for p in parts), last, calls
+
+
 # ---------------------------------------------------------------------------------------------
 # order of evaluation and other traps
 @sample((1,), (2,))

@@ -8,6 +8,7 @@ is emitted, anything the statement could disturb is first saved to a temporary.
 from __future__ import annotations
 
 import ast
+import copy
 from types import CodeType
 from typing import Any, Callable
 
@@ -213,7 +214,9 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if not side_effects and not (names_read(value) & set(writes)):
             return value
         temp = self.frame.new_temp()
-        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=as_value(self.expr(value)), lineno=0))
+        # (a value saved before may be part of this one, as f() is of `a < f()` in `a < f() < b`)
+        computed = as_value(self.use_saved(self.expr(value)))
+        self.out.append(ast.Assign(targets=[name(temp, ast.Store())], value=computed, lineno=0))
         self.replace_everywhere(value, name(temp))
         self.saved_as[id(value)] = (value, temp)
         return name(temp)
@@ -223,17 +226,25 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         saved = self.saved_as.get(id(value))
         return name(saved[1]) if saved is not None and saved[0] is value else value
 
-    def use_saved(self, node: ast.expr) -> ast.expr:
-        """`node` with any sub-expression that was saved to a temporary replaced by it."""
-        saved = self.saved_as
-
-        class Substitute(ast.NodeTransformer):
-            def visit(self, n):
-                if id(n) in saved and saved[id(n)][0] is n:
-                    return name(saved[id(n)][1])
-                return super().visit(n)
-
-        return Substitute().visit(node) if saved else node
+    def use_saved(self, node: Any) -> Any:
+        """`node` with any sub-expression that was saved to a temporary replaced by it.  A new node
+        where something changed: the stacks of other arms (and abandoned attempts) share `node`."""
+        saved = self.saved_as.get(id(node))
+        if saved is not None and saved[0] is node:
+            return name(saved[1])
+        if not isinstance(node, ast.AST) or not self.saved_as:
+            return node
+        changes = {}
+        for field, value in ast.iter_fields(node):
+            new = [self.use_saved(v) for v in value] if isinstance(value, list) else self.use_saved(value)
+            if (any(a is not b for a, b in zip(new, value)) if isinstance(value, list) else new is not value):
+                changes[field] = new
+        if not changes:
+            return node
+        result = copy.copy(node)
+        for field, new in changes.items():
+            setattr(result, field, new)
+        return result
 
     def replace_everywhere(self, old: Any, new: Any) -> None:
         if hasattr(old, EVALUATED_AT) and isinstance(new, ast.AST):

@@ -477,15 +477,17 @@ class Structurer(ProtectedRegions):
         """`a if c else b`, `a and b`, `a < b < c`: both arms only compute values, then meet."""
         if merge is None:
             return None
-        # 3.12+ `a or b` keeps a copy of `a` (the test) and pops it on the `b` side: nothing to evaluate
-        self.frame.already_evaluated.add(id(test))
+        # 3.12+ `a or b` keeps a copy of `a` (the test) and pops it on the `b` side, `a < f() < c`
+        # keeps f() and pops it where `a < f()` is false: nothing to evaluate
+        evaluated = {id(test)} | ({id(v) for v in [test.left, *test.comparators]} if isinstance(test, ast.Compare) else set())
+        self.frame.already_evaluated.update(evaluated)
         try:
             then = self.walk(t_block, copy_stack(t_stack), Region(stop=merge, expression_only=True))
             other = self.walk(f_block, copy_stack(f_stack), Region(stop=merge, expression_only=True))
         except (NotAnExpression, DecompileError):
             return None
         finally:
-            self.frame.already_evaluated.discard(id(test))
+            self.frame.already_evaluated.difference_update(evaluated)
         if then.stack is None or other.stack is None or then.exit is not merge or other.exit is not merge:
             return None
         if then.stmts or other.stmts:  # a loop or try inside an arm: not an expression after all
