@@ -781,6 +781,45 @@ def try_finally_in_while(n):
     return log
 
 
+@sample((["a", "bb", "ccc"],), (["", "x"],))
+def chained_comparison_calls_once(parts):
+    calls = []
+
+    def size(p):
+        calls.append(p)
+        return len(p)
+
+    first = 1 <= size(parts[0]) <= 2
+    each = [1 <= size(p) <= 2 for p in parts]
+    for p in parts:
+        last = 0 < size(p) < 3 < len(calls)
+    return first, each, all(1 <= size(p) <= 2 for p in parts), last, calls
+
+
+@sample((["ab=", "", "a=b=c", "=="],), ([],))
+def continue_inner_while_inside_for(lines):
+    decoded = ""
+    for line in lines:
+        if not line:
+            decoded += "E"
+            continue
+        i, n = 0, len(line)
+        while i < n:
+            c = line[i]
+            if c != "=":
+                decoded += c
+                i += 1
+            elif i + 1 == n:
+                i += 1
+                continue
+            else:
+                decoded += "<>"
+                i += 1
+            if i == n:
+                decoded += "N"
+    return decoded
+
+
 # finally bodies whose end CPython copies onto each branch (the RERAISE, short tails before it)
 @sample((1, True), (0, True), (2, False), (0, False))
 def finally_with_branch(x, flag):
@@ -910,6 +949,38 @@ def loops_in_nested_finally_bodies(xs, ys):
     return log, [b.v for b in ys]
 
 
+@sample(([1, 0, 2, None, 5],), ([3],), ([0, 0],))
+def try_around_while_true(xs):
+    log = []
+    try:
+        while True:
+            x = xs.pop()
+            if x == 0:
+                log.append("zero")
+                continue
+            if x is None:
+                break
+            log.append(10 // (x - 3))
+        log.append("after")
+    finally:
+        log.append(len(xs))
+    return log
+
+
+@sample(("a\\bc\\d", 0), ("abc", 5), ("", 0), ("\\\\", 1))
+def break_from_while_with_chained_test(text, i):
+    res = []
+    n = len(text)
+    while 0 <= i < n:
+        k = text.find("\\", i)
+        if k < 0:
+            res.append(text[i:])
+            break
+        res.append(text[i:k])
+        i = k + 2
+    return res, i
+
+
 @sample(([b"ab", b"c", b""], True), ([b""], False))
 def generator_try_around_while_true(chunks, close):
     log = []
@@ -986,53 +1057,6 @@ def elif_chain_in_try_in_loop(path, table, rest):
         else:
             accum.append(0)
     return accum
-
-
-@sample(([1, 0, 2, None, 5],), ([3],), ([0, 0],))
-def try_around_while_true(xs):
-    log = []
-    try:
-        while True:
-            x = xs.pop()
-            if x == 0:
-                log.append("zero")
-                continue
-            if x is None:
-                break
-            log.append(10 // (x - 3))
-        log.append("after")
-    finally:
-        log.append(len(xs))
-    return log
-
-
-@sample(("a\\bc\\d", 0), ("abc", 5), ("", 0), ("\\\\", 1))
-def break_from_while_with_chained_test(text, i):
-    res = []
-    n = len(text)
-    while 0 <= i < n:
-        k = text.find("\\", i)
-        if k < 0:
-            res.append(text[i:])
-            break
-        res.append(text[i:k])
-        i = k + 2
-    return res, i
-
-
-@sample((["a", "bb", "ccc"],), (["", "x"],))
-def chained_comparison_calls_once(parts):
-    calls = []
-
-    def size(p):
-        calls.append(p)
-        return len(p)
-
-    first = 1 <= size(parts[0]) <= 2
-    each = [1 <= size(p) <= 2 for p in parts]
-    for p in parts:
-        last = 0 < size(p) < 3 < len(calls)
-    return first, each, all(1 <= size(p) <= 2 for p in parts), last, calls
 
 
 # ---------------------------------------------------------------------------------------------

@@ -147,10 +147,9 @@ class ControlFlowGraph:
     def _bottom_test_target(self, latch: Block) -> Block | None:
         if len(latch.succs) != 2 or latch.last.name not in POP_JUMPS:
             return None
-        for succ in map(_through_jump, latch.succs):
-            if succ in self.dominators.get(latch, ()):
-                return succ
-        return None
+        headers = [succ for succ in map(_through_jump, latch.succs) if succ in self.dominators.get(latch, ())]
+        # both, when the way out jumps straight to an enclosing loop's header: the innermost loops here
+        return max(headers, key=lambda b: len(self.dominators[b]), default=None)
 
     def _top_test(self, latch: Block, header: Block) -> Block | None:
         entries = [p for p in header.preds if header not in self.dominators.get(p, ())]
