@@ -820,6 +820,56 @@ def continue_inner_while_inside_for(lines):
     return decoded
 
 
+@sample(({1: [2], 2: [3], 3: [1]},), ({1: [2], 2: []},), ({1: [2, 3], 2: [], 3: [4], 4: [1]},), ({},),
+        ({1: [], 2: [1], 3: [2, 3]},))
+def continue_two_loops_out(successors):
+    """graphlib.TopologicalSorter._find_cycle: `while ...: else: break` inside `while True` inside
+    `for`, which CPython turns into a jump to the `for`."""
+    stack, itstack, seen, node2stacki = [], [], set(), {}
+    for node in successors:
+        if node in seen:
+            continue
+        while True:
+            if node in seen:
+                if node in node2stacki:
+                    return stack[node2stacki[node]:] + [node]
+            else:
+                seen.add(node)
+                itstack.append(iter(successors[node]).__next__)
+                node2stacki[node] = len(stack)
+                stack.append(node)
+            while stack:
+                try:
+                    node = itstack[-1]()
+                    break
+                except StopIteration:
+                    del node2stacki[stack.pop()]
+                    itstack.pop()
+            else:
+                break
+    return None
+
+
+@sample(([[[1, 2], [3]], [[4, -1], [5]], [[6]]],), ([],))
+def continue_three_loops_out(grid):
+    out = []
+    for plane in grid:
+        for row in plane:
+            i = 0
+            while i < len(row):
+                if row[i] < 0:
+                    break
+                i += 1
+            else:
+                out.append(row)
+                continue
+            out.append("neg")
+            break
+        else:
+            out.append("plane done")
+    return out
+
+
 # finally bodies whose end CPython copies onto each branch (the RERAISE, short tails before it)
 @sample((1, True), (0, True), (2, False), (0, False))
 def finally_with_branch(x, flag):

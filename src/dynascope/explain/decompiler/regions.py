@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .cfg import Block
@@ -24,6 +24,7 @@ class Loop:
     target: Any = None
     exhausted: Block | None = None  # a `for` loop's exit when its iterator runs out
     continue_flag: str | None = None  # set where a path out of this loop continues the enclosing one
+    break_flags: list = field(default_factory=list)  # flags of paths out of it that continue a loop further out
     break_stack: list | None = None  # the stack a `break` leaves at `follow`
 
 

@@ -165,9 +165,9 @@ class Structurer(ProtectedRegions):
                 if self.is_break_then_continue(block):
                     return "break"
                 real = [loop for loop in self.loops if loop.body is not None]
-                if len(real) >= 2 and real[-2] is outer:
+                if outer in real[:-1]:
                     return "continue outer"
-                raise DecompileError("continue of a loop two or more levels out")
+                raise DecompileError("a jump back to the loop being left")
         return None
 
     def is_break_then_continue(self, outer_header: Block) -> bool:
@@ -192,10 +192,8 @@ class Structurer(ProtectedRegions):
         if jump == "break":
             out.append(ast.Break())
             return Walked(out, None)
-        if jump == "continue outer":  # Python has no such statement: break, then continue on a flag
-            inner = [loop for loop in self.loops if loop.body is not None][-1]
-            inner.continue_flag = inner.continue_flag or self.frame.new_temp().replace("__t", "__continue_")
-            out.extend([_assign_flag(inner.continue_flag, True), ast.Break()])
+        if jump == "continue outer":
+            out.extend([_assign_flag(self.continue_flag_for(block), True), ast.Break()])
             return Walked(out, None)
         if block is loop.follow:
             loop.break_stack = loop.break_stack or copy_stack(stack)
@@ -220,6 +218,18 @@ class Structurer(ProtectedRegions):
         if any(block is loop.follow or block is loop.header for loop in self.loops):
             return block
         return _through_jumps(block)
+
+    def continue_flag_for(self, header: Block) -> str:
+        """Python has no `continue` of an outer loop: set a flag and break; after the loop inside
+        the one to continue, `if flag: continue`; after each loop between, `if flag: break`."""
+        real = [loop for loop in self.loops if loop.body is not None]
+        target = next(i for i, loop in enumerate(real) if loop.header is header)
+        child = real[target + 1]
+        child.continue_flag = child.continue_flag or self.frame.new_temp().replace("__t", "__continue_")
+        for between in real[target + 2:]:
+            if child.continue_flag not in between.break_flags:
+                between.break_flags.append(child.continue_flag)
+        return child.continue_flag
 
     def is_continue_trampoline(self, block: Block) -> bool:
         """A lone jump back to the innermost loop's header (a `continue` leaving a try block)."""
@@ -613,12 +623,14 @@ def _bool_op(kind, left, right):
 
 def _append_loop(out: list, statement, loop: Loop) -> None:
     """The loop statement, inside `flag = False` ... `if flag: continue` when a path out of it
-    continues the enclosing loop."""
-    if loop.continue_flag is None:
-        out.append(statement)
-        return
-    out.extend([_assign_flag(loop.continue_flag, False), statement,
-                ast.If(test=name(loop.continue_flag), body=[ast.Continue()], orelse=[])])
+    continues the enclosing loop, followed by `if flag: break` for each flag that continues a loop
+    further out."""
+    if loop.continue_flag is not None:
+        out.append(_assign_flag(loop.continue_flag, False))
+    out.append(statement)
+    out.extend(ast.If(test=name(flag), body=[ast.Break()], orelse=[]) for flag in loop.break_flags)
+    if loop.continue_flag is not None:
+        out.append(ast.If(test=name(loop.continue_flag), body=[ast.Continue()], orelse=[]))
 
 
 def _assign_flag(flag: str, value: bool) -> ast.stmt:
