@@ -649,6 +649,14 @@ def comprehension_conditional_filter(rows):
     return kept, flags, any(a > 0 and b for a, b in rows), [a for a, b in rows if not (a or b)]
 
 
+@sample(([".a", "b", ".c"], False), ([".a", "b"], True), ([], False))
+def comprehension_filter_with_or(names, hidden):
+    gen = list(x for x in names if hidden or not x.startswith("."))
+    lst = [x.upper() for x in names if not hidden and x or x == ".c"]
+    both = {x: len(x) for x in names if (hidden or x) and not x.endswith("a")}
+    return gen, lst, both
+
+
 @sample(([[1, 2], [3]], 2), ([], 0))
 def comprehension_reads_outer_names(rows, k):
     scaled = [[v * k for v in row] for row in rows]

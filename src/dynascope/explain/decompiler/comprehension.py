@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 from .values import DecompileError
 
@@ -38,6 +39,8 @@ def _walk(stmts: list, generators: list) -> list:
     if len(stmts) >= 2 and isinstance(stmts[0], ast.If) and _ends_in_continue(stmts[0].body) and not stmts[0].orelse:
         generators[-1].ifs.append(_negate(stmts[0].test))  # `if not c: continue` filters like `if c`
         return _walk(stmts[1:], generators)
+    if len(stmts) >= 2 and isinstance(stmts[0], ast.If):
+        stmts = [_with_rest(stmts[0], stmts[1:])]
     if len(stmts) != 1:
         raise DecompileError("comprehension body is not a single loop")
     stmt = stmts[0]
@@ -63,16 +66,35 @@ def _walk(stmts: list, generators: list) -> list:
     raise DecompileError(f"unexpected {type(stmt).__name__} in a comprehension")
 
 
+def _with_rest(stmt: ast.If, rest: list) -> ast.If:
+    """`if c: a` then `rest` as one `if`: `rest` goes at the end of each arm that does not
+    `continue` (`x for x in xs if a or b` arrives as `if a: pass elif not b: continue`, then the
+    element, copied onto the arms that CPython gave one)."""
+    return ast.If(test=stmt.test, body=_arm_with_rest(stmt.body, rest), orelse=_arm_with_rest(stmt.orelse, rest))
+
+
+def _arm_with_rest(arm: list, rest: list) -> list:
+    if arm and isinstance(arm[-1], ast.Continue):
+        return arm
+    if arm and isinstance(arm[-1], ast.If):
+        return arm[:-1] + [_with_rest(arm[-1], rest)]
+    return [s for s in arm if not isinstance(s, ast.Pass)] + copy.deepcopy(rest)
+
+
 def _filter_tree(stmts: list):
     """A comprehension filter the compiler turned into nested ifs (`if (a if c else b)`, whose
     leaves append one same element or skip): (condition, element), True/False for a leaf that
     always/never appends, or None for anything else."""
     while stmts and isinstance(stmts[-1], (ast.Continue, ast.Pass)):
         stmts = stmts[:-1]
+    if len(stmts) >= 2 and isinstance(stmts[0], ast.If):
+        stmts = [_with_rest(stmts[0], stmts[1:])]
     if not stmts:
         return False
     if len(stmts) == 1 and isinstance(stmts[0], ast.Expr) and _is_append(stmts[0].value):
         return True, stmts[0].value.args
+    if len(stmts) == 1 and isinstance(stmts[0], ast.Expr) and isinstance(stmts[0].value, ast.Yield):
+        return True, [stmts[0].value.value]  # a generator expression's element
     if len(stmts) != 1 or not isinstance(stmts[0], ast.If):
         return None
     branches = [_filter_tree(stmts[0].body), _filter_tree(stmts[0].orelse)]
