@@ -1096,6 +1096,62 @@ def return_none_from_branch_in_try(table, key):
     return table
 
 
+@sample((["a", ".b", ".c", "x", ".d"],), ([],))
+def continue_in_with_in_try(keys):
+    """mimetypes.MimeTypes._read_windows_registry: 3.12+ put the jump after the inlined __exit__
+    call in a block of its own."""
+    rec = Recorder()
+    for k in keys:
+        try:
+            with rec:
+                if not k.startswith("."):
+                    continue
+                if k == ".c":
+                    raise OSError(k)
+                rec.events.append(k)
+        except OSError:
+            rec.events.append("oserror")
+            continue
+    return rec.events
+
+
+class _Helpful:
+    def __init__(self):
+        self.out = []
+
+    def help_a(self):
+        self.out.append("help a")
+
+    def do_b(self):
+        """doc of b"""
+
+    def do_c(self):
+        pass
+
+
+@sample(("a",), ("b",), ("c",), ("d",), ("",))
+def return_from_try_inside_except_clause(arg):
+    """cmd.Cmd.do_help's shape: the `return` leaves a try nested in an except clause."""
+    self = _Helpful()
+    if arg:
+        try:
+            func = getattr(self, "help_" + arg)
+        except AttributeError:
+            try:
+                doc = getattr(self, "do_" + arg).__doc__
+                if doc:
+                    self.out.append(doc)
+                    return self.out
+            except AttributeError:
+                pass
+            self.out.append("no help")
+            return None
+        func()
+    else:
+        self.out.append("names")
+    return self.out
+
+
 @sample(([1], {1: "a$", 2: "b"}, "xy"), ([1, 2], {2: "b"}, "x"), ([1, 2, 3], {}, "x"), ([9], {}, "x"), ([], {}, ""))
 def elif_chain_in_try_in_loop(path, table, rest):
     accum = []

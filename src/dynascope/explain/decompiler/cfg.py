@@ -315,9 +315,13 @@ class ControlFlowGraph:
 POP_JUMPS = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
 
 
+def only_jumps(block: Block) -> bool:
+    return len(block.instrs) == 1 and block.last.name == "JUMP"
+
+
 def _through_jump(block: Block) -> Block:
     """Where a block that only jumps (3.12+ puts the loop's back jump in one) leads."""
-    if len(block.instrs) == 1 and block.last.name == "JUMP" and block.succs:
+    if only_jumps(block) and block.succs:
         return block.succs[0]
     return block
 

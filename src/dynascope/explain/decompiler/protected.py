@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from .cfg import Block
+from .cfg import Block, only_jumps
 from .executor import BlockExecutor
 from .nodes import same_scope_nodes
 from .opcodes import FEATURES, Instr
@@ -83,6 +83,8 @@ class ProtectedRegions:
             return returned
         if _is_exit_call(block.instrs[:EXIT_CALL_LENGTH]) and len(block.instrs) > EXIT_CALL_LENGTH:
             return self.loop_exit_after(block, block.instrs[EXIT_CALL_LENGTH:])
+        if _is_exit_call(block.instrs) and len(block.succs) == 1 and only_jumps(block.succs[0]):
+            return self.loop_exit_after(block.succs[0], block.succs[0].instrs)  # (the jump in a block of its own)
         return None
 
     def return_through_with(self, block: Block):

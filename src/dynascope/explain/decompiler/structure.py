@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from .cfg import Block, ControlFlowGraph
+from .cfg import Block, ControlFlowGraph, only_jumps
 from .comprehension import from_statements
 from .executor import BlockExecutor, Frame
 from .nodes import const, name
@@ -302,7 +302,7 @@ class Structurer(ProtectedRegions):
         test leaves the loop (it may leave values on the stack: `while 0 <= i < n`)."""
         exits = set()
         for block, way_out in ((b, s) for b in body for s in b.succs if s not in body and s.succs):
-            if block.last.name != "JUMP" and not _only_jumps(way_out):
+            if block.last.name != "JUMP" and not only_jumps(way_out):
                 return None
             exits.add(self.beyond_jumps(way_out))
         if len(exits) != 1:
@@ -428,11 +428,14 @@ class Structurer(ProtectedRegions):
 
     def return_inside(self, region: Region, *arms: Walked) -> None:
         """Arms of a branch in a try/with body that go on at different places: one that goes to a
-        `return <constant>` outside the body (CPython leaves it out of the exception-table range:
-        nothing in it can raise) returns inside the body instead."""
+        plain `return` outside the body (see plain_return) returns inside the body instead."""
         for arm in arms:
-            if arm.exit is not None and is_constant_return(arm.exit) and region.leaves(arm.exit):
-                arm.stmts.append(ast.Return(value=const(arm.exit.instrs[0].argval)))
+            instrs = plain_return(arm.exit) if arm.exit is not None and region.leaves(arm.exit) else None
+            if instrs is not None:
+                executor = BlockExecutor(self.frame, arm.stack, arm.stmts)
+                executor.run(instrs)
+                if not executor.returned:
+                    raise DecompileError("a return block that does not return")
                 arm.stack, arm.exit = None, None
 
     def same_exit_code(self, a: Block | None, b: Block | None) -> bool:
@@ -560,24 +563,35 @@ class Structurer(ProtectedRegions):
         return test, t_block, f_block
 
 
-def _only_jumps(block: Block) -> bool:
-    return len(block.instrs) == 1 and block.last.name == "JUMP"
-
-
 def _through_jumps(block: Block) -> Block:
     """Where blocks that only jump lead (3.13 leaves the jump at the end of a try body's branch
     out of the exception-table range, so it starts a block of its own)."""
     seen = set()
-    while _only_jumps(block) and block.succs and block not in seen:
+    while only_jumps(block) and block.succs and block not in seen:
         seen.add(block)
         block = block.succs[0]
     return block
 
 
-def is_constant_return(block: Block) -> bool:
-    """`return <constant>`, which CPython leaves out of the try's exception-table range (nothing
-    in it can raise), and copies onto the paths that reach it."""
-    return [i.name for i in block.instrs] == ["LOAD_CONST", "RETURN_VALUE"] and not block.succs
+CANNOT_RAISE = {"POP_EXCEPT", "SWAP", "LOAD_CONST", "RETURN_VALUE", "JUMP"}
+
+
+def plain_return(block: Block) -> list | None:
+    """The instructions of a `return` of a constant or of a value already computed, which CPython
+    leaves out of the try's exception-table range (nothing in it can raise) and copies onto the
+    paths that reach it; inside an except clause, with the POP_EXCEPTs that leave it (which may
+    start a block of their own)."""
+    instrs: list = []
+    for _ in range(4):
+        if any(i.name not in CANNOT_RAISE for i in block.instrs):
+            return None
+        instrs += [i for i in block.instrs if i.name != "JUMP"]
+        if not block.succs:
+            return instrs if block.last.name == "RETURN_VALUE" else None
+        if len(block.succs) != 1:
+            return None
+        block = block.succs[0]
+    return None
 
 
 def _same_value(a, b) -> bool:
