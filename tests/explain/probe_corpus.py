@@ -1115,6 +1115,69 @@ def continue_in_with_in_try(keys):
     return rec.events
 
 
+@sample((["", "Hb", "x", "Ha"],), (["", 3, "Ha"],), ([""],), ([],))
+def while_walrus_in_try_returns_none(lines):
+    """http.cookiejar's _really_load: the loop's two tests each leave to their own copy of the
+    final `return None`, outside the try."""
+    out = []
+    try:
+        while (line := lines.pop()) != "":
+            if not line.startswith("H"):
+                continue
+            out.append(line)
+    except IndexError:
+        raise
+    except Exception:
+        raise ValueError(out) from None
+
+
+@sample(({1: "one"}, {"a": 1, "b": 2}, 1), ({}, {"a": 1, "b": 2}, 2), ({}, {"a": 1}, [3]), ({}, {"a": [3]}, [3]))
+def for_else_in_except_clause(table, members, value):
+    """enum's _proto_member.__set_name__: the loop's `else` raises, so nothing post-dominates it and
+    its `break` runs a statement first."""
+    log, member = [], None
+    try:
+        try:
+            member = table[value]
+        except (KeyError, TypeError):
+            for name, canonical in members.items():
+                if canonical == value:
+                    member = name
+                    break
+            else:
+                raise LookupError(value)
+    except LookupError:
+        log.append("new")
+    log.append(member)
+    return log
+
+
+@sample(*[(x,) for x in range(9)])
+def for_else_that_raises_before_a_try(x):
+    """flowgen seed 675: nothing post-dominates the `if` that raises in the second loop's `else`,
+    so its other arm must still stop where the loop goes on (the try), not walk on through it."""
+    rec = Recorder()
+    if x > 1:
+        with rec:
+            for i in range(x % 4 + 1):
+                x = (x + i) % 9
+                if x % 3 == 2:
+                    return rec.events, 5
+            for i in range(x % 4 + 1):
+                x = (x + i) % 9
+                if x % 2 == 1:
+                    break
+            else:
+                if x % 4 == 1:
+                    raise KeyError(13)
+                x = (x * 3 + 14) % 7
+            try:
+                x = (x * 3 + 16) % 7
+            except ValueError:
+                rec.events.append(18)
+    return rec.events, x
+
+
 class _Helpful:
     def __init__(self):
         self.out = []

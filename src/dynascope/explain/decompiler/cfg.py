@@ -168,7 +168,7 @@ class ControlFlowGraph:
             return None
         guard_exit = next(s for s in map(_through_jump, guard.succs) if s is not header)
         latch_exit = next(s for s in map(_through_jump, latch.succs) if s is not header)
-        return guard if guard_exit is latch_exit else None
+        return guard if guard_exit is latch_exit or _same_exit(guard_exit, latch_exit) else None
 
     def all_succs(self, block: Block) -> list[Block]:
         """Normal and exceptional successors (for dominance)."""
@@ -313,6 +313,12 @@ class ControlFlowGraph:
 
 
 POP_JUMPS = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
+
+
+def _same_exit(a: Block, b: Block) -> bool:
+    """Two copies of one small exit (CPython copies a `return` onto each path that reaches it)."""
+    code = lambda block: [(i.name, repr(i.argval)) for i in block.instrs]  # noqa: E731
+    return not a.succs and not b.succs and len(a.instrs) <= 4 and code(a) == code(b)
 
 
 def only_jumps(block: Block) -> bool:

@@ -330,11 +330,15 @@ class ProtectedRegions:
             raise DecompileError("a finally handler that re-raises before its end")
         return stmts
 
+    def is_finally_handler(self, handler: Block) -> bool:
+        """A handler the user wrote (not the compiler's cleanup, which re-raises too) that is a finally."""
+        return handler.instrs[0].name == "PUSH_EXC_INFO" and self.classify_clause(handler.body[1:]) == "finally"
+
     def starts_with_finally_copy(self, block: Block) -> bool:
         """Does `block` open with the inlined body of a try...finally that one of its predecessors is in?"""
         for pred in block.preds:
             for handler in self.handler_chain(pred):
-                if handler in self.handler_chain(block) or self.classify_clause(handler.body[1:]) != "finally":
+                if handler in self.handler_chain(block) or not self.is_finally_handler(handler):
                     continue
                 if self.copy_resumes(handler, block) is not None:
                     return True

@@ -16,7 +16,7 @@ from .executor import BlockExecutor, Frame
 from .nodes import const, name
 from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL, FEATURES, Instr
 from .protected import ProtectedRegions
-from .regions import MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
+from .regions import ENDS, MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
 from .values import Accumulator, DecompileError, Iter, LoopValue, Null, SymList
 
 
@@ -208,6 +208,9 @@ class Structurer(ProtectedRegions):
             self.loops.pop()
         out.extend(walked.stmts)
         if walked.stack is not None:
+            if walked.exit is not loop.follow:
+                raise DecompileError("a way out of a loop that stops before where the loop goes on")
+            loop.break_stack = loop.break_stack or copy_stack(walked.stack)  # (a `for`'s else is skipped)
             out.append(ast.Break())
         return Walked(out, None)
 
@@ -259,6 +262,8 @@ class Structurer(ProtectedRegions):
         first = header.instrs[0]
         if follow is None and cut is not None and first.name == "FOR_ITER":
             follow = self.break_target(header, body, enclosing, cut)
+        if follow is None and first.name == "FOR_ITER":
+            follow = self.break_destination(header, body)
         if follow is None and first.name != "FOR_ITER" and self.protected:
             follow = self.way_out_of_protected(body)
         if follow is None and first.name != "FOR_ITER":
@@ -286,6 +291,44 @@ class Structurer(ProtectedRegions):
         if len(going_on) != 1 or self.starts_with_finally_copy(going_on[0]):
             return None  # (a break through try...finally: the copy is not where the loop goes on)
         return going_on[0]
+
+    def break_destination(self, header: Block, body: set) -> Block | None:
+        """Where a `for` loop goes on when no block post-dominates it (running out raises or
+        returns: `for ...: if c: break` + `else: raise`): the one block its breaks jump to, each
+        after its own statements (which then read as code before `break`)."""
+        destinations = set()
+        for way_out in (s for b in body for s in b.succs if s not in body and s is not header.succs[1]):
+            destination = self.end_of_break_path(way_out)
+            if destination is None:
+                return None
+            if destination is not ENDS:
+                destinations.add(destination)
+        if len(destinations) != 1:
+            return None
+        (destination,) = destinations
+        if destination in body or self.starts_with_finally_copy(destination) \
+                or any(destination is loop.header for loop in self.loops):
+            return None
+        # running out must end (raise, return) or go through it too, never on to what follows it
+        if self.cfg._reach(header.succs[1], None, destination) & self.cfg._reach(destination, None, None):
+            return None
+        return destination
+
+    def end_of_break_path(self, block: Block):
+        """Where the straight path from `block` jumps to, or the end of the except clause it falls
+        into (3.13 puts the clause's POP_EXCEPT in a block of its own); ENDS when it returns or
+        raises first."""
+        for step in range(4):
+            if step and block.instrs[0].name == "POP_EXCEPT":
+                return block
+            if not block.succs:
+                return ENDS
+            if block.last.name == "JUMP":
+                return self.beyond_jumps(block.succs[0])
+            if len(block.succs) != 1:
+                return None
+            block = block.succs[0]
+        return None
 
     def way_out_of_protected(self, body: set) -> Block | None:
         """A loop ending its try/with body that also returns or raises from inside has no
@@ -399,7 +442,8 @@ class Structurer(ProtectedRegions):
         executor.flush(set(), True)
         test = executor.use_saved(test)
         self._resync(executor.stack, t_stack, f_stack)
-        inner = Region(stop=merge, leaves=region.leaves, early_exit=region.early_exit)
+        # (no merge point when an arm raises or returns: the other still stops where this walk stops)
+        inner = Region(stop=merge if merge is not None else region.stop, leaves=region.leaves, early_exit=region.early_exit)
         then = self.walk(t_block, t_stack, inner)
         other = self.walk(f_block, f_stack, inner)
         for arm in (then, other):
