@@ -1178,6 +1178,23 @@ def for_else_that_raises_before_a_try(x):
     return rec.events, x
 
 
+@sample(([1, 1, 2, 3], True), ([1], True), ([2], False), ([0, "x"], True))
+def loop_with_break_ends_try_finally(cookies, advertise):
+    """http.cookiejar.CookieJar.add_cookie_header: the loop's break and its running out both reach
+    the inline finally copy, which ends the try body here (no break through the finally)."""
+    log = ["lock"]
+    try:
+        if advertise and len(cookies) > 1:
+            for cookie in cookies:
+                if cookie != 1:
+                    log.append(10 // cookie)
+                    break
+    finally:
+        log.append("unlock")
+    log.append("clear")
+    return log
+
+
 class _Helpful:
     def __init__(self):
         self.out = []

@@ -334,11 +334,22 @@ class ProtectedRegions:
         """A handler the user wrote (not the compiler's cleanup, which re-raises too) that is a finally."""
         return handler.instrs[0].name == "PUSH_EXC_INFO" and self.classify_clause(handler.body[1:]) == "finally"
 
-    def starts_with_finally_copy(self, block: Block) -> bool:
-        """Does `block` open with the inlined body of a try...finally that one of its predecessors is in?"""
+    def protected_by(self, handler: Block, block: Block) -> bool:
+        """Is `block` in the try/with of `handler`?  (3.12+ leave a block that only jumps out of the
+        exception table: it is where the blocks that jump to it are.)"""
+        if handler in self.handler_chain(block):
+            return True
+        return only_jumps(block) and bool(block.preds) and all(handler in self.handler_chain(p) for p in block.preds)
+
+    def starts_with_finally_copy(self, block: Block, loop_header: Block) -> bool:
+        """Does `block`, where a loop goes on, open with the inlined body of a try...finally that one
+        of its predecessors is in, a try inside the loop (a `break` through it)?  Not one around
+        the whole loop: there `block` is where its body ends."""
+        latches = [p for p in loop_header.preds if loop_header in self.cfg.dominators.get(p, ())]
+        around = [h for h in self.handler_chain(loop_header) if all(self.protected_by(h, p) for p in latches)]
         for pred in block.preds:
             for handler in self.handler_chain(pred):
-                if handler in self.handler_chain(block) or not self.is_finally_handler(handler):
+                if handler in self.handler_chain(block) or handler in around or not self.is_finally_handler(handler):
                     continue
                 if self.copy_resumes(handler, block) is not None:
                     return True

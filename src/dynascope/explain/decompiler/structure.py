@@ -257,7 +257,7 @@ class Structurer(ProtectedRegions):
         body = self.cfg.loop_body(header)
         enclosing, cut = self.enclosing_region()
         follow = self.cfg.post_dominator(header, enclosing, cut)
-        if follow is not None and (follow in body or self.starts_with_finally_copy(follow)):
+        if follow is not None and (follow in body or self.starts_with_finally_copy(follow, header)):
             follow = None  # (a break through try...finally: after the loop is what follows the copy)
         first = header.instrs[0]
         if follow is None and cut is not None and first.name == "FOR_ITER":
@@ -288,7 +288,7 @@ class Structurer(ProtectedRegions):
         enclosing loop."""
         exits = {s for b in body for s in b.succs if s not in body and s is not header.succs[1]}
         going_on = [s for s in exits if s is cut or any(cut in b.succs for b in self.cfg._reach(s, enclosing, cut))]
-        if len(going_on) != 1 or self.starts_with_finally_copy(going_on[0]):
+        if len(going_on) != 1 or self.starts_with_finally_copy(going_on[0], header):
             return None  # (a break through try...finally: the copy is not where the loop goes on)
         return going_on[0]
 
@@ -306,7 +306,7 @@ class Structurer(ProtectedRegions):
         if len(destinations) != 1:
             return None
         (destination,) = destinations
-        if destination in body or self.starts_with_finally_copy(destination) \
+        if destination in body or self.starts_with_finally_copy(destination, header) \
                 or any(destination is loop.header for loop in self.loops):
             return None
         # running out must end (raise, return) or go through it too, never on to what follows it
@@ -351,7 +351,7 @@ class Structurer(ProtectedRegions):
         if len(exits) != 1:
             return None
         (follow,) = exits
-        if follow in body or self.starts_with_finally_copy(follow) or any(follow is loop.header for loop in self.loops):
+        if follow in body or self.starts_with_finally_copy(follow, header) or any(follow is loop.header for loop in self.loops):
             return None
         return follow if self.handler_chain(follow) == self.handler_chain(header) else None
 
