@@ -1195,6 +1195,33 @@ def loop_with_break_ends_try_finally(cookies, advertise):
     return log
 
 
+@sample((True, False), (False, False), (False, True), (None, True))
+def return_inside_try_inside_withs(fast_ok, fail_copy):
+    """shutil.copyfile: a try whose body ends in a `return` through two with-blocks."""
+    rec, log = Recorder(), []
+
+    def fast():
+        if not fast_ok:
+            raise LookupError
+        log.append("fast")
+
+    with rec:
+        try:
+            with rec:
+                if fast_ok is not None:
+                    try:
+                        fast()
+                        return rec.events, log
+                    except LookupError:
+                        pass
+                log.append("copy")
+                if fail_copy:
+                    raise IsADirectoryError
+        except IsADirectoryError:
+            log.append("dir")
+    return rec.events, log
+
+
 class _Helpful:
     def __init__(self):
         self.out = []

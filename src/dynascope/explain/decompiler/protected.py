@@ -139,6 +139,11 @@ class ProtectedRegions:
             return body.exit, body.stack, None
         if self.same_exit_code(body.exit, after):
             return after, body.stack, None
+        resume = region.early_exit(body.exit) if region.early_exit is not None else None
+        if resume is not None and resume is not NOT_EXPRESSIBLE:  # the body ends in a return through with/finally
+            self.finish_early_exit(body, None, resume)
+            statement.body = body.stmts
+            return after, base, None
         orelse = self.walk(body.exit, body.stack, Region(stop=after, leaves=region.leaves, early_exit=region.early_exit))
         if orelse.stack is not None and orelse.exit is not after and not self.same_exit_code(orelse.exit, after):
             raise DecompileError("the else path and the except clauses of a try leave it at different places")
