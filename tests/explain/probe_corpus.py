@@ -1222,6 +1222,22 @@ def return_inside_try_inside_withs(fast_ok, fail_copy):
     return rec.events, log
 
 
+@sample(("3",), ("2.5",), ("a b",), (None,))
+def return_from_nested_except_clauses(val):
+    """random.main: each except clause returns; the innermost return leaves both clauses."""
+    try:
+        val = int(val)
+        return val + 1
+    except ValueError:
+        try:
+            val = float(val)
+            return val * 2
+        except ValueError:
+            return val.split()
+    except TypeError:
+        return "none"
+
+
 class _Helpful:
     def __init__(self):
         self.out = []

@@ -98,7 +98,10 @@ class Structurer(ProtectedRegions):
                 return Walked(out, None)
             last = block.last
             if region.handler_exit and executor.left_handler and last.name not in CONDITIONAL:
-                return Walked(out, stack, block.succs[0] if block.succs else None)
+                following = block.succs[0] if block.succs else None
+                if self.returns_from_outer_handler(following, executor):
+                    return Walked(out, None)
+                return Walked(out, stack, following)
             if last.name == "JUMP":
                 block = block.succs[0]
             elif last.name == "FOR_ITER":  # a `for` whose body never loops back (it always returns)
@@ -117,6 +120,16 @@ class Structurer(ProtectedRegions):
             else:
                 raise DecompileError(f"block at offset {block.start} has no successor")
         return Walked(out, stack, None)
+
+    def returns_from_outer_handler(self, following: Block | None, executor: BlockExecutor) -> bool:
+        """An except clause inside another whose `return` leaves both: after its own POP_EXCEPT,
+        the outer clause's POP_EXCEPT and the return (3.13: in a block of their own).  That is the
+        clause's `return`, not code after its try statement."""
+        instrs = plain_return(following) if following is not None else None
+        if instrs is None or not any(i.name == "POP_EXCEPT" for i in instrs):
+            return False
+        executor.run(instrs)
+        return executor.returned
 
     def count_step(self) -> None:
         """Blocks may be emitted more than once (duplicated exits); stop before that blows up."""
