@@ -1238,6 +1238,24 @@ def return_from_nested_except_clauses(val):
         return "none"
 
 
+@sample((2, True), (0, True), (0, False), ("a", True))
+def return_none_from_except_clause_in_try(x, ignore):
+    """tempfile.TemporaryDirectory._rmtree's onexc: a bare `return` in an inner except clause is
+    left out of the outer try's exception-table range."""
+    log = []
+    try:
+        try:
+            log.append(10 // x)
+        except ZeroDivisionError:
+            if ignore:
+                return
+            raise
+        log.append("after")
+    except TypeError:
+        log.append("type")
+    return log
+
+
 class _Helpful:
     def __init__(self):
         self.out = []

@@ -321,6 +321,27 @@ def _same_exit(a: Block, b: Block) -> bool:
     return not a.succs and not b.succs and len(a.instrs) <= 4 and code(a) == code(b)
 
 
+CANNOT_RAISE = {"POP_EXCEPT", "SWAP", "LOAD_CONST", "RETURN_VALUE", "JUMP"}
+
+
+def plain_return(block: Block) -> list | None:
+    """The instructions of a `return` of a constant or of a value already computed, which CPython
+    leaves out of the try's exception-table range (nothing in it can raise) and copies onto the
+    paths that reach it; inside an except clause, with the POP_EXCEPTs that leave it (which may
+    start a block of their own)."""
+    instrs: list = []
+    for _ in range(4):
+        if any(i.name not in CANNOT_RAISE for i in block.instrs):
+            return None
+        instrs += [i for i in block.instrs if i.name != "JUMP"]
+        if not block.succs:
+            return instrs if block.last.name == "RETURN_VALUE" else None
+        if len(block.succs) != 1:
+            return None
+        block = block.succs[0]
+    return None
+
+
 def only_jumps(block: Block) -> bool:
     return len(block.instrs) == 1 and block.last.name == "JUMP"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from .cfg import Block, only_jumps
+from .cfg import Block, only_jumps, plain_return
 from .executor import BlockExecutor
 from .nodes import same_scope_nodes
 from .opcodes import FEATURES, Instr
@@ -371,6 +371,8 @@ class ProtectedRegions:
             return
         if any(block is loop.header or block is loop.follow for loop in self.loops):
             return  # continue / break
+        if plain_return(block) is not None:
+            return  # nothing in it can raise: the same inside the try as after it
         resume = inner.early_exit(block) if inner.early_exit is not None else None
         if resume is None or resume is NOT_EXPRESSIBLE:
             raise DecompileError("a loop leaves its try/with block another way than break, continue or return")

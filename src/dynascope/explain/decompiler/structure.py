@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from .cfg import Block, ControlFlowGraph, only_jumps
+from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
 from .comprehension import from_statements
 from .executor import BlockExecutor, Frame
 from .nodes import const, name
@@ -628,27 +628,6 @@ def _through_jumps(block: Block) -> Block:
         seen.add(block)
         block = block.succs[0]
     return block
-
-
-CANNOT_RAISE = {"POP_EXCEPT", "SWAP", "LOAD_CONST", "RETURN_VALUE", "JUMP"}
-
-
-def plain_return(block: Block) -> list | None:
-    """The instructions of a `return` of a constant or of a value already computed, which CPython
-    leaves out of the try's exception-table range (nothing in it can raise) and copies onto the
-    paths that reach it; inside an except clause, with the POP_EXCEPTs that leave it (which may
-    start a block of their own)."""
-    instrs: list = []
-    for _ in range(4):
-        if any(i.name not in CANNOT_RAISE for i in block.instrs):
-            return None
-        instrs += [i for i in block.instrs if i.name != "JUMP"]
-        if not block.succs:
-            return instrs if block.last.name == "RETURN_VALUE" else None
-        if len(block.succs) != 1:
-            return None
-        block = block.succs[0]
-    return None
 
 
 def _same_value(a, b) -> bool:
