@@ -110,9 +110,8 @@ class Observer:
             if isinstance(old_code, types.CodeType):
                 with self._lock:
                     self._codes[old_code] = None
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - never raise into torch's bytecode hook
             pass
-        return None
 
     def _on_trace(self, record: dict[str, Any], payload: str | None) -> None:
         try:
@@ -204,7 +203,8 @@ class Observer:
                 name, file, line = self._frames.get(records.frame_id(cid) or "", (None, None, None))
                 limit = _torch.recompile_limit()
                 last = records.parse_failure(texts[0]).reason if texts else None
-                self.cache_limit_hits.append(CacheLimitHit(function=name, file=file, line=line, limit=limit, reason=last))
+                self.cache_limit_hits.append(CacheLimitHit(function=name, file=file, line=line, limit=limit,
+                                                           reason=last))
                 self.eager_fallbacks.append(EagerFallback(function=name, file=file, line=line, compile_id=cid,
                                                           reason=f"recompile limit ({limit}) reached"))
 
@@ -356,11 +356,11 @@ def _codes_from_metrics(before: int | None = None, known: list[types.CodeType] |
                 if key in wanted and key not in found:
                     found[key] = code
     order = [(r.get("co_name"), r.get("co_filename"), r.get("co_firstlineno")) for r in rows]
-    seen = []
-    for key in order:
-        code = found.get(key)
-        if code is not None and code not in seen:
-            seen.append(code)
+    seen: list[types.CodeType] = []
+    for row_key in order:
+        row_code = found.get(row_key)
+        if row_code is not None and row_code not in seen:
+            seen.append(row_code)
     return seen
 
 
