@@ -217,7 +217,7 @@ def _subgraph(gname: str, compiled: Any, cid: str, observer: Any, n_graphs: int)
     if gm is not None:
         try:
             sg.fx_code = gm.print_readable(print_output=False).rstrip()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - print_readable may fail on odd graphs; the plain code will do
             sg.fx_code = str(getattr(gm, "code", "")).strip() or None
         nodes = list(gm.graph.nodes)
         sg.node_count = len(nodes)
@@ -349,17 +349,14 @@ def _f_locals(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     if fn is None:
         raise ExplainTargetError("why_recompile needs a function, method or module, not a code object")
     sig = inspect.signature(fn)
-    if target.bind_self is not None:
-        bound = sig.bind(target.bind_self, *args, **kwargs)
-    else:
-        bound = sig.bind(*args, **kwargs)
+    bound = sig.bind(*args, **kwargs) if target.bind_self is None else sig.bind(target.bind_self, *args, **kwargs)
     bound.apply_defaults()
     f_locals = dict(bound.arguments)
     # Dynamo's frame locals also hold the function's closure variables (guards may read them)
     code = getattr(fn, "__code__", None)
     closure = getattr(fn, "__closure__", None) or ()
     if code is not None:
-        for name, cell in zip(code.co_freevars, closure):
+        for name, cell in zip(code.co_freevars, closure, strict=False):
             try:
                 f_locals.setdefault(name, cell.cell_contents)
             except ValueError:  # empty cell

@@ -24,13 +24,13 @@ def dis_text(code: types.CodeType, why: str | None = None) -> str:
 def decompile_code(code: types.CodeType) -> tuple[str, bool]:
     """(source, True) from our decompiler, or (annotated dis, False) if it is missing or fails."""
     try:
-        from .decompiler import decompile_or_dis  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001 - decompiler package not there (yet)
+        from .decompiler import decompile_or_dis
+    except Exception as exc:  # noqa: BLE001 - a decompiler that cannot load must not take the report down
         return dis_text(code, f"decompiler unavailable ({type(exc).__name__})"), False
     try:
         text, ok = decompile_or_dis(code)
         return str(text), bool(ok)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - decompile_or_dis should not raise; if it does, fall back anyway
         return dis_text(code, f"decompiler failed ({type(exc).__name__}: {exc})"), False
 
 
@@ -87,6 +87,6 @@ def line_at_offset(code: types.CodeType, offset: int | None) -> int | None:
                 if pos is not None and pos.lineno is not None:
                     return pos.lineno
                 return line
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no line rather than a crashed report
         return None
     return None

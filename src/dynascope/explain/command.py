@@ -14,7 +14,15 @@ import sys
 
 from ..console import make_console, print_lines, print_rule, say, script_exit_status
 from ..errors import ConfigError
-from .model import CacheEntry, Explanation, Report, explanation_lines, observation_lines, render_guards, render_observations
+from .model import (
+    CacheEntry,
+    Explanation,
+    Report,
+    explanation_lines,
+    observation_lines,
+    render_guards,
+    render_observations,
+)
 
 TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
 USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]"

@@ -40,8 +40,7 @@ def readable_source(expr: str) -> str:
     out = _IMPORT.sub(lambda m: m.group(1).replace("_dot_", "."), out)
     for pattern, repl in _SUBS:
         out = pattern.sub(repl, out)
-    out = out.replace("___odict_getitem(", "getitem(")
-    return out
+    return out.replace("___odict_getitem(", "getitem(")
 
 
 # --- one guard ------------------------------------------------------------------------------------
@@ -174,9 +173,7 @@ def readable_check(kind: str, check: str) -> str:
     m = _LEN.match(check)
     if m:
         return f"len({readable_source(m.group('src'))}) == {m.group('n')}"
-    text = readable_source(check)
-    text = re.sub(r", type=<class '([^']+)'>$", r"  (\1)", text)
-    return text
+    return re.sub(r", type=<class '([^']+)'>$", r"  (\1)", readable_source(check))
 
 
 # --- the tree -------------------------------------------------------------------------------------
@@ -228,7 +225,7 @@ def group_guards(tree: list[dict[str, Any]], user_file: str | None = None) -> tu
                 if source is None or source in ("L", "G"):
                     # root-level leaf: ambient state, or a relational/shape guard naming its variables
                     ref = re.search(r"\b[LG]\['([A-Za-z_]\w*)'\]", check)
-                    if kind in _GLOBAL_KINDS or ref is None or kind == "LAMBDA_GUARD" and "top_saved" in check:
+                    if kind in _GLOBAL_KINDS or ref is None or (kind == "LAMBDA_GUARD" and "top_saved" in check):
                         subject, src = GLOBAL_STATE, None
                     else:
                         subject, src = ref.group(1), ref.group(0)

@@ -495,8 +495,8 @@ def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
     out.add(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
     for ct in times:
         status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
-        out.add(f"  {ct.compile_id or '?':<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} {_seconds(ct.aot_s):>8} "
-                f"{_seconds(ct.backend_s):>8}  {ct.function or '?'}{status}")
+        out.add(f"  {ct.compile_id or '?':<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} "
+                f"{_seconds(ct.aot_s):>8} {_seconds(ct.backend_s):>8}  {ct.function or '?'}{status}")
 
 
 def _report_only_lines(report: Report, out: Lines) -> None:

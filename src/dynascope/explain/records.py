@@ -161,7 +161,9 @@ def recompile(row: dict[str, Any], reasons: list[str] | None = None) -> Recompil
     )
 
 
-def cache_limit_hit(row: dict[str, Any], limit: int | None, code_info: tuple[str, str, int] | None) -> CacheLimitHit | None:
+def cache_limit_hit(
+    row: dict[str, Any], limit: int | None, code_info: tuple[str, str, int] | None
+) -> CacheLimitHit | None:
     reason = str(row.get("fail_reason") or "")
     if "recompile limit" not in reason.lower() and "cache_size_limit" not in reason.lower():
         return None
@@ -196,7 +198,7 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
     """A dynamo_graph_break_reason payload -> GraphBreak (count 1)."""
     if not payload:
         return None
-    text = payload.split("\nTraceback (most recent call last):")[0]
+    text = payload.split("\nTraceback (most recent call last):", maxsplit=1)[0]
     head, _, tb = text.partition("User code traceback:")
     file = line = fn = None
     m = _GB_AT.search(head)
