@@ -69,7 +69,7 @@ def decompile(obj: Any) -> str:
         compile(source, "<decompiled>", "exec")
     except DecompileError:
         raise
-    except Exception as exc:  # noqa: BLE001 - an unmodelled pattern is ours to report, not a crash
+    except Exception as exc:
         raise DecompileError(f"internal: {type(exc).__name__}: {exc}") from exc
     return source + "\n"
 

@@ -8,7 +8,14 @@ from types import CodeType
 
 from .copies import CopyMatcher
 from .opcodes import (
-    BRANCHING, CONDITIONAL_JUMPS, JUMP_OPS, NON_RAISING, TERMINATORS, Instr, canonical_instructions, exception_entries,
+    BRANCHING,
+    CONDITIONAL_JUMPS,
+    JUMP_OPS,
+    NON_RAISING,
+    TERMINATORS,
+    Instr,
+    canonical_instructions,
+    exception_entries,
 )
 
 
@@ -18,11 +25,11 @@ class Block:
 
     start: int
     instrs: list[Instr]
-    handler: "Block | None" = None  # where an exception raised here goes
+    handler: Block | None = None  # where an exception raised here goes
     handler_depth: int = 0
     handler_lasti: bool = False
-    succs: list["Block"] = field(default_factory=list)  # normal flow: [fallthrough, jump target]
-    preds: list["Block"] = field(default_factory=list)
+    succs: list[Block] = field(default_factory=list)  # normal flow: [fallthrough, jump target]
+    preds: list[Block] = field(default_factory=list)
     index: int = 0
 
     @property
@@ -51,7 +58,8 @@ class ControlFlowGraph:
         for ins in self.instrs:
             if ins.target is not None:
                 ins.target = self.snap(ins.target)
-        self.entries = _merged([(self.snap(s), self.snap(e), self.snap(t), d, l) for s, e, t, d, l in exception_entries(code)])
+        self.entries = _merged([(self.snap(s), self.snap(e), self.snap(t), d, lasti)
+                                for s, e, t, d, lasti in exception_entries(code)])
         self.blocks: list[Block] = []
         self.by_offset: dict[int, Block] = {}
         self._split()
@@ -80,9 +88,8 @@ class ControlFlowGraph:
         for i, ins in enumerate(self.instrs):
             if ins.target is not None:
                 leaders.add(ins.target)
-            if ins.name in BRANCHING or ins.name in TERMINATORS:
-                if i + 1 < len(self.instrs):
-                    leaders.add(self.instrs[i + 1].offset)
+            if (ins.name in BRANCHING or ins.name in TERMINATORS) and i + 1 < len(self.instrs):
+                leaders.add(self.instrs[i + 1].offset)
         leaders.update(target for _, _, target, _, _ in self.entries)  # range ends: where the handler changes
         current: list[Instr] = []
         previous_handler = object()
@@ -135,8 +142,9 @@ class ControlFlowGraph:
             if guard is None:
                 continue
             size = len(guard.instrs)
-            jump = Instr("JUMP", None, None, latch.instrs[-size].offset, guard.start, latch.instrs[-size].line, "(folded)")
-            latch.instrs = latch.instrs[:-size] + [jump]
+            first = latch.instrs[-size]
+            jump = Instr("JUMP", None, None, first.offset, guard.start, first.line, "(folded)")
+            latch.instrs = [*latch.instrs[:-size], jump]
             for succ in latch.succs:
                 succ.preds.remove(latch)
             latch.succs = [guard]
@@ -159,8 +167,8 @@ class ControlFlowGraph:
         if not self.is_loop_header(guard):
             return None  # only `continue` makes the top test a jump target, and starts it a block
         size = len(guard.instrs)
-        if (guard is latch or len(guard.succs) != 2 or guard.last.name not in POP_JUMPS or guard.handler is not latch.handler
-                or len(latch.instrs) < size or header not in guard.succs):
+        if (guard is latch or len(guard.succs) != 2 or guard.last.name not in POP_JUMPS
+                or guard.handler is not latch.handler or len(latch.instrs) < size or header not in guard.succs):
             return None
         same_test = [(i.name, repr(i.argval)) for i in guard.instrs[:-1]] == \
                     [(i.name, repr(i.argval)) for i in latch.instrs[-size:-1]]

@@ -55,7 +55,8 @@ def _walk(stmts: list, generators: list) -> list:
         if _only_continue(stmt.body):
             generators[-1].ifs.append(_negate(stmt.test))
             return _walk(stmt.orelse, generators)
-    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and getattr(stmt.value.func, "id", None) == APPEND:
+    if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and getattr(stmt.value.func, "id", None) == APPEND):
         return stmt.value.args
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
         return [stmt.value.value]
@@ -77,7 +78,7 @@ def _arm_with_rest(arm: list, rest: list) -> list:
     if arm and isinstance(arm[-1], ast.Continue):
         return arm
     if arm and isinstance(arm[-1], ast.If):
-        return arm[:-1] + [_with_rest(arm[-1], rest)]
+        return [*arm[:-1], _with_rest(arm[-1], rest)]
     return [s for s in arm if not isinstance(s, ast.Pass)] + copy.deepcopy(rest)
 
 

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 from types import CodeType
-from typing import Any, Callable
+from typing import Any
 
 from .comprehension import from_statements
 from .nodes import (
-    BINOPS, INPLACE_FUNCTIONS, NO_ARGUMENTS, as_value, assertion_error_name, call_named, const, constant_expr,
-    is_pure, name, names_read, same_target,
+    BINOPS,
+    INPLACE_FUNCTIONS,
+    NO_ARGUMENTS,
+    as_value,
+    assertion_error_name,
+    call_named,
+    const,
+    constant_expr,
+    is_pure,
+    name,
+    names_read,
+    same_target,
 )
 from .opcodes import FEATURES, Instr
 from .ops_calls import CallOps
@@ -23,9 +34,27 @@ from .ops_containers import ContainerOps
 from .ops_expressions import ExpressionOps
 from .ops_match import PatternOps
 from .values import (
-    NULL, Accumulator, BuildClass, CellRef, ClassValue, DecompileError, Delegate, ExcInfo, FunctionValue,
-    ImportedModule, ImportedName, Inplace, is_marker, Iter, LoopValue, SavedLocal, SymList, Unpacked, WithEnter,
-    WithExit, WithExitDone,
+    NULL,
+    Accumulator,
+    BuildClass,
+    CellRef,
+    ClassValue,
+    DecompileError,
+    Delegate,
+    ExcInfo,
+    FunctionValue,
+    ImportedModule,
+    ImportedName,
+    Inplace,
+    Iter,
+    LoopValue,
+    SavedLocal,
+    SymList,
+    Unpacked,
+    WithEnter,
+    WithExit,
+    WithExitDone,
+    is_marker,
 )
 
 DISCARDED = ast.Name(id="_", ctx=ast.Store())  # an unpacked item nothing stores
@@ -117,8 +146,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, Accumulator):
             return self.comprehension_of(value)
         if isinstance(value, ImportedModule):
-            return call_named("__import__", const(value.name), call_named("globals"), const(None), const(value.fromlist),
-                         const(value.level))
+            return call_named("__import__", const(value.name), call_named("globals"), const(None),
+                              const(value.fromlist), const(value.level))
         if isinstance(value, ImportedName):
             return ast.Attribute(value=self.expr(value.module), attr=value.name, ctx=ast.Load())
         if isinstance(value, Unpacked):
@@ -237,7 +266,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         changes = {}
         for field, value in ast.iter_fields(node):
             new = [self.use_saved(v) for v in value] if isinstance(value, list) else self.use_saved(value)
-            if (any(a is not b for a, b in zip(new, value)) if isinstance(value, list) else new is not value):
+            if (any(a is not b for a, b in zip(new, value, strict=False)) if isinstance(value, list)
+                    else new is not value):
                 changes[field] = new
         if not changes:
             return node
@@ -296,7 +326,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
             self.flush(set(), True)
             value = self.saved_name(value)
         if isinstance(value, ast.NamedExpr) and isinstance(target, ast.Name):
-            self.emit(ast.Assign(targets=[value.target, target], value=value.value, lineno=0), writes=target_names | {value.target.id})
+            self.emit(ast.Assign(targets=[value.target, target], value=value.value, lineno=0),
+                      writes=target_names | {value.target.id})
             return
         value = self.expr(value)
         # binding a plain local to an already-computed value cannot disturb pending calls
@@ -464,7 +495,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
             return False
         written: set[str] = set()
         conflict = False
-        for ins, value in zip(group, values):
+        for ins, value in zip(group, values, strict=False):
             conflict = conflict or bool(names_read(value) & written)
             written.add(ins.argval)
         if not conflict:

@@ -1,8 +1,8 @@
 """Code object -> `def` (or lambda, or comprehension) AST."""
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import copy
 import dis
@@ -114,7 +114,7 @@ def annotate(node: ast.FunctionDef, annotations: Any, code: CodeType) -> None:
         raise DecompileError("function annotations in an unknown form")
     args = node.args
     params = {a.arg: a for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg] if a}
-    for key, value in zip(flat[0::2], flat[1::2]):
+    for key, value in zip(flat[0::2], flat[1::2], strict=False):
         value = annotation_expr(value, code)
         if not isinstance(key, ast.Constant) or (key.value != "return" and key.value not in params):
             raise DecompileError("function annotation for an unknown parameter")
@@ -173,7 +173,7 @@ def _without_namespace_returns(stmts: list) -> list:
             rest = stmts[i + 1:]
             stmt.body = _without_namespace_returns(stmt.body + copy.deepcopy(rest)) or [ast.Pass()]
             stmt.orelse = _without_namespace_returns(stmt.orelse + rest)
-            return out + [stmt]
+            return [*out, stmt]
         out.append(stmt)
     return out
 

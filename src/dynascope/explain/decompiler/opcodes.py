@@ -10,7 +10,7 @@ from __future__ import annotations
 import dis
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 VERSION = sys.version_info[:2]
 SUPPORTED_VERSIONS = ((3, 10), (3, 11), (3, 12), (3, 13))
@@ -44,19 +44,27 @@ _OPERATOR_OPCODES = {
 LEGACY_BINARY = {f"BINARY_{k}": v for k, v in _OPERATOR_OPCODES.items()}
 LEGACY_BINARY.update({f"INPLACE_{k}": v + "=" for k, v in _OPERATOR_OPCODES.items()})
 
+
+class Features(TypedDict):
+    global_null: bool  # LOAD_GLOBAL pushes NULL
+    attr_method: bool  # LOAD_ATTR has the method bit
+    for_iter_pops: bool  # FOR_ITER pops the iterator when done
+    end_for_pops: int  # values END_FOR pops
+    call: Literal["legacy", "null"]  # call protocol
+    exception_values: int  # values one caught exception takes on the stack
+    match_pushes_bool: bool  # MATCH_CLASS and MATCH_KEYS also push a success flag
+
+
 # Per-version behaviour switches.  Add a row to support a new version.
-_FEATURES = {
-    # load_global pushes NULL / load_attr method bit / FOR_ITER pops the iterator when done /
-    # values END_FOR pops / call protocol / values one caught exception takes on the stack /
-    # MATCH_CLASS and MATCH_KEYS also push a success flag
-    (3, 10): dict(global_null=False, attr_method=False, for_iter_pops=True, end_for_pops=0, call="legacy",
-                  exception_values=3, match_pushes_bool=True),
-    (3, 11): dict(global_null=True, attr_method=False, for_iter_pops=True, end_for_pops=0, call="null",
-                  exception_values=1, match_pushes_bool=False),
-    (3, 12): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=2, call="null",
-                  exception_values=1, match_pushes_bool=False),
-    (3, 13): dict(global_null=True, attr_method=True, for_iter_pops=False, end_for_pops=1, call="null",
-                  exception_values=1, match_pushes_bool=False),
+_FEATURES: dict[tuple[int, int], Features] = {
+    (3, 10): {"global_null": False, "attr_method": False, "for_iter_pops": True, "end_for_pops": 0,
+              "call": "legacy", "exception_values": 3, "match_pushes_bool": True},
+    (3, 11): {"global_null": True, "attr_method": False, "for_iter_pops": True, "end_for_pops": 0,
+              "call": "null", "exception_values": 1, "match_pushes_bool": False},
+    (3, 12): {"global_null": True, "attr_method": True, "for_iter_pops": False, "end_for_pops": 2,
+              "call": "null", "exception_values": 1, "match_pushes_bool": False},
+    (3, 13): {"global_null": True, "attr_method": True, "for_iter_pops": False, "end_for_pops": 1,
+              "call": "null", "exception_values": 1, "match_pushes_bool": False},
 }
 FEATURES = _FEATURES.get(VERSION, _FEATURES[max(_FEATURES)])
 # 3.13 assembles LOAD_CLOSURE (push the cell itself) as LOAD_FAST of the cell's slot
@@ -305,7 +313,7 @@ def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
             target = _jump_target(ins)
             if ins.opname in ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"):
                 work.append((index[target], blocks))
-                blocks = blocks + ((target, depth.get(ins.offset, 0)),)
+                blocks = (*blocks, (target, depth.get(ins.offset, 0)))
             elif ins.opname == "POP_BLOCK":
                 blocks = blocks[:-1]
             elif target is not None:
@@ -344,7 +352,7 @@ def stack_effects(code) -> dict[int, int]:
     depth: dict[int, int] = {}
     work = [(0, 0)]
     table = exception_entries(code) if VERSION >= (3, 11) else []  # 3.10: SETUP_* edges cover it
-    for start, _end, handler, handler_depth, lasti in table:
+    for _start, _end, handler, handler_depth, lasti in table:
         work.append((index[handler], handler_depth + int(lasti) + 1))
     while work:
         i, d = work.pop()
@@ -360,6 +368,9 @@ def stack_effects(code) -> dict[int, int]:
                 work.append((index[target], d + dis.stack_effect(ins.opcode, arg, jump=True)))
             if name in TERMINATORS or name in ("RETURN_CONST",) or RENAMES.get(name, name) == "JUMP":
                 break
-            d += dis.stack_effect(ins.opcode, arg, jump=False) if target is not None else dis.stack_effect(ins.opcode, arg)
+            if target is not None:
+                d += dis.stack_effect(ins.opcode, arg, jump=False)
+            else:
+                d += dis.stack_effect(ins.opcode, arg)
             i += 1
     return depth

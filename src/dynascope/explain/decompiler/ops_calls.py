@@ -8,7 +8,17 @@ import inspect
 from .nodes import const
 from .opcodes import FEATURES, VERSION
 from .values import (
-    NULL, BuildClass, ClassValue, DecompileError, FunctionValue, ImportedModule, ImportedName, Iter, SymList, WithExit, WithExitDone,
+    NULL,
+    BuildClass,
+    ClassValue,
+    DecompileError,
+    FunctionValue,
+    ImportedModule,
+    ImportedName,
+    Iter,
+    SymList,
+    WithExit,
+    WithExitDone,
 )
 
 
@@ -47,16 +57,18 @@ class CallOps:
             elif second is NULL:
                 func = first
             else:  # method call with explicit self: callable, self, args...
-                func, args = second, [first] + args
+                func, args = second, [first, *args]
         if isinstance(func, WithExit):
             self.push(WithExitDone())
             return
         positional = args[: len(args) - len(kwnames)]
-        keywords = [ast.keyword(arg=k, value=self.expr(v)) for k, v in zip(kwnames, args[len(positional):])]
+        keywords = [ast.keyword(arg=k, value=self.expr(v))
+                    for k, v in zip(kwnames, args[len(positional):], strict=False)]
         if isinstance(func, BuildClass):
             self.push(self.class_value(positional, keywords))
             return
-        if isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter) and _is_comprehension(func):
+        if (isinstance(func, FunctionValue) and positional and isinstance(positional[0], Iter)
+                and _is_comprehension(func)):
             node = self.frame.render_function(func, positional[0])
             node.awaited_by_syntax = bool(func.code.co_flags & inspect.CO_COROUTINE)  # 3.10/3.11 await it
             self.push(node)
@@ -102,7 +114,7 @@ class CallOps:
         kwargs = self.expr(kwargs)
         if isinstance(kwargs, ast.Dict):
             result = []
-            for k, v in zip(kwargs.keys, kwargs.values):
+            for k, v in zip(kwargs.keys, kwargs.values, strict=False):
                 if k is None:
                     result.append(ast.keyword(arg=None, value=v))
                 elif isinstance(k, ast.Constant) and isinstance(k.value, str) and k.value.isidentifier():
@@ -146,7 +158,7 @@ class CallOps:
 
     def kwdefaults(self, value) -> dict:
         value = self.expr(value)
-        return {k.value: v for k, v in zip(value.keys, value.values)}
+        return {k.value: v for k, v in zip(value.keys, value.values, strict=False)}
 
     def op_IMPORT_NAME(self, ins):
         fromlist, level = self.expr(self.pop()), self.expr(self.pop())

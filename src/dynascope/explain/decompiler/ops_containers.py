@@ -121,7 +121,7 @@ class ContainerOps:
         value = self.pop()
         target = self.stack[-ins.arg]
         if isinstance(target, ast.Set) or (isinstance(target, ast.Call) and _is_empty_set(target)):
-            self.stack[-ins.arg] = ast.Set(elts=getattr(target, "elts", []) + [self.expr(value)])
+            self.stack[-ins.arg] = ast.Set(elts=[*getattr(target, "elts", []), self.expr(value)])
             return  # a long set display is built one item at a time
         if not isinstance(target, Accumulator):
             raise DecompileError("SET_ADD outside a comprehension")
@@ -173,13 +173,15 @@ class ContainerOps:
                 return False
             lst.items[bounds[0]:bounds[1]] = list(value.items)
             return True
-        if isinstance(key, ast.Constant) and isinstance(key.value, int) and -len(lst.items) <= key.value < len(lst.items):
+        if (isinstance(key, ast.Constant) and isinstance(key.value, int)
+                and -len(lst.items) <= key.value < len(lst.items)):
             lst.items[key.value] = value
             return True
         return False
 
     def symlist_delete(self, lst: SymList, key) -> bool:
-        if isinstance(key, ast.Constant) and isinstance(key.value, int) and -len(lst.items) <= key.value < len(lst.items):
+        if (isinstance(key, ast.Constant) and isinstance(key.value, int)
+                and -len(lst.items) <= key.value < len(lst.items)):
             del lst.items[key.value]
             return True
         return False

@@ -49,7 +49,8 @@ class PatternOps:
             raise DecompileError("match class pattern with computed attribute names")
         positional = self.positional_captures(ins.arg or 0, cls, subject)
         keywords = [ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in names.value]
-        tests = [call_named("isinstance", subject, cls)] + [call_named("hasattr", subject, const(a)) for a in names.value]
+        tests = [call_named("isinstance", subject, cls)]
+        tests += [call_named("hasattr", subject, const(a)) for a in names.value]
         test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
         values = ast.Tuple(elts=positional + keywords, ctx=ast.Load())
         self.push_match_result(ast.IfExp(test=test, body=values, orelse=const(None)))

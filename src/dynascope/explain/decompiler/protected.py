@@ -113,7 +113,7 @@ class ProtectedRegions:
         return None
 
     def emit_try(self, block, handler, stack, out, region):
-        depth, lasti = next((d, l) for _s, _e, t, d, l in self.cfg.entries if t == handler.start)
+        depth, lasti = next((d, last) for _s, _e, t, d, last in self.cfg.entries if t == handler.start)
         base = stack[:depth]
         saved_exception = [ExcInfo() for _ in range(FEATURES["exception_values"])]  # 3.10: a triple
         h_stack = copy_stack(base) + ([LastI()] if lasti else []) + saved_exception + [CaughtException()]
@@ -144,7 +144,8 @@ class ProtectedRegions:
             self.finish_early_exit(body, None, resume)
             statement.body = body.stmts
             return after, base, None
-        orelse = self.walk(body.exit, body.stack, Region(stop=after, leaves=region.leaves, early_exit=region.early_exit))
+        orelse = self.walk(body.exit, body.stack,
+                           Region(stop=after, leaves=region.leaves, early_exit=region.early_exit))
         if orelse.stack is not None and orelse.exit is not after and not self.same_exit_code(orelse.exit, after):
             raise DecompileError("the else path and the except clauses of a try leave it at different places")
         statement.orelse = orelse.stmts
@@ -176,7 +177,7 @@ class ProtectedRegions:
         """The except* clauses, and the block the last clause's no-match test jumps to."""
         clauses = []
         header = handler
-        instrs = [i for i in handler.body[1:]]
+        instrs = list(handler.body[1:])
         while instrs and instrs[0].name in ("COPY", "BUILD_LIST", "SWAP"):  # the group and its result list
             instrs = instrs[1:]
         while True:
@@ -210,7 +211,8 @@ class ProtectedRegions:
             return [ast.Pass()]  # an empty body has no range of its own in the exception table
         self.active_handlers.append(cleanup)
         try:
-            walked = self.walk(start, [], Region(leaves=lambda b: cleanup not in self.handler_chain(b)), skip_until=skip)
+            region = Region(leaves=lambda b: cleanup not in self.handler_chain(b))
+            walked = self.walk(start, [], region, skip_until=skip)
         finally:
             self.active_handlers.pop()
         return walked.stmts or [ast.Pass()]
@@ -290,7 +292,7 @@ class ProtectedRegions:
         the `as` name stores the value."""
         count = FEATURES["exception_values"]
         if kind == "bare":
-            return (None, None) + self.after_instrs(block, instrs[0], count)
+            return (None, None, *self.after_instrs(block, instrs[0], count))
         out: list = []
         executor = BlockExecutor(self.frame, copy_stack(stack), out)
         check = next(i for i, ins in enumerate(instrs) if ins.name == "CHECK_EXC_MATCH")
@@ -303,9 +305,9 @@ class ProtectedRegions:
         if value_ins is None:
             raise DecompileError("unrecognised except clause")
         if value_ins.name in ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"):
-            return (type_expr, value_ins.argval) + self.after_instrs(matched, matched.instrs[0], count)
+            return (type_expr, value_ins.argval, *self.after_instrs(matched, matched.instrs[0], count))
         if value_ins.name == "POP_TOP":
-            return (type_expr, None) + self.after_instrs(matched, matched.instrs[0], count)
+            return (type_expr, None, *self.after_instrs(matched, matched.instrs[0], count))
         raise DecompileError("unrecognised except clause")
 
     def after_instrs(self, block: Block, instr: Instr, count: int):
@@ -461,7 +463,8 @@ class ProtectedRegions:
         return len(tails) == 1
 
     def finish_finally(self, body: Walked, final_stmts: list, handler: Block, out: list):
-        out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[], finalbody=final_stmts or [ast.Pass()]))
+        out.append(ast.Try(body=body.stmts or [ast.Pass()], handlers=[], orelse=[],
+                           finalbody=final_stmts or [ast.Pass()]))
         if body.stack is None:
             return None, None, None
         resume = self.after_finally_copy(handler, body.exit)
@@ -507,7 +510,7 @@ def _without_final_reraises(stmts: list) -> list:
     *rest, last = stmts
     if _is_compiler_reraise(last):
         return _without_final_reraises(rest)
-    return rest + [_without_arm_ends(last, _without_final_reraises)]
+    return [*rest, _without_arm_ends(last, _without_final_reraises)]
 
 
 def _without_arm_ends(stmt, strip):
@@ -534,7 +537,8 @@ def _without_copied_continuations(stmts: list) -> list:
     for i in range(len(stmts) - 2, -1, -1):
         following = stmts[i + 1:]
         if _is_compiler_reraise(following[-1]):
-            stmts[i] = _without_arm_ends(stmts[i], lambda arm: _without_copy(arm, following))
+            # the lambda runs inside _without_arm_ends, in this iteration
+            stmts[i] = _without_arm_ends(stmts[i], lambda arm: _without_copy(arm, following))  # noqa: B023
     return stmts
 
 
@@ -543,7 +547,7 @@ def _without_copy(arm: list, following: list) -> list:
     if len(arm) >= count and _is_compiler_reraise(arm[-1]) and _dumps(arm[-count:]) == _dumps(following):
         arm = arm[:-count]
     if arm:
-        arm = arm[:-1] + [_without_arm_ends(arm[-1], lambda inner: _without_copy(inner, following))]
+        arm = [*arm[:-1], _without_arm_ends(arm[-1], lambda inner: _without_copy(inner, following))]
     return arm
 
 
@@ -559,7 +563,7 @@ def _fold_reraising_branch(stmts: list) -> list:
             continue
         rest = stmts[i + 1:]
         if stmt.body and _is_compiler_reraise(stmt.body[-1]):
-            return stmts[:i] + [ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)]
+            return [*stmts[:i], ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + rest)]
         if stmt.orelse and _is_compiler_reraise(stmt.orelse[-1]):
-            return stmts[:i] + [ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)]
+            return [*stmts[:i], ast.If(test=stmt.test, body=stmt.body + rest, orelse=stmt.orelse)]
     return stmts

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 from types import CodeType
 
-
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
@@ -234,7 +233,7 @@ def _guarded_loop(stmt):
 
 
 def _same(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b))
+    return len(a) == len(b) and all(ast.dump(x) == ast.dump(y) for x, y in zip(a, b, strict=False))
 
 
 def _has_own_continue(stmts: list) -> bool:

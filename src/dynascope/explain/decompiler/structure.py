@@ -14,7 +14,8 @@ from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
 from .comprehension import from_statements
 from .executor import BlockExecutor, Frame
 from .nodes import const, name
-from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL, FEATURES, Instr
+from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL
+from .opcodes import FEATURES, Instr
 from .protected import ProtectedRegions
 from .regions import ENDS, MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
 from .values import Accumulator, DecompileError, Iter, LoopValue, Null, SymList
@@ -364,7 +365,8 @@ class Structurer(ProtectedRegions):
         if len(exits) != 1:
             return None
         (follow,) = exits
-        if follow in body or self.starts_with_finally_copy(follow, header) or any(follow is loop.header for loop in self.loops):
+        if (follow in body or self.starts_with_finally_copy(follow, header)
+                or any(follow is loop.header for loop in self.loops)):
             return None
         return follow if self.handler_chain(follow) == self.handler_chain(header) else None
 
@@ -383,12 +385,12 @@ class Structurer(ProtectedRegions):
         loop = Loop(header=header, body=body, follow=follow, exhausted=exhausted)
         self.loops.append(loop)
         try:
-            walked = self.walk(body_start, copy_stack(stack) + [LoopValue(iterator.iterable)], Region())
+            walked = self.walk(body_start, [*copy_stack(stack), LoopValue(iterator.iterable)], Region())
         finally:
             self.loops.pop()
         if loop.target is None:
             raise DecompileError("for loop without a target")
-        after_stack = stack[:-1] if FEATURES["for_iter_pops"] else stack + [Null()]
+        after_stack = stack[:-1] if FEATURES["for_iter_pops"] else [*stack, Null()]
         kind = ast.AsyncFor if header.instrs[-1].argval == "async" else ast.For
         statement = kind(target=loop.target, iter=iterator.iterable,
                             body=_strip_trailing_continue(walked.stmts) or [ast.Pass()], orelse=[], lineno=0)
@@ -396,7 +398,7 @@ class Structurer(ProtectedRegions):
             _append_loop(out, statement, loop)
             return exhausted, after_stack
         # the code after the loop is still inside the try/with the loop is in
-        inside = dict(leaves=region.leaves, early_exit=region.early_exit)
+        inside = {"leaves": region.leaves, "early_exit": region.early_exit}
         if follow is None:  # nothing after the loop but code that ends the function (or its try/with)
             _append_loop(out, statement, loop)
             tail = self.walk(exhausted, after_stack, Region(**inside))
@@ -456,7 +458,8 @@ class Structurer(ProtectedRegions):
         test = executor.use_saved(test)
         self._resync(executor.stack, t_stack, f_stack)
         # (no merge point when an arm raises or returns: the other still stops where this walk stops)
-        inner = Region(stop=merge if merge is not None else region.stop, leaves=region.leaves, early_exit=region.early_exit)
+        inner = Region(stop=merge if merge is not None else region.stop, leaves=region.leaves,
+                       early_exit=region.early_exit)
         then = self.walk(t_block, t_stack, inner)
         other = self.walk(f_block, f_stack, inner)
         for arm in (then, other):
@@ -464,7 +467,8 @@ class Structurer(ProtectedRegions):
                 resume = region.early_exit(arm.exit)
                 if resume is not None and resume is not NOT_EXPRESSIBLE:
                     self.finish_early_exit(arm, merge, resume)
-        if region.leaves is not None and then.stack is not None and other.stack is not None and then.exit is not other.exit:
+        if (region.leaves is not None and then.stack is not None and other.stack is not None
+                and then.exit is not other.exit):
             self.return_inside(region, then, other)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
         if len(leaving) == 2 and self.same_exit_code(*leaving):
@@ -533,7 +537,7 @@ class Structurer(ProtectedRegions):
         if len(a.stack) != len(b.stack):
             raise DecompileError("branches meet with different stack depths")
         merged = []
-        for x, y in zip(a.stack, b.stack):
+        for x, y in zip(a.stack, b.stack, strict=False):
             if x is y or _same_value(x, y):
                 merged.append(x)
                 continue
@@ -549,7 +553,9 @@ class Structurer(ProtectedRegions):
             return None
         # 3.12+ `a or b` keeps a copy of `a` (the test) and pops it on the `b` side, `a < f() < c`
         # keeps f() and pops it where `a < f()` is false: nothing to evaluate
-        evaluated = {id(test)} | ({id(v) for v in [test.left, *test.comparators]} if isinstance(test, ast.Compare) else set())
+        evaluated = {id(test)}
+        if isinstance(test, ast.Compare):
+            evaluated |= {id(v) for v in [test.left, *test.comparators]}
         self.frame.already_evaluated.update(evaluated)
         try:
             then = self.walk(t_block, copy_stack(t_stack), Region(stop=merge, expression_only=True))
@@ -566,7 +572,7 @@ class Structurer(ProtectedRegions):
             return None
         merged = []
         differs = False
-        for x, y in zip(then.stack, other.stack):
+        for x, y in zip(then.stack, other.stack, strict=False):
             if x is y or _same_value(x, y):
                 merged.append(x)
             else:
@@ -614,7 +620,7 @@ class Structurer(ProtectedRegions):
             return None
         if out or len(executor.stack) != len(stack) + 1:
             return None
-        if any(a is not b for a, b in zip(executor.stack, stack)):
+        if any(a is not b for a, b in zip(executor.stack, stack, strict=False)):
             return None
         test, t_block, _, f_block, _ = self.branch_of(block, executor)
         return test, t_block, f_block
@@ -667,7 +673,7 @@ def _bool_op(kind, left, right):
             and right.left is left.comparators[-1]):
         return ast.Compare(left=left.left, ops=left.ops + right.ops, comparators=left.comparators + right.comparators)
     if isinstance(left, ast.BoolOp) and isinstance(left.op, kind):
-        return ast.BoolOp(op=kind(), values=left.values + [right])
+        return ast.BoolOp(op=kind(), values=[*left.values, right])
     return ast.BoolOp(op=kind(), values=[left, right])
 
 

@@ -47,7 +47,7 @@ class LoopValue:
 class Unpacked:
     """Item `index` of an UNPACK_SEQUENCE/UNPACK_EX of `source`; stores fill `group.targets`."""
 
-    group: "UnpackGroup"
+    group: UnpackGroup
     index: int
 
 
@@ -57,7 +57,7 @@ class UnpackGroup:
     count: int
     star_index: int | None = None
     targets: list = field(default_factory=list)
-    parent: "Unpacked | None" = None
+    parent: Unpacked | None = None
     stored_at: tuple | None = None  # (id of the statement list, its length) at the first store
 
     def __post_init__(self) -> None:
