@@ -33,13 +33,13 @@ class Block:
     index: int = 0
 
     @property
-    def last(self) -> Instr | None:
-        return self.instrs[-1] if self.instrs else None
+    def last(self) -> Instr:
+        return self.instrs[-1]  # never empty: blocks are cut at instructions (_add_block, the loop fold)
 
     @property
     def body(self) -> list[Instr]:
         """Instructions other than the final branch."""
-        if self.last is not None and self.last.name in BRANCHING:
+        if self.last.name in BRANCHING:
             return self.instrs[:-1]
         return self.instrs
 

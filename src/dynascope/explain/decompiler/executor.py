@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Callable
-from types import CodeType
+from collections.abc import Set
 from typing import Any
 
 from .comprehension import from_statements
+from .machine import Frame
 from .nodes import (
     BINOPS,
     INPLACE_FUNCTIONS,
@@ -66,30 +66,6 @@ def _evaluated_at(value: Any) -> int:
     if isinstance(value, SymList):  # a list Dynamo built: where its first item was computed
         return min((_evaluated_at(item) for item in value.items if not is_pure(item)), default=0)
     return getattr(value, EVALUATED_AT, 0)
-
-
-class Frame:
-    """Code-object facts every block needs: names, kinds of variables, nested function rendering."""
-
-    def __init__(self, code: CodeType, render_function: Callable[[FunctionValue, str], ast.stmt]):
-        self.code = code
-        self.render_function = render_function
-        self.temp_count = 0
-        self.position = 0  # counts pushed expressions: the order the original evaluated them in
-        self.globals_declared: set[str] = set()
-        # the next empty BUILD_LIST/SET/MAP starts a comprehension (set for comprehension code,
-        # and by LOAD_FAST_AND_CLEAR where 3.12+ inlines comprehensions)
-        self.accumulator_pending = code.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>")
-        self.nonlocals_declared: set[str] = set()
-        self.already_evaluated: set[int] = set()  # ids of branch tests whose leftover copy POP_TOP drops
-
-    def next_position(self) -> int:
-        self.position += 1
-        return self.position
-
-    def new_temp(self) -> str:
-        self.temp_count += 1
-        return f"__t{self.temp_count}"
 
 
 class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
@@ -193,7 +169,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         self.emit(self.frame.render_function(fn, temp), writes={temp})
         return name(temp)
 
-    def emit(self, stmt: ast.stmt, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
+    def emit(self, stmt: ast.stmt, writes: Set[str] = frozenset(), side_effects: bool = True) -> None:
         if side_effects and isinstance(stmt, (ast.Assign, ast.Expr)) and self.computed_before_stack(stmt.value):
             self.push(stmt.value)  # computed before values still on the stack: save it in its turn
             self.flush(writes, side_effects)
@@ -207,7 +183,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         items = [i for v in self.stack for i in (v.items if isinstance(v, SymList) else [v])]
         return any(not is_pure(v) and _evaluated_at(v) > _evaluated_at(value) for v in items)
 
-    def flush(self, writes: set[str] = frozenset(), side_effects: bool = True) -> None:
+    def flush(self, writes: Set[str] = frozenset(), side_effects: bool = True) -> None:
         """Save stack values the next statement could disturb into temporaries, in stack order.
         Values below a comprehension being rebuilt stay: the comprehension's loop statements
         become one expression evaluated after them, as in the original."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import inspect
 
+from .machine import ExecutorBase
 from .nodes import const
 from .opcodes import FEATURES, VERSION
 from .values import (
@@ -22,7 +23,7 @@ from .values import (
 )
 
 
-class CallOps:
+class CallOps(ExecutorBase):
     """Mixed into BlockExecutor: uses its stack helpers (push, pop, expr, emit, store)."""
 
     def op_KW_NAMES(self, ins):

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ast
 
+from .machine import ExecutorBase
 from .nodes import as_tuple, const, const_slice, name
 from .values import Accumulator, DecompileError, LoopValue, SymList, Unpacked, UnpackGroup, is_marker
 
 
-class ContainerOps:
+class ContainerOps(ExecutorBase):
     """Mixed into BlockExecutor: uses its stack helpers (push, pop, expr, emit, store)."""
 
     def op_BUILD_TUPLE(self, ins):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 
+from .machine import ExecutorBase
 from .nodes import BINOPS, COMPARES, UNARY, as_tuple, none_to_absent
 from .values import DecompileError, Inplace, SymList
 
 
-class ExpressionOps:
+class ExpressionOps(ExecutorBase):
     """Mixed into BlockExecutor: uses its stack helpers (push, pop, expr, emit, store)."""
 
     def op_BINARY_OP(self, ins):

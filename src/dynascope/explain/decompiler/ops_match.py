@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ast
 
+from .machine import ExecutorBase
 from .nodes import abc_attribute, call_named, const, name
 from .opcodes import FEATURES
 from .values import DecompileError
 
 
-class PatternOps:
+class PatternOps(ExecutorBase):
     """Mixed into BlockExecutor: uses its stack helpers (push, pop, expr, emit, store)."""
 
     def op_MATCH_SEQUENCE(self, ins):

@@ -9,17 +9,35 @@ and exception path): the handler's copy is the one shown, the inline copy is ski
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING, Any
 
-from .cfg import Block, only_jumps, plain_return
+from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
 from .executor import BlockExecutor
+from .machine import Frame
 from .nodes import same_scope_nodes
 from .opcodes import FEATURES, Instr
-from .regions import ENDS, NOT_EXPRESSIBLE, Region, Walked, copy_stack
+from .regions import ENDS, NOT_EXPRESSIBLE, Loop, Region, Walked, copy_stack
 from .values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
 
 
 class ProtectedRegions:
     """Mixed into Structurer: uses its walk(), loops and frame."""
+
+    # Structurer's state and methods this mixin uses (set and defined in structure.py)
+    cfg: ControlFlowGraph
+    frame: Frame
+    loops: list[Loop]
+    active_handlers: list[Block]
+    active_finally: list[Block]
+    protected: list[Region]
+    exception_names: set[str]
+
+    if TYPE_CHECKING:
+        def walk(self, block: Block | None, stack: list, region: Region, skip_until: int | None = None,
+                 entering_loop: bool = False) -> Walked: ...
+        def same_exit_code(self, a: Block | None, b: Block | None) -> bool: ...
+        def finish_early_exit(self, arm: Walked, merge: Any, resume: Any) -> None: ...
+        def beyond_jumps(self, block: Block) -> Block: ...
 
     def new_handler(self, block: Block) -> Block | None:
         """The outermost try/with handler protecting `block` that no enclosing statement covers."""

@@ -606,7 +606,7 @@ class Structurer(ProtectedRegions):
         return test, t_block, f_block
 
     def pure_condition(self, block, stack, absorbed):
-        if any(p not in absorbed for p in block.preds) or block.last is None:
+        if any(p not in absorbed for p in block.preds):
             return None
         if block.last.name not in ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE"):
             return None
