@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math
+import sys
 from types import CodeType
 from typing import Any
 
@@ -74,7 +75,8 @@ def decompile(obj: Any) -> str:
     return source + "\n"
 
 
-def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef:
+def _closure_if_needed(node: ast.FunctionDef | ast.AsyncFunctionDef,
+                       code: CodeType) -> ast.FunctionDef | ast.AsyncFunctionDef:
     """A function that assigns its free variables needs `nonlocal`, which only compiles inside an
     enclosing function, one that passes the cell of a free variable on needs that cell to exist, and so
     does a method calling `super()`:
@@ -87,12 +89,12 @@ def _closure_if_needed(node: ast.FunctionDef, code: CodeType) -> ast.FunctionDef
     wrapper = ast.FunctionDef(name=f"__closure_{node.name}", args=params,
                               body=[node, ast.Return(value=ast.Name(id=node.name, ctx=ast.Load()))],
                               decorator_list=[], returns=None, type_comment=None, lineno=0)
-    if VERSION >= (3, 12):
+    if sys.version_info >= (3, 12):
         wrapper.type_params = []
     return wrapper
 
 
-def _reads_free_cells(node: ast.FunctionDef, code: CodeType) -> bool:
+def _reads_free_cells(node: ast.FunctionDef | ast.AsyncFunctionDef, code: CodeType) -> bool:
     """Does the body take a free variable's cell (`(lambda: v).__closure__[0]`, from LOAD_CLOSURE)?"""
     return any(isinstance(n, ast.Attribute) and n.attr == "__closure__" and isinstance(n.value, ast.Lambda)
                and isinstance(n.value.body, ast.Name) and n.value.body.id in code.co_freevars for n in ast.walk(node))

@@ -120,8 +120,10 @@ class ControlFlowGraph:
             if last.name in TERMINATORS:
                 continue
             if last.name in JUMP_OPS:
+                assert last.target is not None  # jumps name their target
                 block.succs = [self.by_offset[last.target]]
             elif last.name in CONDITIONAL_JUMPS or last.name in ("FOR_ITER", "SEND"):
+                assert following is not None and last.target is not None  # a branch falls through or jumps
                 block.succs = [following, self.by_offset[last.target]]
             elif following is not None:
                 block.succs = [following]
@@ -191,7 +193,7 @@ class ControlFlowGraph:
         entry = self.blocks[0]
         dom = {b: set(blocks) for b in blocks}
         dom[entry] = {entry}
-        preds = {b: [] for b in blocks}
+        preds: dict[Block, list[Block]] = {b: [] for b in blocks}
         for b in blocks:
             for s in self.all_succs(b):
                 if s in preds:

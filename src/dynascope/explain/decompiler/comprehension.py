@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import ast
 import copy
+from typing import TypeGuard
 
 from .values import DecompileError
 
 APPEND = "__append__"
 
 
-def from_statements(stmts: list, kind: str) -> ast.expr:
+Comprehension = ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+
+
+def from_statements(stmts: list, kind: str) -> Comprehension:
     """`kind` is the comprehension code's name (`<listcomp>`...) or "list"/"set"/"dict"."""
     stmts = [s for s in stmts if not _is_trailing_return(s, kind)]
     generators: list[ast.comprehension] = []
@@ -122,7 +126,7 @@ def _choose(test, body, orelse) -> ast.expr:
                      orelse=ast.Constant(orelse) if isinstance(orelse, bool) else orelse)
 
 
-def _is_append(node) -> bool:
+def _is_append(node) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and getattr(node.func, "id", None) == APPEND
 
 

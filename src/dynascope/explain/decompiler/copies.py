@@ -84,6 +84,8 @@ class CopyMatcher:
         return None
 
     def at(self, offset: int | None) -> int:
+        if offset is None:
+            return len(self.instrs)
         return self.position.get(offset, len(self.instrs))
 
     def through_jumps(self, j: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Set
-from typing import Any
+from typing import Any, cast
 
 from .comprehension import from_statements
 from .machine import Frame
@@ -105,7 +105,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
     def expr(self, value: Any) -> ast.expr:
         """The value as an expression; markers that cannot stand in an expression are an error."""
         if isinstance(value, ast.AST):
-            return value
+            return cast(ast.expr, value)  # the AST nodes on the stack are expressions
         if isinstance(value, SymList):
             value.escaped = True
             return ast.List(elts=[self.expr(i) for i in value.items], ctx=ast.Load())
@@ -191,7 +191,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         for i, value in enumerate(self.stack):
             if isinstance(value, Accumulator):
                 first = i + 1
-        slots = []  # saved in the order they were computed: SWAP/ROT may have reordered the stack
+        # saved in the order they were computed: SWAP/ROT may have reordered the stack
+        slots: list[tuple[int, int, int | None]] = []
         for i in range(first, len(self.stack)):
             value = self.stack[i]
             if isinstance(value, SymList):
@@ -280,7 +281,8 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
         if isinstance(value, Unpacked):
             self.store_unpacked(target, value)
             return
-        if isinstance(value, Inplace) and same_target(value.target, target):
+        if (isinstance(value, Inplace) and isinstance(target, (ast.Name, ast.Attribute, ast.Subscript))
+                and same_target(value.target, target)):
             self.emit(ast.AugAssign(target=target, op=BINOPS[value.op[:-1]](), value=value.value),
                       writes=target_names)
             return
@@ -459,7 +461,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
     def try_tuple_assignment(self) -> bool:
         """`a, b = b, a` arrives as consecutive stores of values already on the stack; when a later
         value reads a name an earlier store rebinds, assign them all at once as a tuple."""
-        group = []
+        group: list[Instr] = []
         for ins in self.instrs[self.pc:]:
             if ins.name not in SIMPLE_STORES or len(group) >= len(self.stack):
                 break
@@ -573,7 +575,7 @@ class BlockExecutor(ExpressionOps, CallOps, ContainerOps, PatternOps):
 
     def op_RERAISE(self, ins):
         stmt = ast.Raise(exc=None, cause=None)
-        stmt.reraise = True  # the compiler's re-raise, not a `raise` the user wrote
+        stmt.reraise = True  # type: ignore[attr-defined]  # the compiler's re-raise, not a `raise` the user wrote
         self.emit(stmt, side_effects=False)
         self.returned = True
 

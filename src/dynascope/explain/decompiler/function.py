@@ -7,14 +7,14 @@ import ast
 import copy
 import dis
 import inspect
+import sys
 from types import CodeType
 from typing import Any
 
 from .cfg import ControlFlowGraph
-from .comprehension import from_statements
+from .comprehension import Comprehension, from_statements
 from .executor import Frame
 from .nodes import const, name, same_scope_nodes
-from .opcodes import VERSION
 from .readable import tidy
 from .structure import Structurer
 from .values import ClassValue, DecompileError, FunctionValue, Iter
@@ -27,7 +27,7 @@ CO_FUTURE_ANNOTATIONS = __future__.annotations.compiler_flag
 def function_body(code: CodeType) -> tuple[list, Frame]:
     frame = Frame(code, render_nested)
     body = Structurer(ControlFlowGraph(code), frame).function_body()
-    declarations = []
+    declarations: list[ast.stmt] = []
     if frame.globals_declared:
         declarations.append(ast.Global(names=sorted(frame.globals_declared)))
     if frame.nonlocals_declared:
@@ -79,12 +79,13 @@ def arguments(code: CodeType, defaults: list, kwdefaults: dict) -> ast.arguments
     )
 
 
-def function_def(code: CodeType, def_name: str, defaults: list, kwdefaults: dict, decorators=()) -> ast.stmt:
+def function_def(code: CodeType, def_name: str, defaults: list, kwdefaults: dict,
+                 decorators=()) -> ast.FunctionDef | ast.AsyncFunctionDef:
     body, _ = function_body(code)
     kind = ast.AsyncFunctionDef if code.co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR) else ast.FunctionDef
     node = kind(name=def_name, args=arguments(code, defaults, kwdefaults), body=body or [ast.Pass()],
                            decorator_list=list(decorators), returns=None, type_comment=None, lineno=0)
-    if VERSION >= (3, 12):
+    if sys.version_info >= (3, 12):
         node.type_params = []
     return node
 
@@ -104,7 +105,7 @@ def render_nested(fn: FunctionValue | ClassValue, how: Any):
     return node
 
 
-def annotate(node: ast.FunctionDef, annotations: Any, code: CodeType) -> None:
+def annotate(node: ast.FunctionDef | ast.AsyncFunctionDef, annotations: Any, code: CodeType) -> None:
     """MAKE_FUNCTION's annotations (a flat name, value, name, value... tuple) onto the def."""
     if isinstance(annotations, ast.Constant) and isinstance(annotations.value, tuple):
         flat = [const(v) for v in annotations.value]
@@ -157,7 +158,7 @@ def class_def(cls: ClassValue) -> ast.ClassDef:
         body[0] = ast.Expr(value=body[0].value)  # the docstring
     node = ast.ClassDef(name=cls.name, bases=cls.bases, keywords=cls.keywords, body=declarations + body or [ast.Pass()],
                         decorator_list=[])
-    if VERSION >= (3, 12):
+    if sys.version_info >= (3, 12):
         node.type_params = []
     return node
 
@@ -165,7 +166,7 @@ def class_def(cls: ClassValue) -> ast.ClassDef:
 def _without_namespace_returns(stmts: list) -> list:
     """The class body without the compiler's final `return` (CPython copies it onto each path that
     reaches the end: `if c: a; return` + `b; return` becomes `if c: a else: b`)."""
-    out = []
+    out: list[ast.stmt] = []
     for i, stmt in enumerate(stmts):
         if _returns_namespace_result(stmt) or _is_epilogue(stmts[i:]):
             return out
@@ -249,6 +250,7 @@ def comprehension(code: CodeType, iterable: ast.expr) -> ast.expr:
     """Rebuild `[elt for x in it if c]` from the nested code object's `for`/`if`/append tree."""
     frame = Frame(code, render_nested)
     body = Structurer(ControlFlowGraph(code), frame).function_body()
+    result: Comprehension
     if len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, COMPREHENSIONS):
         result = body[0].value
     else:

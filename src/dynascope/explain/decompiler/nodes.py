@@ -92,7 +92,7 @@ def assertion_error_name() -> ast.Name:
     """AssertionError as LOAD_ASSERTION_ERROR loads it: marked, so the raise can become `assert`.
     (A plain attribute, not a subclass: ast.unparse mishandles unknown node classes.)"""
     node = name("AssertionError")
-    node.from_assert = True
+    node.from_assert = True  # type: ignore[attr-defined]  # a marker attribute, read with getattr
     return node
 
 
@@ -118,7 +118,7 @@ def as_tuple(node: ast.expr) -> ast.expr:
 
 def const_slice(key: ast.Slice, length: int):
     """(start, stop) of a constant, step-less slice over `length` items, else None."""
-    parts = []
+    parts: list[int | None] = []
     for bound in (key.lower, key.upper):
         if bound is None or (isinstance(bound, ast.Constant) and bound.value is None):
             parts.append(None)

@@ -117,10 +117,11 @@ def canonical_instructions(code) -> list[Instr]:
             folded.update(async_exits[raw.offset][1])
             result.append(Instr("FOR_ITER", None, "async", raw.offset, async_exits[raw.offset][0], line, raw.opname))
             continue
-        if raw.starts_line is not None and raw.starts_line is not False:
-            line = raw.starts_line if isinstance(raw.starts_line, int) and raw.starts_line is not True else line
-        if getattr(raw, "line_number", None) is not None:
-            line = raw.line_number
+        if sys.version_info >= (3, 13):  # starts_line is a bool from 3.13; the number is line_number
+            if raw.line_number is not None:
+                line = raw.line_number
+        elif raw.starts_line is not None:
+            line = raw.starts_line
         if raw.offset - 1 in handler_starts:  # 3.10: make the handler look like 3.11's
             result.append(Instr("PUSH_EXC_INFO", None, None, raw.offset - 1, line=line, original="(handler)"))
         for ins in _canonicalize(raw):
@@ -288,9 +289,10 @@ def exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
 
 
 def _raw_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
-    if VERSION < (3, 11):
+    if sys.version_info < (3, 11):
         return _legacy_exception_entries(code)
-    return [(e.start, e.end, e.target, e.depth, e.lasti) for e in dis.Bytecode(code).exception_entries]
+    bytecode: Any = dis.Bytecode(code)  # its exception_entries (3.11+) is not in typeshed
+    return [(e.start, e.end, e.target, e.depth, e.lasti) for e in bytecode.exception_entries]
 
 
 _HANDLER_CLEANUP = ["LOAD_CONST", "STORE_FAST", "DELETE_FAST", "RERAISE"]
@@ -312,6 +314,7 @@ def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
             blocks_at[ins.offset] = blocks
             target = _jump_target(ins)
             if ins.opname in ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH"):
+                assert target is not None  # SETUP_* name their handler
                 work.append((index[target], blocks))
                 blocks = (*blocks, (target, depth.get(ins.offset, 0)))
             elif ins.opname == "POP_BLOCK":
@@ -327,12 +330,12 @@ def _legacy_exception_entries(code) -> list[tuple[int, int, int, int, bool]]:
             names = [r.opname for r in raw[index[target]:index[target] + 4]]
             if names != _HANDLER_CLEANUP:
                 synthetic.add(target - 1)
-    entries = []
+    entries: list[tuple[int, int, int, int, bool]] = []
     for i, ins in enumerate(raw):
-        blocks = blocks_at.get(ins.offset)
-        if not blocks:
+        open_blocks = blocks_at.get(ins.offset)
+        if not open_blocks:
             continue
-        target, level = blocks[-1]
+        target, level = open_blocks[-1]
         names = [r.opname for r in raw[index[target]:index[target] + 4]]
         handler = target if names == _HANDLER_CLEANUP else target - 1
         end = raw[i + 1].offset if i + 1 < len(raw) else ins.offset + 2

@@ -80,9 +80,10 @@ class CallOps(ExecutorBase):
         """`__build_class__(body, name, *bases, **keywords)`: a class statement."""
         if len(args) < 2 or not isinstance(args[0], FunctionValue) or not isinstance(args[1], ast.Constant):
             raise DecompileError("__build_class__ called another way than a class statement does")
-        if args[0].defaults or args[0].kwdefaults or not str(args[1].value).isidentifier():
+        class_name = args[1].value
+        if args[0].defaults or args[0].kwdefaults or not (isinstance(class_name, str) and class_name.isidentifier()):
             raise DecompileError("unrecognised class statement")
-        return ClassValue(args[0], args[1].value, [self.expr(b) for b in args[2:]], keywords)
+        return ClassValue(args[0], class_name, [self.expr(b) for b in args[2:]], keywords)
 
     def op_CALL_FUNCTION_EX(self, ins):
         kwargs = self.pop() if ins.arg & 1 else None
@@ -163,6 +164,8 @@ class CallOps(ExecutorBase):
 
     def op_IMPORT_NAME(self, ins):
         fromlist, level = self.expr(self.pop()), self.expr(self.pop())
+        # both are LOAD_CONSTs (an int level); anything else failed on `.value` below before this assert
+        assert isinstance(fromlist, ast.Constant) and isinstance(level, ast.Constant) and isinstance(level.value, int)
         self.push(ImportedModule(ins.argval, fromlist.value, level.value))
 
     def op_IMPORT_FROM(self, ins):

@@ -42,7 +42,8 @@ class ContainerOps(ExecutorBase):
         if self.start_accumulator(ins, "dict"):
             return
         flat = [self.expr(v) for v in self.popn(2 * ins.arg)]
-        self.push(ast.Dict(keys=flat[0::2], values=flat[1::2]))
+        keys: list[ast.expr | None] = list(flat[0::2])
+        self.push(ast.Dict(keys=keys, values=flat[1::2]))
 
     def op_BUILD_CONST_KEY_MAP(self, ins):
         keys = self.pop()

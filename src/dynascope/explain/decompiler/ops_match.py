@@ -46,11 +46,11 @@ class PatternOps(ExecutorBase):
         """`case C(p0, p1, k=p2)`: positional sub-patterns read `C.__match_args__` (or, for the
         builtins that match themselves, the subject), keywords read attributes."""
         names, cls, subject = self.expr(self.pop()), self.expr(self.pop()), self.expr(self.pop())
-        if not isinstance(names, ast.Constant):
+        if not isinstance(names, ast.Constant) or not isinstance(names.value, tuple):
             raise DecompileError("match class pattern with computed attribute names")
         positional = self.positional_captures(ins.arg or 0, cls, subject)
         keywords = [ast.Attribute(value=subject, attr=a, ctx=ast.Load()) for a in names.value]
-        tests = [call_named("isinstance", subject, cls)]
+        tests: list[ast.expr] = [call_named("isinstance", subject, cls)]
         tests += [call_named("hasattr", subject, const(a)) for a in names.value]
         test = tests[0] if len(tests) == 1 else ast.BoolOp(op=ast.And(), values=tests)
         values = ast.Tuple(elts=positional + keywords, ctx=ast.Load())

@@ -9,6 +9,7 @@ and exception path): the handler's copy is the one shown, the inline copy is ski
 from __future__ import annotations
 
 import ast
+import sys
 from typing import TYPE_CHECKING, Any
 
 from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
@@ -177,6 +178,8 @@ class ProtectedRegions:
         body = self.protected_body(block, handler, stack, early_exit=region.early_exit)
         clauses, last_miss = self.star_clauses(handler)
         resume, skip = self.star_resume(last_miss)
+        if sys.version_info < (3, 11):  # no except* (nor the bytecode that leads here) before 3.11
+            raise DecompileError("except* needs Python 3.11")
         out.append(ast.TryStar(body=body.stmts or [ast.Pass()], handlers=clauses, orelse=[], finalbody=[]))
         if body.stack is None:
             return resume, base, skip
@@ -238,7 +241,8 @@ class ProtectedRegions:
     def star_resume(self, last_miss: Block):
         """Where normal flow resumes after the clauses: just after the POP_EXCEPT on the path where
         PREP_RERAISE_STAR left nothing to re-raise, as (block, offset within it or None)."""
-        block, seen = last_miss, set()
+        block: Block | None = last_miss
+        seen: set[Block] = set()
         while block is not None and block not in seen:
             seen.add(block)
             if block.last.name == "POP_JUMP_IF_NOT_NONE" and any(i.name == "PREP_RERAISE_STAR" for i in block.instrs):
@@ -387,6 +391,7 @@ class ProtectedRegions:
         if region.leaves is not None or not self.protected or all(i.name == "JUMP" for i in block.instrs):
             return
         inner = self.protected[-1]
+        assert inner.leaves is not None  # a try/with body's region says where the statement ends
         if not inner.leaves(block) or _is_exit_call(block.instrs):  # __exit__(None, None, None): no statement
             return
         if any(block is loop.header or block is loop.follow for loop in self.loops):
@@ -485,6 +490,7 @@ class ProtectedRegions:
                            finalbody=final_stmts or [ast.Pass()]))
         if body.stack is None:
             return None, None, None
+        assert body.exit is not None  # (None failed on an attribute in after_finally_copy before this assert)
         resume = self.after_finally_copy(handler, body.exit)
         if resume is ENDS:
             return None, None, None

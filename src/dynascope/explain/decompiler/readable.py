@@ -75,7 +75,7 @@ def _terminates(stmts: list) -> bool:
 
 def _flatten_else(stmts: list) -> list:
     """`if c: return x else: rest` -> `if c: return x` then `rest`."""
-    result = []
+    result: list[ast.stmt] = []
     for stmt in stmts:
         if isinstance(stmt, ast.If) and stmt.orelse and _terminates(stmt.body) and not _is_elif(stmt):
             orelse, stmt.orelse = stmt.orelse, []
@@ -103,7 +103,7 @@ def _assert_raise(stmt) -> tuple[bool, ast.expr | None]:
 
 def _asserts(stmts: list) -> list:
     """`if c: rest else: raise AssertionError(msg)` (from LOAD_ASSERTION_ERROR) -> `assert c, msg`."""
-    result = []
+    result: list[ast.stmt] = []
     for stmt in stmts:
         if isinstance(stmt, ast.If) and len(stmt.orelse) == 1:
             is_assert, msg = _assert_raise(stmt.orelse[0])
@@ -117,7 +117,7 @@ def _asserts(stmts: list) -> list:
 
 def _decorators(stmts: list) -> list:
     """`def f(): ...` (or a class) then `f = deco(f)` -> `@deco def f(): ...`."""
-    result = []
+    result: list[ast.stmt] = []
     for stmt in stmts:
         previous = result[-1] if result else None
         if isinstance(previous, DEFINITIONS) and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -143,7 +143,7 @@ def _decorator_chain(value, function_name: str) -> list | None:
 def _return_inside_try(stmts: list) -> list:
     """`try: ...; __t = e` + `return __t`, with every handler leaving -> `try: ...; return e`
     (also through nested such trys)."""
-    result = []
+    result: list[ast.stmt] = []
     for stmt in stmts:
         previous = result[-1] if result else None
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name) and stmt.value.id.startswith(TEMP_PREFIX):

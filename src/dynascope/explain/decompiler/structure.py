@@ -348,6 +348,7 @@ class Structurer(ProtectedRegions):
         """A loop ending its try/with body that also returns or raises from inside has no
         post-dominator; when it leaves the try/with one way only, that is where it goes on."""
         inner = self.protected[-1]
+        assert inner.leaves is not None  # a try/with body's region says where the statement ends
         leaving = {s for b in body for s in b.succs if s not in body and inner.leaves(s)}
         return leaving.pop() if len(leaving) == 1 else None
 
@@ -431,7 +432,7 @@ class Structurer(ProtectedRegions):
             return test, jump, kept, fall, popped
         value = executor.expr(executor.pop())
         if any(v is value for v in stack):  # 3.12+ `a and b`: COPY, test, POP_TOP of the tested copy
-            value.evaluated_by_test = True
+            value.evaluated_by_test = True  # type: ignore[attr-defined]  # a marker attribute
         if last.name == "POP_JUMP_IF_FALSE":
             return value, fall, copy_stack(stack), jump, copy_stack(stack)
         if last.name == "POP_JUMP_IF_TRUE":
@@ -464,6 +465,7 @@ class Structurer(ProtectedRegions):
         other = self.walk(f_block, f_stack, inner)
         for arm in (then, other):
             if arm.stack is not None and arm.exit is not merge and region.early_exit is not None:
+                assert arm.exit is not None  # (None failed on an attribute inside early_exit before this assert)
                 resume = region.early_exit(arm.exit)
                 if resume is not None and resume is not NOT_EXPRESSIBLE:
                     self.finish_early_exit(arm, merge, resume)
@@ -472,7 +474,7 @@ class Structurer(ProtectedRegions):
             self.return_inside(region, then, other)
         leaving = {arm.exit for arm in (then, other) if arm.stack is not None and arm.exit is not merge}
         if len(leaving) == 2 and self.same_exit_code(*leaving):
-            kept = min(leaving, key=lambda b: b.start)
+            kept = min((b for b in leaving if b is not None), key=lambda b: b.start)  # both are blocks here
             for arm in (then, other):
                 if arm.exit in leaving:
                     arm.exit = kept
@@ -490,9 +492,11 @@ class Structurer(ProtectedRegions):
     def return_inside(self, region: Region, *arms: Walked) -> None:
         """Arms of a branch in a try/with body that go on at different places: one that goes to a
         plain `return` outside the body (see plain_return) returns inside the body instead."""
+        assert region.leaves is not None  # (the caller's check)
         for arm in arms:
             instrs = plain_return(arm.exit) if arm.exit is not None and region.leaves(arm.exit) else None
             if instrs is not None:
+                assert arm.stack is not None  # both arms go on (the caller's check)
                 executor = BlockExecutor(self.frame, arm.stack, arm.stmts)
                 executor.run(instrs)
                 if not executor.returned:
@@ -516,6 +520,7 @@ class Structurer(ProtectedRegions):
             arm.stack, arm.exit = None, None
             return
         resume_block, skip = resume
+        assert arm.stack is not None  # the arm goes on (emit_branch's check)
         rest = self.walk(resume_block, arm.stack, Region(stop=merge), skip_until=skip)
         if rest.stack is not None:
             raise DecompileError("a branch leaves its with/finally block and carries on")
