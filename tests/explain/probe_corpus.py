@@ -12,13 +12,14 @@ import inspect
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dynascope.explain.decompiler import decompile_or_dis
 
 CALL_TIMEOUT_S = 5.0
-SAMPLES: list["Sample"] = []
+SAMPLES: list[Sample] = []
 
 
 @dataclass
@@ -1127,7 +1128,7 @@ def while_walrus_in_try_returns_none(lines):
             out.append(line)
     except IndexError:
         raise
-    except Exception:
+    except Exception:  # noqa: BLE001 - the shape under test
         raise ValueError(out) from None
 
 
@@ -1659,7 +1660,7 @@ def class_statement(n, base):
         """A class made inside a function: body, closure, methods, super(), decorator."""
 
         scale = n
-        doubled = [scale * 2 for _ in range(2)] if n > 3 else None
+        doubled = [scale * 2 for _ in range(2)] if n > 3 else None  # noqa: F821 - class names are not visible in a comprehension: n > 3 raises NameError, on purpose
 
         def __init__(self, v=1):
             self.v = v * n
