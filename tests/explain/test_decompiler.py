@@ -521,3 +521,28 @@ def test_unpacked_item_used_after_a_statement_is_refused():
     """Writing `x, t = g()` where the item is used would move g() after h()."""
     with pytest.raises(DecompileError):
         decompile(_with_value_left_on_stack(_unpack_call_then_branch, "c"))
+
+
+def _functions_of(*modules: types.ModuleType) -> list[types.CodeType]:
+    codes = []
+    for module in modules:
+        for value in vars(module).values():
+            for fn in [value, *vars(value).values()] if isinstance(value, type) else [value]:
+                if isinstance(fn, types.FunctionType) and fn.__module__ == module.__name__:
+                    codes.append(fn.__code__)
+    return codes
+
+
+def test_output_does_not_depend_on_memory_layout():
+    """The same code decompiles to the same text whatever was allocated before (blocks were once
+    hashed by address, and iterating sets of them reordered the output of e.g. shutil.move)."""
+    import enum
+    import shutil
+
+    codes = _functions_of(enum, re, shutil)
+    assert len(codes) > 100
+    first = [decompile_or_dis(code) for code in codes]
+    padding = []
+    for size in (1500, 3000):
+        padding.append([object() for _ in range(size)])  # moves where the next blocks are allocated
+        assert [decompile_or_dis(code) for code in codes] == first

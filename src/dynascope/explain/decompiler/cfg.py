@@ -46,6 +46,11 @@ class Block:
     def __repr__(self) -> str:
         return f"<Block {self.start}>"
 
+    def __hash__(self) -> int:
+        # by position, not identity: the structurer iterates sets of blocks, and an address-based
+        # order made the decompiled text depend on memory layout (equality stays identity)
+        return self.index
+
 
 class ControlFlowGraph:
     """Blocks in offset order, normal-flow edges, exception handlers, and the analyses the
