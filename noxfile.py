@@ -5,7 +5,8 @@ Each session builds a scratch venv under .nox/ (never the project's .venv) and i
 from this checkout (not editable, so the installed package with its data files is what is tested).
 
   full(<python>-torch<v>)  the whole test suite on one torch and one Python: the oldest torch we
-                           claim and the newest release on 3.11, the newest release on 3.12 and 3.13
+                           claim, a middle one (2.8) and the newest release on 3.11, the newest
+                           release on 3.12 and 3.13
   torch_free-<python>      what runs without torch (decompiler, analysis, rendering) on CPython
                            3.10 to 3.13, plus the decompiler's stdlib round trip (CPython's own
                            test suites, run with every function swapped for its decompiled self)
@@ -27,12 +28,14 @@ import nox
 
 OLDEST_TORCH = "2.5.1"  # keep equal to the floor in pyproject.toml
 NEWEST_TORCH = "2.15.0"
+MIDDLE_TORCH = "2.8.0"  # where many teams stay for a year: between the floor and the newest release
 TORCH_PYTHONS = ["3.11", "3.12", "3.13"]
 TORCH_FREE_PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 
 # (python, torch, runs in CI): CI takes the newest pair; `make matrix` runs them all.
 FULL_MATRIX = [
     ("3.11", OLDEST_TORCH, False),
+    ("3.11", MIDDLE_TORCH, False),
     ("3.11", NEWEST_TORCH, False),
     ("3.12", NEWEST_TORCH, False),
     ("3.13", NEWEST_TORCH, True),
