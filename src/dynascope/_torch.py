@@ -505,3 +505,103 @@ def is_optimized_module(obj: Any) -> bool:
     except ImportError:
         return type(obj).__name__ == "OptimizedModule"
     return isinstance(obj, OptimizedModule)
+
+
+# ---------------------------------------------------------------------------------------------
+# Inductor kernel tracing (capture/kernels.py). Checked on 2.5.1, 2.13.0 and 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def inductor_compilers() -> tuple[Any, Any]:
+    """(compile_fx, compile_fx_inner) of torch._inductor.compile_fx: what backend "inductor" runs, and
+    the per-graph compiler it calls for the forward, backward and inference graphs (2.5.1 .. 2.15)."""
+    try:
+        from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+    except ImportError as exc:
+        raise moved("torch._inductor.compile_fx.compile_fx/compile_fx_inner", exc) from exc
+    return compile_fx, compile_fx_inner
+
+
+def inductor_provenance_patch() -> dict[str, Any]:
+    """The inductor config that makes it record which FX nodes and user lines each kernel covers:
+    torch._inductor.config.trace.provenance_tracking_level (2.13 .. 2.15). Empty where torch has no
+    provenance tracking (2.5.1): kernels are then traced by name only."""
+    config = importlib.import_module("torch._inductor.config")
+    trace = getattr(config, "trace", None)
+    if trace is None or not hasattr(trace, "provenance_tracking_level"):
+        return {}
+    return {"trace.provenance_tracking_level": max(1, int(trace.provenance_tracking_level or 0))}
+
+
+def without_autograd_cache() -> Any:
+    """A context in which AOTAutograd's cache is off (torch._functorch.config.enable_autograd_cache,
+    2.5.1 .. 2.15): its hits hand back compiled graphs without calling inductor's per-graph compiler,
+    which is where kernels are instrumented. Inductor's FX-graph cache stays on."""
+    import contextlib
+
+    functorch_config = importlib.import_module("torch._functorch.config")
+    if not hasattr(functorch_config, "enable_autograd_cache"):
+        return contextlib.nullcontext()
+    return functorch_config.patch(enable_autograd_cache=False)
+
+
+def _wrapper_call_of(fn: Any) -> bool:
+    """Whether fn is the `call` of an inductor wrapper module: the module function `call(args)` (2.5.1)
+    or the bound `Runner.call(self, args)` the module names `call` (2.13 .. 2.15)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    namespace = getattr(getattr(fn, "__func__", fn), "__globals__", {})
+    return code is not None and code.co_name == "call" and namespace.get("call") == fn
+
+
+def wrapper_call(compiled: Any) -> tuple[Any, Any]:
+    """(the generated wrapper's `call`, a function that puts a replacement in its place) for one
+    CompiledFxGraph. Its `current_callable` is that `call`, or a closure of inductor's post-compile
+    steps around it (input realignment: torch._inductor.utils.align_inputs_from_check_idxs), in which
+    case the closure's cell is replaced (2.5.1 .. 2.15). Only this graph object changes: the wrapper
+    module, shared with every other load of the same code, is left as it is."""
+    if not hasattr(compiled, "current_callable"):
+        raise moved(f"{type(compiled).__name__}.current_callable (inductor's compiled graph)")
+    pending = [(compiled.current_callable, lambda new: setattr(compiled, "current_callable", new))]
+    for _ in range(4):
+        found = []
+        for fn, replace in pending:
+            if _wrapper_call_of(fn):
+                return fn, replace
+            for cell in getattr(getattr(fn, "__func__", fn), "__closure__", None) or ():
+                inner = cell.cell_contents
+                if callable(inner):
+                    found.append((inner, lambda new, cell=cell: setattr(cell, "cell_contents", new)))
+        pending = found
+    raise moved("the generated wrapper's call in CompiledFxGraph.current_callable (cudagraphs or another wrapper hides it)")
+
+
+def kernel_provenance(compiled: Any) -> dict[str, tuple[list[str], list[str]]]:
+    """"<kernel>:<handle>" -> (post-grad FX node names, user stack traces) for one CompiledFxGraph,
+    in the order inductor emitted the calls. Read from the graph's own copies, which survive the
+    FX-graph cache: inductor_provenance_stack_traces_str and inductor_provenance_mapping_str
+    ("cppCodeToPost" / "tritonCodeToPost", forward graphs only); a backward graph's nodes come from the
+    live torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info where its stack traces
+    agree (2.13 .. 2.15). Empty on torch without provenance tracking (2.5.1) or when it was off."""
+    import json
+
+    stacks = json.loads(getattr(compiled, "inductor_provenance_stack_traces_str", None) or "{}")
+    mapping = json.loads(getattr(compiled, "inductor_provenance_mapping_str", None) or "{}")
+    nodes: dict[str, list[str]] = {}
+    for key, value in mapping.items():
+        if key.endswith("CodeToPost") and isinstance(value, dict):
+            nodes.update(value)
+    debug = importlib.import_module("torch._inductor.debug")
+    live_nodes = getattr(debug, "_inductor_triton_kernel_to_post_grad_node_info", {})
+    live_stacks = getattr(debug, "_inductor_kernel_stack_trace", {})
+    out = {}
+    for key in sorted(set(stacks) | set(nodes), key=_handle):
+        found = nodes.get(key)
+        if found is None and live_stacks.get(key) == stacks.get(key):
+            found = live_nodes.get(key)
+        out[key] = (list(found or []), list(stacks.get(key) or []))
+    return out
+
+
+def _handle(key: str) -> int:
+    tail = key.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0

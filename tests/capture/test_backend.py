@@ -203,18 +203,6 @@ def test_errors_share_one_base():
     assert issubclass(ConfigError, DynascopeError) and issubclass(SessionError, DynascopeError)
 
 
-@pytest.mark.slow
-def test_inductor_inner_backend_times_whole_graph_calls(tmp_path):
-    model = torch.compile(Block(), backend=dynascope.backend(inner="inductor"))
-    index, _ = trace(tmp_path, lambda: [model(torch.randn(4, 8)) for _ in range(3)])
-    graphs = op_events(index, "dynamo.graph")
-    kernels = op_events(index)
-    assert len(graphs) == 3 and len({e["name"] for e in kernels}) == 1 and len(kernels) == 3
-    assert kernels[0]["name"] == "inductor." + graphs[0]["name"].rsplit(".", 1)[0]
-    assert attrs(index, kernels[0])["backend"] == "inductor"
-    assert all(k["args"]["p_idx"] == g["id"] for g, k in zip(graphs, kernels, strict=True))
-
-
 def test_synchronize_before_every_reading_when_asked():
     from dynascope.capture.instrument import instrument, uses_cuda
 
@@ -284,18 +272,18 @@ def test_compile_mode_reaches_inductor_on_cpu(tmp_path, monkeypatch):
     from dynascope import _torch
 
     patches = []
-    lookup = _torch.lookup_backend
+    compilers = _torch.inductor_compilers
 
-    def spying_lookup(name):
-        inner = lookup(name)
+    def spying_compilers():
+        compile_fx, compile_fx_inner = compilers()
 
         def compile_with(gm, example_inputs, **kwargs):
             patches.append(kwargs.get("config_patches"))
-            return inner(gm, example_inputs, **kwargs)
+            return compile_fx(gm, example_inputs, **kwargs)
 
-        return compile_with
+        return compile_with, compile_fx_inner
 
-    monkeypatch.setattr(_torch, "lookup_backend", spying_lookup)
+    monkeypatch.setattr(_torch, "inductor_compilers", spying_compilers)
 
     @dynascope.compile(mode="max-autotune-no-cudagraphs", inner="inductor")
     def poly(x):
@@ -304,7 +292,8 @@ def test_compile_mode_reaches_inductor_on_cpu(tmp_path, monkeypatch):
     x = torch.randn(16)
     index, _ = trace(tmp_path, lambda: poly(x))
     assert torch.allclose(poly(x), x.sin() * 2 + 1)
-    assert patches == [{"max_autotune": True, "coordinate_descent_tuning": True}]  # as torch.compile gives inductor
+    mode = {"max_autotune": True, "coordinate_descent_tuning": True}  # as torch.compile gives inductor
+    assert patches == [{**mode, **_torch.inductor_provenance_patch()}]  # and provenance, for the kernels
     assert attrs(index, op_events(index)[0])["backend"] == "inductor"
 
 

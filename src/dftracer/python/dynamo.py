@@ -21,32 +21,37 @@ __all__ = ["Dynamo", "compile", "create_backend", "dft_fn", "dftracer_dynamo_bac
 
 def create_backend(name: str | None = None, epoch: int | None = None, step: int | None = None,
                    image_idx: int | None = None, image_size: Any = None, enable: bool = True,
-                   autograd: bool = True) -> TracingBackend:  # fmt: skip
-    """A torch.compile backend tracing every graph op (AOT forward/backward with autograd=True)."""
+                   autograd: bool = True, inner: str | None = None) -> TracingBackend:  # fmt: skip
+    """A torch.compile backend tracing every graph op (AOT forward/backward with autograd=True), or with
+    inner="inductor" every kernel call of inductor's generated code, forward and backward."""
     if not isinstance(enable, bool):
         raise ConfigError(f"create_backend(enable={enable!r}): enable must be True or False")
-    return TracingBackend(name, epoch, step, image_idx, image_size, enable=enable and enabled(), autograd=autograd)
+    return TracingBackend(name, epoch, step, image_idx, image_size, enable=enable and enabled(), autograd=autograd,
+                          inner=inner)  # fmt: skip
 
 
 class Dynamo:
     """A configured tracer whose `.compile` decorates functions and forward methods."""
 
     def __init__(self, name: str | None = None, epoch: int | None = None, step: int | None = None,
-                 image_idx: int | None = None, image_size: Any = None, enable: bool = True) -> None:  # fmt: skip
+                 image_idx: int | None = None, image_size: Any = None, enable: bool = True,
+                 inner: str | None = None) -> None:  # fmt: skip
         self.name, self.epoch, self.step = name, epoch, step
-        self.image_idx, self.image_size, self.enable = image_idx, image_size, enable
-        create_backend(name, epoch, step, image_idx, image_size, enable)  # validate now, not at first call
+        self.image_idx, self.image_size, self.enable, self.inner = image_idx, image_size, enable, inner
+        create_backend(name, epoch, step, image_idx, image_size, enable, inner=inner)  # validate now, not at first call
 
-    def backend(self, autograd: bool = True) -> TracingBackend:
-        return create_backend(self.name, self.epoch, self.step, self.image_idx, self.image_size, self.enable, autograd)
+    def backend(self, autograd: bool = True, inner: str | None = None) -> TracingBackend:
+        return create_backend(self.name, self.epoch, self.step, self.image_idx, self.image_size, self.enable, autograd,
+                              inner or self.inner)  # fmt: skip
 
-    def compile(self, f_py: Callable | None = None, autograd: bool = True) -> Any:
-        """`@tracer.compile` or `@tracer.compile(autograd=False)`: torch.compile with this tracer."""
+    def compile(self, f_py: Callable | None = None, autograd: bool = True, inner: str | None = None) -> Any:
+        """`@tracer.compile`, `@tracer.compile(autograd=False)` or `@tracer.compile(inner="inductor")`:
+        torch.compile with this tracer (inner="inductor" traces inductor's kernels)."""
 
         def decorate(fn: Callable) -> Any:
             import torch
 
-            return torch.compile(fn, backend=self.backend(autograd))
+            return torch.compile(fn, backend=self.backend(autograd, inner))
 
         return decorate(f_py) if callable(f_py) else decorate
 
@@ -54,12 +59,13 @@ class Dynamo:
 _default: Dynamo | None = None
 
 
-def compile(f_py: Callable | None = None, autograd: bool = True) -> Any:
-    """`@dynamo.compile`: compile a function or forward method with the default tracer."""
+def compile(f_py: Callable | None = None, autograd: bool = True, inner: str | None = None) -> Any:
+    """`@dynamo.compile`: compile a function or forward method with the default tracer;
+    `@dynamo.compile(inner="inductor")` compiles it with inductor and traces its kernels."""
     global _default
     if _default is None:
         _default = Dynamo(name="dynamo")
-    return _default.compile(f_py, autograd)
+    return _default.compile(f_py, autograd, inner)
 
 
 _default_backend: TracingBackend | None = None

@@ -51,7 +51,11 @@ def module_of(node: Any) -> tuple[str, str]:
 
 def user_line(node: Any) -> tuple[str, int, str]:
     """(file, line, source text) of the user's code that produced the node, from its stack trace."""
-    trace = node.meta.get("stack_trace") or ""
+    return stack_line(node.meta.get("stack_trace") or "")
+
+
+def stack_line(trace: str) -> tuple[str, int, str]:
+    """(file, line, source text) of the innermost frame of a Python stack trace text."""
     lines = trace.rstrip().splitlines()
     for i in range(len(lines) - 1, -1, -1):
         match = _FILE_LINE.search(lines[i])

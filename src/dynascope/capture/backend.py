@@ -21,7 +21,7 @@ from ..errors import ConfigError, TorchVersionError
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
-from . import compile_events, untraced
+from . import compile_events, kernels, untraced
 from .attribution import attribution, event_name, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
@@ -52,7 +52,8 @@ class TracingBackend:
     every op event. enable=None follows DYNASCOPE_ENABLE / DFTRACER_ENABLE (on when unset).
     autograd=True traces the AOT forward, backward and inference graphs' ATen ops (as backend
     "aot_eager" runs them); autograd=False the Dynamo graph's ops (as backend "eager").
-    inner="inductor" times whole graph calls only. record_shapes adds compile-time input shapes and
+    inner="inductor" times every kernel call of inductor's generated code (forward, backward and
+    inference), each tagged with the ops, layers and source lines it covers. record_shapes adds compile-time input shapes and
     dtypes (default: DFTRACER_INC_METADATA). cuda_sync (default: DYNASCOPE_CUDA_SYNC) synchronises
     the device before each reading in graphs whose inputs are on CUDA, so that op times are
     execution times, not launch times (at the cost of serialising the GPU); CPU graphs are untouched.
@@ -151,7 +152,7 @@ class TracingBackend:
         """The compiler for this graph. What needs a torch internal fails here, before anything compiles."""
         context.compile_id = str(gm.meta.get("dynamo_compile_id") or _torch.current_compile_id() or "?")
         if self.inner == "inductor":
-            return self._graph_level(context, _torch.lookup_backend("inductor"))
+            return self._kernel_level(context)
         if not self.autograd:
             self._trace_graph(gm, context, "inference", record_shapes)
             return lambda gm, *_, **__: gm.forward
@@ -230,37 +231,60 @@ class TracingBackend:
 
         return torch.cuda.synchronize
 
-    def _graph_level(self, context: CompileContext, inductor: Callable) -> Callable:
-        """Inductor fuses ops into kernels, so only whole-graph calls can be timed (forward only)."""
-        from ..trace import buffers
+    def _kernel_level(self, context: CompileContext) -> Callable:
+        """Inductor, with every kernel call of its forward, backward and inference wrappers timed.
 
-        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": "forward", "backend": "inductor"}
-        kernel = OpSpec.make(
-            f"inductor.{context.graph}", "dynamo", context.grad_enabled,
-            {**shared, "kind": "op", "node": "compiled_kernels", "op_type": "call_function",
-             "target": "inductor generated code", "layer": "", "module_type": "", **self.labels},
-        )  # fmt: skip
-        graph = OpSpec.make(
-            f"{context.graph}.forward", "dynamo.graph", context.grad_enabled,
-            {"kind": "graph", **shared, "n_ops": 1, **self.labels},
-        )  # fmt: skip
-        header = -TABLE.register_graph(graph, [kernel])
-        sink, clock = buffers.sink, buffers.now_ns
+        Inductor's own entry point (compile_fx) runs with a per-graph compiler that compiles each graph
+        as inductor does (compile_fx_inner, FX-graph cache included) and then instruments the result
+        (capture/kernels.py). AOTAutograd's cache is off while it compiles: its hits skip that
+        per-graph compiler. Provenance tracking is on, so each kernel knows what it covers."""
+        compile_fx, compile_fx_inner = _torch.inductor_compilers()
+        provenance = _torch.inductor_provenance_patch()
 
-        def compile_graph(gm: Any, example_inputs: list, **kwargs: Any) -> Callable:
-            compiled = inductor(gm, example_inputs, **kwargs)
+        def inner_compile(gm: Any, example_inputs: list, **kwargs: Any) -> Any:
+            phase = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+            if phase == "forward":
+                context.layer_by_seq.update(layers_by_seq_nr(gm))  # before inductor's passes rewrite gm
+            compiled = compile_fx_inner(gm, example_inputs, **kwargs)
+            try:
+                self._trace_kernels(compiled, gm, context, phase)
+            except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
+                untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
+            return compiled
 
-            def run(*args: Any) -> Any:
-                record = sink()
-                record(header)
-                record(clock())
-                result = compiled(*args)
-                record(clock())
-                return result
-
-            return run
+        def compile_graph(gm: Any, example_inputs: list, config_patches: dict | None = None) -> Callable:
+            patches = {**(config_patches or {}), **provenance}
+            with _torch.without_autograd_cache():
+                return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None)
 
         return compile_graph
+
+    def _trace_kernels(self, compiled: Any, gm: Any, context: CompileContext, phase: str) -> None:
+        """Register the kernels of one compiled graph and put an instrumented `call` in its place."""
+        import types
+
+        from ..trace import buffers
+
+        call, replace = _torch.wrapper_call(compiled)
+        function = getattr(call, "__func__", call)
+        filename = function.__code__.co_filename
+        with open(filename, encoding="utf-8") as source:  # the code inductor loaded, from its cache directory
+            wrapper = kernels.Wrapper.parse(source.read())
+        covered = kernels.match_provenance(wrapper.calls, _torch.kernel_provenance(compiled))
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
+        grad = context.grad_enabled and phase != "backward"
+        ops = [
+            OpSpec.make(kernel.name, "dynamo", grad,
+                        {**shared, **kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq), **self.labels})
+            for kernel, (names, stacks) in zip(wrapper.calls, covered)
+        ]  # fmt: skip
+        graph = OpSpec.make(
+            f"{context.graph}.{phase}", "dynamo.graph", grad, {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
+        )
+        gid = TABLE.register_graph(graph, ops)
+        new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, buffers.sink, buffers.now_ns,
+                                        self._synchronize(gm))  # fmt: skip
+        replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
 
 
 _noted: set[str] = set()

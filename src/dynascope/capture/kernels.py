@@ -1,0 +1,237 @@
+"""Kernel-level tracing under inductor: a clock reading after every call in the generated wrapper.
+
+Inductor turns each graph into a Python wrapper module whose `call(args)` allocates buffers and calls,
+in order, the generated kernels (`cpp_fused_relu_0(buf1)`, `triton_poi_fused_relu_0.run(...)`),
+extern kernels (`extern_kernels.addmm(...)`) and fallback ops (`torch.ops.aten.xxx.default(...)`).
+`instrumented_call` compiles a copy of that function with the hot path of op events:
+
+    def call(args):
+        _dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r(-7); _dsc_r(_dsc_c())
+        ...
+        extern_kernels.addmm(primals_2, primals_3, ..., out=buf0)
+        _dsc_r(_dsc_c())
+        cpp_fused_relu_0(buf1)
+        _dsc_r(_dsc_c())
+
+The copy runs in the wrapper module's namespace (the same kernel objects); the module itself and
+inductor's caches are untouched. Only statements that always run are timed: those of `call`'s body
+and of `with` blocks in it (device guards), never inside `if`/loops, so that readings and kernels
+stay in step. A kernel event covers the wrapper's lines since the previous kernel (its output
+allocations and views) and the kernel itself.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .attribution import module_of, stack_line, target_text, user_line
+
+_FALLBACK_ROOTS = ("torch.ops.", "aten.", "inductor_ops.", "_quantized.")
+_TEMPLATE = "def _dsc_factory(_dsc_sink, _dsc_clock, _dsc_sync):\n    pass\n"
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One timed statement of the wrapper: the kernel it calls and what kind of kernel that is."""
+
+    name: str  # "cpp_fused_relu_0", "extern_kernels.addmm", "aten.convolution_backward.default"
+    kind: str  # "generated", "extern" or "fallback"
+
+
+@dataclass
+class Wrapper:
+    """The parts of one wrapper module's source that instrumenting it needs."""
+
+    function: ast.FunctionDef  # its `call`
+    generated: set[str]  # names it binds to kernels it compiles
+    calls: list[KernelCall]  # the kernels `call` runs, in order
+
+    @staticmethod
+    def parse(source: str) -> "Wrapper":
+        tree = ast.parse(source)
+        function = find_call(tree)
+        generated = generated_kernels(tree)
+        return Wrapper(function, generated, [kernel for _, kernel in _timed(function.body, generated)])
+
+
+def find_call(tree: ast.Module) -> ast.FunctionDef:
+    """The wrapper's `call`: a module function (torch 2.5.1) or the method of its Runner class (2.13+)."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "call":
+            return node
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "call":
+                    return item
+    raise ValueError("inductor's wrapper code has no call function")
+
+
+def generated_kernels(tree: ast.Module) -> set[str]:
+    """Names the wrapper binds to kernels it compiles: `name = async_compile.<kind>(...)`."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            if _dotted(node.value.func).startswith("async_compile."):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def kernel_of(statement: ast.stmt, generated: set[str]) -> KernelCall | None:
+    """The kernel a statement calls, or None for allocations, views, asserts and the rest."""
+    value = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
+    if not isinstance(value, ast.Call):
+        return None
+    dotted = _dotted(value.func)
+    root = dotted.split(".", 1)[0]
+    if root in generated:
+        return KernelCall(root, "generated")
+    if dotted.startswith("extern_kernels."):
+        return KernelCall(dotted, "extern")
+    if dotted.startswith(_FALLBACK_ROOTS) and "._alloc_from_pool" not in dotted:
+        return KernelCall(dotted.removeprefix("torch.ops."), "fallback")
+    return None
+
+
+def _timed(body: list[ast.stmt], generated: set[str]) -> list[tuple[ast.stmt, KernelCall]]:
+    found = []
+    for statement in body:
+        if isinstance(statement, ast.With):
+            found.extend(_timed(statement.body, generated))
+            continue
+        kernel = kernel_of(statement, generated)
+        if kernel is not None:
+            found.append((statement, kernel))
+    return found
+
+
+def _add_readings(body: list[ast.stmt], generated: set[str], reading: str) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for statement in body:
+        if isinstance(statement, ast.With):
+            statement.body = _add_readings(statement.body, generated, reading)
+        out.append(statement)
+        if not isinstance(statement, ast.With) and kernel_of(statement, generated) is not None:
+            out.extend(_statements(reading, statement))
+    return out
+
+
+def _statements(text: str, at: ast.AST) -> list[ast.stmt]:
+    statements = ast.parse(text).body
+    for statement in statements:
+        for node in ast.walk(statement):
+            ast.copy_location(node, at)
+    return statements
+
+
+def instrumented_call(wrapper: Wrapper, filename: str, namespace: dict, gid: int, sink: Callable,
+                      clock: Callable, synchronize: Callable | None = None) -> Callable:  # fmt: skip
+    """A copy of the wrapper's `call` that records graph `gid`'s header and a reading after each kernel.
+
+    Compiled from the wrapper's own source and run in its module namespace (`namespace`), so it calls
+    the same kernel objects; `filename` keeps tracebacks pointing at the wrapper file. Use once per
+    parse: it rewrites `wrapper.function`.
+    """
+    function = wrapper.function
+    reading = "_dsc_sync(); _dsc_r(_dsc_c())" if synchronize else "_dsc_r(_dsc_c())"
+    prologue = f"_dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r({-gid}); {reading}"
+    function.body = _statements(prologue, function.body[0]) + _add_readings(function.body, wrapper.generated, reading)
+    function.decorator_list = []
+    factory = ast.parse(_TEMPLATE)
+    outer = factory.body[0]
+    assert isinstance(outer, ast.FunctionDef)
+    outer.body = [function, *_statements("return call", function)]
+    ast.fix_missing_locations(factory)
+    made: dict[str, Any] = {}
+    exec(compile(factory, filename, "exec"), namespace, made)  # noqa: S102 - inductor's own code, timed
+    return made["_dsc_factory"](sink, clock, synchronize)
+
+
+# -- what each kernel covers ---------------------------------------------------------------------
+
+
+def _base(name: str) -> str:
+    return name.rsplit(":", 1)[0].removeprefix("torch.ops.")
+
+
+def match_provenance(calls: list[KernelCall], provenance: dict[str, tuple[list[str], list[str]]]) -> list[tuple]:
+    """Each call's (post-grad node names, stack traces): inductor numbers every kernel it emits
+    (`<name>:<handle>`, in emission order), so the k-th call of a kernel name is its k-th entry."""
+    queues: dict[str, list[tuple]] = {}
+    for key, entry in provenance.items():
+        queues.setdefault(_base(key), []).append(entry)
+    out = []
+    for call in calls:
+        queue = queues.get(_base(call.name))
+        out.append(queue.pop(0) if queue else ([], []))
+    return out
+
+
+def _last_frame(stack: str) -> str:
+    at = stack.rfind('File "')
+    return stack[at:].strip() if at >= 0 else stack.strip()
+
+
+def _by_last_frame(gm: Any) -> dict[str, list[Any]]:
+    nodes: dict[str, list[Any]] = {}
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if trace:
+            nodes.setdefault(_last_frame(trace), []).append(node)
+    return nodes
+
+
+def _majority(values: list[str]) -> str:
+    """The value most nodes share; a tie goes to the earliest in graph order."""
+    counts = {v: values.count(v) for v in values}
+    return max(counts, key=lambda v: (counts[v], -values.index(v)), default="")
+
+
+def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm: Any,
+                       layer_by_seq: dict[int, tuple[str, str]]) -> dict:  # fmt: skip
+    """The static fields of one kernel event (docs/trace-format.md, "Kernel events")."""
+    by_name = {node.name: node for node in gm.graph.nodes}
+    nodes = [by_name[n] for n in names if n in by_name]
+    near = nodes
+    if not nodes and stacks:  # a backward graph from the FX-graph cache: torch keeps no node names for it,
+        by_frame = _by_last_frame(gm)  # so its layers are those of the nodes made at its source lines
+        near = [node for stack in stacks for node in by_frame.get(_last_frame(stack), [])]
+    layers = []
+    for node in near:
+        layer, module_type = module_of(node)
+        if not layer and node.meta.get("seq_nr") in layer_by_seq:
+            layer, module_type = layer_by_seq[node.meta["seq_nr"]]
+        if layer:
+            layers.append((layer, module_type))
+    layer = _majority([name for name, _ in layers])
+    lines = [stack_line(stack) for stack in stacks] or [user_line(node) for node in nodes[:1]]
+    lines = [line for line in lines if line[0]]
+    file, number, code = lines[0] if lines else ("", 0, "")
+    return {
+        "kind": "kernel",
+        "kernel_kind": call.kind,
+        "node": ",".join(names),
+        "target": ",".join(dict.fromkeys(target_text(node) for node in nodes if node.op == "call_function")),
+        "layer": layer,
+        "module_type": dict(layers).get(layer, ""),
+        "layers": ",".join(dict.fromkeys(name for name, _ in layers)),
+        "file": file.rsplit("/", 1)[-1],
+        "path": file,
+        "line": number,
+        "code": code,
+        "lines": ",".join(dict.fromkeys(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n, _ in lines)),
+    }
+

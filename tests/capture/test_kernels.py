@@ -1,0 +1,177 @@
+"""Kernel-level tracing under inductor: real inductor compiles on CPU, forward and backward."""
+
+import pytest
+import torch
+
+import dynascope
+from tracecheck import attrs, check, load, op_events
+
+
+class Tail(torch.nn.Module):
+    """Linear -> ReLU -> Linear with a pointwise tail: inductor runs two addmm extern kernels, one
+    generated ReLU kernel and one generated kernel fusing the tail (sigmoid, mul, add)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.act = torch.nn.ReLU()
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = self.fc2(self.act(self.fc1(x)))
+        return torch.sigmoid(y) * 2 + 1
+
+
+FORWARD = [  # (kernel, kind, layer, fused ATen ops, source line)
+    ("extern_kernels.addmm", "extern", "fc1", {"aten.addmm.default"}, "y = self.fc2(self.act(self.fc1(x)))"),
+    ("cpp_fused_relu_0", "generated", "act", {"aten.relu.default"}, "y = self.fc2(self.act(self.fc1(x)))"),
+    ("extern_kernels.addmm", "extern", "fc2", {"aten.addmm.default"}, "y = self.fc2(self.act(self.fc1(x)))"),
+    ("cpp_fused_add_mul_sigmoid_1", "generated", "",
+     {"aten.sigmoid.default", "aten.mul.Tensor", "aten.add.Tensor"}, "return torch.sigmoid(y) * 2 + 1"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh inductor cache directory with the FX-graph and AOTAutograd caches on."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+    with inductor_config.patch(fx_graph_cache=True), functorch_config.patch(enable_autograd_cache=True):
+        yield tmp_path / "inductor-cache"
+
+
+def traced_steps(tmp_path, model, x, steps=2, name="t"):
+    with dynascope.session(str(tmp_path / f"{name}.pfw.gz")) as session:
+        outputs = []
+        for _ in range(steps):
+            out = model(x)
+            out.sum().backward()
+            outputs.append(out.detach())
+    return check(load(session.path)), outputs
+
+
+def by_phase(index):
+    phases = {}
+    for event in op_events(index):
+        phases.setdefault(attrs(index, event)["phase"], []).append(event)
+    return phases
+
+
+def check_forward_kernels(index, events):
+    fields = [attrs(index, e) for e in events]
+    found = [(e["name"], f["kernel_kind"], f["layer"], set(f["target"].split(",")), f["code"]) for e, f in zip(events, fields)]
+    assert found == FORWARD
+    assert all(f["kind"] == "kernel" and f["backend"] == "inductor" and f["file"] == "test_kernels.py" for f in fields)
+    assert fields[0]["module_type"] == "Linear" and fields[1]["module_type"] == "ReLU"
+
+
+def test_forward_and_backward_kernels_with_layers_and_lines(tmp_path, cache_dir):
+    torch.manual_seed(0)
+    eager = Tail()
+    model = torch.compile(eager, backend=dynascope.backend(inner="inductor"))
+    x = torch.randn(4, 8)
+    index, outputs = traced_steps(tmp_path, model, x)
+    plain = Tail()
+    plain.load_state_dict(eager.state_dict())
+    expected = torch.compile(plain, backend="inductor")(x)
+    assert all(torch.equal(out, expected.detach()) for out in outputs)  # what untraced inductor computes
+
+    phases = by_phase(index)
+    graphs = op_events(index, "dynamo.graph")
+    assert [g["name"].rsplit(".", 1)[1] for g in graphs] == ["forward", "backward"] * 2
+    forward = [e for e in phases["forward"] if e["args"]["p_idx"] == graphs[0]["id"]]
+    check_forward_kernels(index, forward)
+    assert len(phases["forward"]) == 2 * len(FORWARD)  # every call, not only the first
+    backward = [e for e in phases["backward"] if e["args"]["p_idx"] == graphs[1]["id"]]
+    fields = [attrs(index, e) for e in backward]
+    mms = [f["layer"] for e, f in zip(backward, fields) if e["name"] == "extern_kernels.mm"]
+    assert mms == ["fc2", "fc2", "fc1"]  # fc2's input and weight gradients, then fc1's weight gradient
+    relu_grad = next(f for f in fields if "aten.threshold_backward.default" in f["target"] or "aten.le.Scalar" in f["target"])
+    assert relu_grad["layer"] == "act" and "act" in relu_grad["layers"].split(",")
+    assert all(f["file"] == "test_kernels.py" and f["line"] > 0 for f in fields)
+    assert all(e["args"]["grad_enabled"] == 0 for e in backward)
+    for graph in graphs:
+        inside = [e for e in op_events(index) if e["args"]["p_idx"] == graph["id"]]
+        assert inside and all(graph["ts"] <= e["ts"] and e["ts"] + e["dur"] <= graph["ts"] + graph["dur"] + 1 for e in inside)
+
+
+@pytest.mark.slow
+def test_warm_fx_graph_cache_run_is_traced(tmp_path, cache_dir):
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(4, 8)
+    traced_steps(tmp_path, torch.compile(Tail(), backend=dynascope.backend(inner="inductor")), x, steps=1, name="cold")
+    torch._dynamo.reset()
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    index, _ = traced_steps(tmp_path, torch.compile(Tail(), backend=dynascope.backend(inner="inductor")), x, steps=1)
+    assert counters["inductor"]["fxgraph_cache_hit"] >= hits + 2  # forward and backward came from the cache
+    phases = by_phase(index)
+    check_forward_kernels(index, phases["forward"])
+    layers = {attrs(index, e)["layer"] for e in phases["backward"]}
+    assert {"fc1", "fc2"} <= layers
+
+
+@pytest.mark.slow
+def test_untraced_after_traced_gets_uninstrumented_code(tmp_path, cache_dir):
+    torch.manual_seed(0)
+    eager = Tail()
+    x = torch.randn(4, 8)
+    traced_steps(tmp_path, torch.compile(eager, backend=dynascope.backend(inner="inductor")), x, steps=1, name="first")
+    torch._dynamo.reset()
+    plain = torch.compile(eager, backend="inductor")
+    index, outputs = traced_steps(tmp_path, plain, x, steps=2)
+    assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
+    assert torch.allclose(outputs[1], eager(x))
+
+
+@pytest.mark.slow
+def test_traced_after_untraced_with_warm_caches(tmp_path, cache_dir):
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(4, 8)
+    plain = torch.compile(Tail(), backend="inductor")
+    plain(x).sum().backward()
+    torch._dynamo.reset()
+    plain = torch.compile(Tail(), backend="inductor")
+    aot_hits = counters["aot_autograd"]["autograd_cache_hit"]
+    plain(x).sum().backward()
+    assert counters["aot_autograd"]["autograd_cache_hit"] > aot_hits  # the caches are warm for plain inductor
+    torch._dynamo.reset()
+    index, _ = traced_steps(tmp_path, torch.compile(Tail(), backend=dynascope.backend(inner="inductor")), x, steps=1)
+    check_forward_kernels(index, by_phase(index)["forward"])
+    assert by_phase(index)["backward"]
+
+
+@pytest.mark.slow
+def test_inference_graph_kernels(tmp_path):
+    model = torch.compile(Tail(), backend=dynascope.backend(inner="inductor"))
+    with dynascope.session(str(tmp_path / "t.pfw.gz")) as session, torch.no_grad():
+        model(torch.randn(4, 8))
+    index = check(load(session.path))
+    events = op_events(index)
+    assert {attrs(index, e)["phase"] for e in events} == {"inference"}
+    assert [e["name"] for e in events] == [name for name, *_ in FORWARD]
+
+
+@pytest.mark.slow
+def test_drop_in_create_backend_and_dynamo_compile_trace_kernels(tmp_path, monkeypatch):
+    from dftracer.python import dftracer, dynamo
+
+    monkeypatch.setenv("DFTRACER_ENABLE", "1")
+    logger = dftracer.initialize_log(str(tmp_path / "dft.pfw"), None, -1)
+    model = Tail()
+    with_backend = torch.compile(model, backend=dynamo.create_backend(name="tail", epoch=1, inner="inductor"))
+    decorated = dynamo.compile(inner="inductor")(lambda x: model(x))
+    x = torch.randn(4, 8)
+    with_backend(x).sum().backward()
+    decorated(x)
+    logger.finalize()
+    index = check(load(logger.logfile))
+    events = op_events(index)
+    labelled = [e for e in events if attrs(index, e).get("tracer") == "tail"]
+    assert {attrs(index, e)["phase"] for e in labelled} == {"forward", "backward"}
+    check_forward_kernels(index, [e for e in labelled if attrs(index, e)["phase"] == "forward"])
+    others = [e for e in events if attrs(index, e).get("tracer") == "dynamo"]
+    assert [e["name"] for e in others if attrs(index, e)["phase"] == "forward"] == [name for name, *_ in FORWARD]
