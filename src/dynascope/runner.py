@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backend", choices=BACKEND_CHOICES, default="auto",
         help="inner backend: auto keeps what the script asked for when ops can be traced under it "
-             "(eager, aot_eager) and uses aot_eager for inductor; inductor times whole graphs only",
+             "(eager, aot_eager) and uses aot_eager for inductor; inductor traces inductor's kernels",
     )  # fmt: skip
     parser.add_argument("--shapes", action="store_true", help="record input shapes and dtypes of every op")
     parser.add_argument(
@@ -60,7 +60,7 @@ def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[st
     if name in (None, "inductor"):
         _note_once(notes, "the script compiles with inductor, which fuses ops into kernels; ops are traced under "
                           "aot_eager instead (same graphs, forward and backward). --backend inductor keeps inductor "
-                          "and times whole graph calls.")  # fmt: skip
+                          "and traces its kernels.")  # fmt: skip
         return TracingBackend(autograd=True, record_shapes=record_shapes)
     _note_once(
         notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked"

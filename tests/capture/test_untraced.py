@@ -1,6 +1,7 @@
 """When tracing cannot instrument a graph (a torch internal is missing), the graph still runs untraced:
 correct results, one warning line, and a record in the trace of which graph ran untraced and why."""
 
+import pytest
 import torch
 from tracecheck import check, load, op_events
 
@@ -120,3 +121,15 @@ def test_report_says_how_many_graphs_ran_untraced_and_why(tmp_path, monkeypatch)
     assert "_BoxedCodeGen (test 4)" in warning  # forward and backward of one Dynamo graph: one graph
     assert f"warning: {warning}" in summary_text(summary, width=400).splitlines()  # dynascope report
     assert f"warning: {warning}" in short_text(summary, width=400).splitlines()  # the end of dynascope run
+
+
+@pytest.mark.slow
+def test_inductor_graphs_run_untraced_when_the_wrapper_cannot_be_instrumented(tmp_path, monkeypatch, capfd):
+    monkeypatch.setattr(_torch, "wrapper_call", _missing("the generated wrapper's call (test 5)"))
+    got, expected, index = _run_traced(tmp_path, dynascope.backend(inner="inductor"), torch.randn(4, 8))
+    _assert_same(got, expected)
+    records = _untraced_records(index)
+    assert {r["args"]["phase"] for r in records} == {"forward", "backward"}
+    assert all(r["args"]["runs_with"] == "inductor" and "(test 5)" in r["args"]["reason"] for r in records)
+    assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
+    assert any("runs untraced with inductor" in ln for ln in capfd.readouterr().err.splitlines())

@@ -240,6 +240,9 @@ class TracingBackend:
         per-graph compiler. Provenance tracking is on, so each kernel knows what it covers."""
         compile_fx, compile_fx_inner = _torch.inductor_compilers()
         provenance = _torch.inductor_provenance_patch()
+        if not provenance:
+            _note_once(str(_torch.unsupported("inductor kernel provenance (the fused ops, layers and source lines "
+                                              "of each kernel); kernels are traced by name")))  # fmt: skip
 
         def inner_compile(gm: Any, example_inputs: list, **kwargs: Any) -> Any:
             phase = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
