@@ -120,8 +120,12 @@ def test_untraced_after_traced_gets_uninstrumented_code(tmp_path, cache_dir):
     x = torch.randn(4, 8)
     traced_steps(tmp_path, torch.compile(eager, backend=dynascope.backend(inner="inductor")), x, steps=1, name="first")
     torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    misses = counters["inductor"]["fxgraph_cache_miss"]
     plain = torch.compile(eager, backend="inductor")
     index, outputs = traced_steps(tmp_path, plain, x, steps=2)
+    assert counters["inductor"]["fxgraph_cache_miss"] == misses + 2  # traced compiles keep cache entries of their own
     assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
     assert torch.allclose(outputs[1], eager(x))
 

@@ -250,6 +250,9 @@ class TracingBackend:
                 context.layer_by_seq.update(layers_by_seq_nr(gm))  # before inductor's passes rewrite gm
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
             try:
+                if kwargs.get("cudagraphs"):  # inductor's flag, still set after compiling: CUDA graphs are on
+                    raise ConfigError("CUDA graphs replay its kernels without running inductor's wrapper code, "
+                                      "so they cannot be timed one by one (mode='reduce-overhead')")  # fmt: skip
                 self._trace_kernels(compiled, gm, context, phase)
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
                 untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
