@@ -4,7 +4,10 @@ import pytest
 import torch
 
 import dynascope
+from dynascope import _torch
 from tracecheck import attrs, check, load, op_events
+
+PROVENANCE = bool(_torch.inductor_provenance_patch())  # torch 2.5.x keeps none: kernels by name only
 
 
 class Tail(torch.nn.Module):
@@ -61,6 +64,9 @@ def by_phase(index):
 
 def check_forward_kernels(index, events):
     fields = [attrs(index, e) for e in events]
+    assert [(e["name"], f["kernel_kind"]) for e, f in zip(events, fields)] == [row[:2] for row in FORWARD]
+    if not PROVENANCE:
+        return
     found = [(e["name"], f["kernel_kind"], f["layer"], set(f["target"].split(",")), f["code"]) for e, f in zip(events, fields)]
     assert found == FORWARD
     assert all(f["kind"] == "kernel" and f["backend"] == "inductor" and f["file"] == "test_kernels.py" for f in fields)
@@ -85,16 +91,21 @@ def test_forward_and_backward_kernels_with_layers_and_lines(tmp_path, cache_dir)
     check_forward_kernels(index, forward)
     assert len(phases["forward"]) == 2 * len(FORWARD)  # every call, not only the first
     backward = [e for e in phases["backward"] if e["args"]["p_idx"] == graphs[1]["id"]]
-    fields = [attrs(index, e) for e in backward]
+    assert [e["name"] for e in backward].count("extern_kernels.mm") == 3
+    assert all(e["args"]["grad_enabled"] == 0 for e in backward)
+    if PROVENANCE:
+        check_backward_layers([attrs(index, e) for e in backward], backward)
+    for graph in graphs:
+        inside = [e for e in op_events(index) if e["args"]["p_idx"] == graph["id"]]
+        assert inside and all(graph["ts"] <= e["ts"] and e["ts"] + e["dur"] <= graph["ts"] + graph["dur"] + 1 for e in inside)
+
+
+def check_backward_layers(fields, backward):
     mms = [f["layer"] for e, f in zip(backward, fields) if e["name"] == "extern_kernels.mm"]
     assert mms == ["fc2", "fc2", "fc1"]  # fc2's input and weight gradients, then fc1's weight gradient
     relu_grad = next(f for f in fields if "aten.threshold_backward.default" in f["target"] or "aten.le.Scalar" in f["target"])
     assert relu_grad["layer"] == "act" and "act" in relu_grad["layers"].split(",")
     assert all(f["file"] == "test_kernels.py" and f["line"] > 0 for f in fields)
-    assert all(e["args"]["grad_enabled"] == 0 for e in backward)
-    for graph in graphs:
-        inside = [e for e in op_events(index) if e["args"]["p_idx"] == graph["id"]]
-        assert inside and all(graph["ts"] <= e["ts"] and e["ts"] + e["dur"] <= graph["ts"] + graph["dur"] + 1 for e in inside)
 
 
 @pytest.mark.slow
@@ -110,7 +121,7 @@ def test_warm_fx_graph_cache_run_is_traced(tmp_path, cache_dir):
     phases = by_phase(index)
     check_forward_kernels(index, phases["forward"])
     layers = {attrs(index, e)["layer"] for e in phases["backward"]}
-    assert {"fc1", "fc2"} <= layers
+    assert {"fc1", "fc2"} <= layers or not PROVENANCE
 
 
 @pytest.mark.slow
@@ -125,7 +136,8 @@ def test_untraced_after_traced_gets_uninstrumented_code(tmp_path, cache_dir):
     misses = counters["inductor"]["fxgraph_cache_miss"]
     plain = torch.compile(eager, backend="inductor")
     index, outputs = traced_steps(tmp_path, plain, x, steps=2)
-    assert counters["inductor"]["fxgraph_cache_miss"] == misses + 2  # traced compiles keep cache entries of their own
+    if PROVENANCE:  # part of inductor's cache key: traced compiles keep cache entries of their own
+        assert counters["inductor"]["fxgraph_cache_miss"] == misses + 2
     assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
     assert torch.allclose(outputs[1], eager(x))
 
