@@ -561,9 +561,12 @@ def wrapper_call(compiled: Any) -> tuple[Any, Any]:
     module, shared with every other load of the same code, is left as it is."""
     if not hasattr(compiled, "current_callable"):
         raise moved(f"{type(compiled).__name__}.current_callable (inductor's compiled graph)")
-    pending = [(compiled.current_callable, lambda new: setattr(compiled, "current_callable", new))]
+    def put(new: Any) -> None:
+        compiled.current_callable = new
+
+    pending: list[tuple[Any, Any]] = [(compiled.current_callable, put)]
     for _ in range(4):
-        found = []
+        found: list[tuple[Any, Any]] = []
         for fn, replace in pending:
             if _wrapper_call_of(fn):
                 return fn, replace
@@ -572,7 +575,7 @@ def wrapper_call(compiled: Any) -> tuple[Any, Any]:
                 if callable(inner):
                     found.append((inner, lambda new, cell=cell: setattr(cell, "cell_contents", new)))
         pending = found
-    raise moved("the generated wrapper's call in CompiledFxGraph.current_callable (cudagraphs or another wrapper hides it)")
+    raise moved("the generated wrapper's call in CompiledFxGraph.current_callable (another wrapper hides it)")
 
 
 def kernel_provenance(compiled: Any) -> dict[str, tuple[list[str], list[str]]]:

@@ -2,10 +2,10 @@
 
 import pytest
 import torch
+from tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dynascope import _torch
-from tracecheck import attrs, check, load, op_events
 
 PROVENANCE = bool(_torch.inductor_provenance_patch())  # torch 2.5.x keeps none: kernels by name only
 
@@ -64,10 +64,10 @@ def by_phase(index):
 
 def check_forward_kernels(index, events):
     fields = [attrs(index, e) for e in events]
-    assert [(e["name"], f["kernel_kind"]) for e, f in zip(events, fields)] == [row[:2] for row in FORWARD]
+    assert [(e["name"], f["kernel_kind"]) for e, f in zip(events, fields, strict=True)] == [row[:2] for row in FORWARD]
     if not PROVENANCE:
         return
-    found = [(e["name"], f["kernel_kind"], f["layer"], set(f["target"].split(",")), f["code"]) for e, f in zip(events, fields)]
+    found = [(e["name"], f["kernel_kind"], f["layer"], set(f["target"].split(",")), f["code"]) for e, f in zip(events, fields, strict=True)]
     assert found == FORWARD
     assert all(f["kind"] == "kernel" and f["backend"] == "inductor" and f["file"] == "test_kernels.py" for f in fields)
     assert fields[0]["module_type"] == "Linear" and fields[1]["module_type"] == "ReLU"
@@ -101,7 +101,7 @@ def test_forward_and_backward_kernels_with_layers_and_lines(tmp_path, cache_dir)
 
 
 def check_backward_layers(fields, backward):
-    mms = [f["layer"] for e, f in zip(backward, fields) if e["name"] == "extern_kernels.mm"]
+    mms = [f["layer"] for e, f in zip(backward, fields, strict=True) if e["name"] == "extern_kernels.mm"]
     assert mms == ["fc2", "fc2", "fc1"]  # fc2's input and weight gradients, then fc1's weight gradient
     relu_grad = next(f for f in fields if "aten.threshold_backward.default" in f["target"] or "aten.le.Scalar" in f["target"])
     assert relu_grad["layer"] == "act" and "act" in relu_grad["layers"].split(",")
@@ -179,7 +179,11 @@ def test_drop_in_create_backend_and_dynamo_compile_trace_kernels(tmp_path, monke
     logger = dftracer.initialize_log(str(tmp_path / "dft.pfw"), None, -1)
     model = Tail()
     with_backend = torch.compile(model, backend=dynamo.create_backend(name="tail", epoch=1, inner="inductor"))
-    decorated = dynamo.compile(inner="inductor")(lambda x: model(x))
+
+    @dynamo.compile(inner="inductor")
+    def decorated(x):
+        return model(x)
+
     x = torch.randn(4, 8)
     with_backend(x).sum().backward()
     decorated(x)

@@ -53,7 +53,8 @@ class TracingBackend:
     autograd=True traces the AOT forward, backward and inference graphs' ATen ops (as backend
     "aot_eager" runs them); autograd=False the Dynamo graph's ops (as backend "eager").
     inner="inductor" times every kernel call of inductor's generated code (forward, backward and
-    inference), each tagged with the ops, layers and source lines it covers. record_shapes adds compile-time input shapes and
+    inference), each tagged with the ops, layers and source lines it covers. record_shapes adds compile-time
+    input shapes and
     dtypes (default: DFTRACER_INC_METADATA). cuda_sync (default: DYNASCOPE_CUDA_SYNC) synchronises
     the device before each reading in graphs whose inputs are on CUDA, so that op times are
     execution times, not launch times (at the cost of serialising the GPU); CPU graphs are untouched.
@@ -245,7 +246,7 @@ class TracingBackend:
                                               "of each kernel); kernels are traced by name")))  # fmt: skip
 
         def inner_compile(gm: Any, example_inputs: list, **kwargs: Any) -> Any:
-            phase = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
+            phase = _inductor_phase(kwargs)
             if phase == "forward":
                 context.layer_by_seq.update(layers_by_seq_nr(gm))  # before inductor's passes rewrite gm
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
@@ -276,21 +277,22 @@ class TracingBackend:
         filename = function.__code__.co_filename
         with open(filename, encoding="utf-8") as source:  # the code inductor loaded, from its cache directory
             wrapper = kernels.Wrapper.parse(source.read())
-        covered = kernels.match_provenance(wrapper.calls, _torch.kernel_provenance(compiled))
-        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
-        grad = context.grad_enabled and phase != "backward"
-        ops = [
-            OpSpec.make(kernel.name, "dynamo", grad,
-                        {**shared, **kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq), **self.labels})
-            for kernel, (names, stacks) in zip(wrapper.calls, covered)
-        ]  # fmt: skip
-        graph = OpSpec.make(
-            f"{context.graph}.{phase}", "dynamo.graph", grad, {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
-        )
-        gid = TABLE.register_graph(graph, ops)
+        gid = self._register_kernels(wrapper.calls, _torch.kernel_provenance(compiled), gm, context, phase)
         new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, buffers.sink, buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
+
+    def _register_kernels(self, calls: list, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
+        """The graph id of one compiled graph whose events are one per kernel call, with what each covers."""
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
+        grad = context.grad_enabled and phase != "backward"
+        covered = kernels.match_provenance(calls, provenance)
+        ops = []
+        for kernel, (names, stacks) in zip(calls, covered, strict=True):
+            fields = kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq)
+            ops.append(OpSpec.make(kernel.name, "dynamo", grad, {**shared, **fields, **self.labels}))
+        graph_fields = {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
+        return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), ops)
 
 
 _noted: set[str] = set()
@@ -300,6 +302,13 @@ def _note_once(text: str) -> None:
     if text not in _noted:
         _noted.add(text)
         print(f"dynascope: note: {text}", file=sys.stderr)
+
+
+def _inductor_phase(kwargs: dict) -> str:
+    """Which graph inductor's per-graph compiler was handed, from its is_backward / is_inference flags."""
+    if kwargs.get("is_backward"):
+        return "backward"
+    return "inference" if kwargs.get("is_inference") else "forward"
 
 
 def _graph_name(gm: Any) -> str:

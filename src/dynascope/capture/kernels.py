@@ -23,8 +23,9 @@ allocations and views) and the kernel itself.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .attribution import module_of, stack_line, target_text, user_line
 
@@ -49,7 +50,7 @@ class Wrapper:
     calls: list[KernelCall]  # the kernels `call` runs, in order
 
     @staticmethod
-    def parse(source: str) -> "Wrapper":
+    def parse(source: str) -> Wrapper:
         tree = ast.parse(source)
         function = find_call(tree)
         generated = generated_kernels(tree)
@@ -71,11 +72,12 @@ def find_call(tree: ast.Module) -> ast.FunctionDef:
 
 def generated_kernels(tree: ast.Module) -> set[str]:
     """Names the wrapper binds to kernels it compiles: `name = async_compile.<kind>(...)`."""
-    names = set()
+    names: set[str] = set()
     for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            if _dotted(node.value.func).startswith("async_compile."):
-                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
+            continue
+        if _dotted(node.value.func).startswith("async_compile."):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names
 
 
@@ -156,7 +158,7 @@ def instrumented_call(wrapper: Wrapper, filename: str, namespace: dict, gid: int
     outer.body = [function, *_statements("return call", function)]
     ast.fix_missing_locations(factory)
     made: dict[str, Any] = {}
-    exec(compile(factory, filename, "exec"), namespace, made)  # noqa: S102 - inductor's own code, timed
+    exec(compile(factory, filename, "exec"), namespace, made)
     return made["_dsc_factory"](sink, clock, synchronize)
 
 
