@@ -195,3 +195,28 @@ def test_drop_in_create_backend_and_dynamo_compile_trace_kernels(tmp_path, monke
     check_forward_kernels(index, [e for e in labelled if attrs(index, e)["phase"] == "forward"])
     others = [e for e in events if attrs(index, e).get("tracer") == "dynamo"]
     assert [e["name"] for e in others if attrs(index, e)["phase"] == "forward"] == [name for name, *_ in FORWARD]
+
+
+class ConvBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x))).mean()
+
+
+@pytest.mark.slow
+def test_extern_and_fallback_kernels_take_their_own_ops_layer(tmp_path):
+    model = torch.compile(ConvBlock(), backend=dynascope.backend(inner="inductor"))
+    with dynascope.session(str(tmp_path / "t.pfw.gz")) as session:
+        model(torch.randn(2, 3, 8, 8)).backward()
+    index = check(load(session.path))
+    kernels = {(attrs(index, e)["phase"], e["name"]): attrs(index, e) for e in op_events(index)}
+    conv = kernels[("forward", "extern_kernels.convolution")]
+    conv_grad = kernels[("backward", "aten.convolution_backward.default")]
+    assert conv["kernel_kind"] == "extern" and conv_grad["kernel_kind"] == "fallback"
+    if PROVENANCE:  # the fallback also covers batch-norm backward nodes; its layer is its own op's
+        assert conv["layer"] == conv_grad["layer"] == "conv" and conv_grad["module_type"] == "Conv2d"
+        assert "aten.convolution_backward.default" in conv_grad["target"].split(",")

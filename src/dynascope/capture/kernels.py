@@ -46,15 +46,18 @@ class Wrapper:
     """The parts of one wrapper module's source that instrumenting it needs."""
 
     function: ast.FunctionDef  # its `call`
-    generated: set[str]  # names it binds to kernels it compiles
-    calls: list[KernelCall]  # the kernels `call` runs, in order
+    timed: list[tuple[ast.stmt, KernelCall]]  # the statements of `call` that run a kernel, in order
 
     @staticmethod
     def parse(source: str) -> Wrapper:
         tree = ast.parse(source)
         function = find_call(tree)
-        generated = generated_kernels(tree)
-        return Wrapper(function, generated, [kernel for _, kernel in _timed(function.body, generated)])
+        return Wrapper(function, _timed(function.body, generated_kernels(tree)))
+
+    @property
+    def calls(self) -> list[KernelCall]:
+        """The kernels `call` runs, in order."""
+        return [kernel for _, kernel in self.timed]
 
 
 def find_call(tree: ast.Module) -> ast.FunctionDef:
@@ -120,13 +123,13 @@ def _timed(body: list[ast.stmt], generated: set[str]) -> list[tuple[ast.stmt, Ke
     return found
 
 
-def _add_readings(body: list[ast.stmt], generated: set[str], reading: str) -> list[ast.stmt]:
+def _add_readings(body: list[ast.stmt], timed: set[int], reading: str) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for statement in body:
         if isinstance(statement, ast.With):
-            statement.body = _add_readings(statement.body, generated, reading)
+            statement.body = _add_readings(statement.body, timed, reading)
         out.append(statement)
-        if not isinstance(statement, ast.With) and kernel_of(statement, generated) is not None:
+        if id(statement) in timed:
             out.extend(_statements(reading, statement))
     return out
 
@@ -150,7 +153,8 @@ def instrumented_call(wrapper: Wrapper, filename: str, namespace: dict, gid: int
     function = wrapper.function
     reading = "_dsc_sync(); _dsc_r(_dsc_c())" if synchronize else "_dsc_r(_dsc_c())"
     prologue = f"_dsc_r = _dsc_sink(); _dsc_c = _dsc_clock; _dsc_r({-gid}); {reading}"
-    function.body = _statements(prologue, function.body[0]) + _add_readings(function.body, wrapper.generated, reading)
+    timed = {id(statement) for statement, _ in wrapper.timed}
+    function.body = _statements(prologue, function.body[0]) + _add_readings(function.body, timed, reading)
     function.decorator_list = []
     factory = ast.parse(_TEMPLATE)
     outer = factory.body[0]
@@ -202,6 +206,27 @@ def _majority(values: list[str]) -> str:
     return max(counts, key=lambda v: (counts[v], -values.index(v)), default="")
 
 
+def _layers(nodes: list[Any], layer_by_seq: dict[int, tuple[str, str]]) -> list[tuple[str, str]]:
+    """(layer, module type) of each node that has one; a backward node's from its forward node's seq_nr."""
+    layers = []
+    for node in nodes:
+        layer, module_type = module_of(node)
+        if not layer and node.meta.get("seq_nr") in layer_by_seq:
+            layer, module_type = layer_by_seq[node.meta["seq_nr"]]
+        if layer:
+            layers.append((layer, module_type))
+    return layers
+
+
+def _own_nodes(call: KernelCall, nodes: list[Any]) -> list[Any]:
+    """An extern or fallback kernel's own op among the nodes it covers (`extern_kernels.mm` -> the
+    aten.mm nodes): inductor lists every node folded into it, which may be mostly other layers'."""
+    if call.kind == "generated":
+        return []
+    op = call.name.split(".")[1]  # extern_kernels.<op>, aten.<op>.<overload>
+    return [node for node in nodes if target_text(node).split(".")[1:2] == [op]]
+
+
 def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm: Any,
                        layer_by_seq: dict[int, tuple[str, str]]) -> dict:  # fmt: skip
     """The static fields of one kernel event (docs/trace-format.md, "Kernel events")."""
@@ -211,14 +236,8 @@ def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm
     if not nodes and stacks:  # a backward graph from the FX-graph cache: torch keeps no node names for it,
         by_frame = _by_last_frame(gm)  # so its layers are those of the nodes made at its source lines
         near = [node for stack in stacks for node in by_frame.get(_last_frame(stack), [])]
-    layers = []
-    for node in near:
-        layer, module_type = module_of(node)
-        if not layer and node.meta.get("seq_nr") in layer_by_seq:
-            layer, module_type = layer_by_seq[node.meta["seq_nr"]]
-        if layer:
-            layers.append((layer, module_type))
-    layer = _majority([name for name, _ in layers])
+    layers = _layers(near, layer_by_seq)
+    layer = _majority([name for name, _ in _layers(_own_nodes(call, near), layer_by_seq) or layers])
     lines = [stack_line(stack) for stack in stacks] or [user_line(node) for node in nodes[:1]]
     lines = [line for line in lines if line[0]]
     file, number, code = lines[0] if lines else ("", 0, "")
