@@ -42,6 +42,21 @@ def test_capture_side_accessors():
     assert hasattr(_torch.boxed_codegen(), "gen_fn_def")
 
 
+def test_inductor_kernel_tracing_accessors():
+    import torch._functorch.config as functorch_config
+
+    compile_fx, compile_fx_inner = _torch.inductor_compilers()
+    assert compile_fx.__name__ == "compile_fx" and compile_fx_inner.__name__ == "compile_fx_inner"
+    patch = _torch.inductor_provenance_patch()
+    assert patch in ({}, {"trace.provenance_tracking_level": 1})
+    assert bool(patch) or not _torch.torch_at_least(2, 13)  # 2.5.1 has no provenance tracking; 2.13, 2.15 do
+    with functorch_config.patch(enable_autograd_cache=True), _torch.without_autograd_cache():
+        assert functorch_config.enable_autograd_cache is False
+    with pytest.raises(TorchVersionError, match=r"object\.current_callable \(inductor's compiled graph\)"):
+        _torch.wrapper_call(object())
+    assert _torch.kernel_provenance(object()) == {}
+
+
 def test_boxed_codegen_takes_one_list_and_clears_it():
     gm = torch.fx.symbolic_trace(lambda x, y: x * y + 1)
     gm.graph.set_codegen(_torch.boxed_codegen())
