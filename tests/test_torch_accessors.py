@@ -55,6 +55,7 @@ def test_inductor_kernel_tracing_accessors():
     with pytest.raises(TorchVersionError, match=r"object\.current_callable \(inductor's compiled graph\)"):
         _torch.wrapper_call(object())
     assert _torch.kernel_provenance(object()) == {}
+    assert _torch.inductor_cpp_wrapper({}) is False and _torch.inductor_cpp_wrapper({"cpp_wrapper": True}) is True
 
 
 def test_boxed_codegen_takes_one_list_and_clears_it():

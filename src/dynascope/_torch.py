@@ -545,6 +545,14 @@ def without_autograd_cache() -> Any:
     return functorch_config.patch(enable_autograd_cache=False)
 
 
+def inductor_cpp_wrapper(kwargs: dict[str, Any]) -> bool:
+    """Whether inductor generates its wrapper in C++ (config cpp_wrapper, or the per-graph compiler's
+    cpp_wrapper argument): then its kernels are called from C++. torch._inductor.config.cpp_wrapper
+    (2.5.1 .. 2.15); the argument on 2.13 .. 2.15."""
+    config = importlib.import_module("torch._inductor.config")
+    return bool(kwargs.get("cpp_wrapper") or getattr(config, "cpp_wrapper", False))
+
+
 def _wrapper_call_of(fn: Any) -> bool:
     """Whether fn is the `call` of an inductor wrapper module: the module function `call(args)` (2.5.1)
     or the bound `Runner.call(self, args)` the module names `call` (2.13 .. 2.15)."""
@@ -575,7 +583,7 @@ def wrapper_call(compiled: Any) -> tuple[Any, Any]:
                 if callable(inner):
                     found.append((inner, lambda new, cell=cell: setattr(cell, "cell_contents", new)))
         pending = found
-    raise moved("the generated wrapper's call in CompiledFxGraph.current_callable (another wrapper hides it)")
+    raise moved("Python wrapper `call` behind CompiledFxGraph.current_callable (another wrapper hides it)")
 
 
 def kernel_provenance(compiled: Any) -> dict[str, tuple[list[str], list[str]]]:

@@ -133,3 +133,17 @@ def test_inductor_graphs_run_untraced_when_the_wrapper_cannot_be_instrumented(tm
     assert all(r["args"]["runs_with"] == "inductor" and "(test 5)" in r["args"]["reason"] for r in records)
     assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
     assert any("runs untraced with inductor" in ln for ln in capfd.readouterr().err.splitlines())
+
+
+@pytest.mark.slow
+def test_inductor_cpp_wrapper_graphs_run_untraced_with_their_reason(tmp_path, capfd):
+    backend = dynascope.backend(inner="inductor")
+    compiled = torch.compile(Block(), backend=backend, options={"cpp_wrapper": True})
+    x = torch.randn(4, 8)
+    with dynascope.session(str(tmp_path / "t.pfw")) as session:
+        compiled(x)
+    index = check(load(session.path))
+    (record,) = _untraced_records(index)
+    assert record["args"]["runs_with"] == "inductor" and "cpp_wrapper=True" in record["args"]["reason"]
+    assert op_events(index) == []
+    assert any("calls its kernels from C++" in ln for ln in capfd.readouterr().err.splitlines())

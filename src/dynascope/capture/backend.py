@@ -251,9 +251,7 @@ class TracingBackend:
                 context.layer_by_seq.update(layers_by_seq_nr(gm))  # before inductor's passes rewrite gm
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
             try:
-                if kwargs.get("cudagraphs"):  # inductor's flag, still set after compiling: CUDA graphs are on
-                    raise ConfigError("CUDA graphs replay its kernels without running inductor's wrapper code, "
-                                      "so they cannot be timed one by one (mode='reduce-overhead')")  # fmt: skip
+                _check_kernels_timeable(kwargs)
                 self._trace_kernels(compiled, gm, context, phase)
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
                 untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
@@ -302,6 +300,16 @@ def _note_once(text: str) -> None:
     if text not in _noted:
         _noted.add(text)
         print(f"dynascope: note: {text}", file=sys.stderr)
+
+
+def _check_kernels_timeable(kwargs: dict) -> None:
+    """Raise the one-line reason when inductor's kernels for this graph do not run from Python code."""
+    if kwargs.get("cudagraphs"):  # inductor's flag, still set after compiling: CUDA graphs are on
+        raise ConfigError("CUDA graphs replay its kernels without running inductor's wrapper code, "
+                          "so they cannot be timed one by one (mode='reduce-overhead')")  # fmt: skip
+    if _torch.inductor_cpp_wrapper(kwargs):
+        raise ConfigError("inductor's C++ wrapper (cpp_wrapper=True) calls its kernels from C++, "
+                          "so they cannot be timed one by one")  # fmt: skip
 
 
 def _inductor_phase(kwargs: dict) -> str:
