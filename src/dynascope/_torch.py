@@ -613,6 +613,18 @@ def kernel_provenance(compiled: Any) -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
+def fx_graph_cache_place(compiled: Any) -> tuple[str, str] | None:
+    """(inductor's cache directory, this compiled graph's FX-graph cache key), or None when it has no key
+    (the cache is off). CompiledFxGraph._fx_graph_cache_key, set on a miss and on a hit, and
+    torch._inductor.runtime.cache_dir_utils.cache_dir() (2.13 .. 2.15)."""
+    key = getattr(compiled, "_fx_graph_cache_key", None)
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        return None
+    return (cache_dir(), key) if isinstance(key, str) and key.isalnum() else None
+
+
 def _handle(key: str) -> int:
     tail = key.rsplit(":", 1)[-1]
     return int(tail) if tail.isdigit() else 0

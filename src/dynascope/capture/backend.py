@@ -275,7 +275,8 @@ class TracingBackend:
         filename = function.__code__.co_filename
         with open(filename, encoding="utf-8") as source:  # the code inductor loaded, from its cache directory
             wrapper = kernels.Wrapper.parse(source.read())
-        gid = self._register_kernels(wrapper.calls, _torch.kernel_provenance(compiled), gm, context, phase)
+        provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled), _torch.fx_graph_cache_place(compiled))
+        gid = self._register_kernels(wrapper.calls, provenance, gm, context, phase)
         new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, buffers.sink, buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)

@@ -23,6 +23,8 @@ allocations and views) and the kernel itself.
 from __future__ import annotations
 
 import ast
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -167,6 +169,36 @@ def instrumented_call(wrapper: Wrapper, filename: str, namespace: dict, gid: int
 
 
 # -- what each kernel covers ---------------------------------------------------------------------
+
+
+def with_saved_nodes(provenance: dict[str, tuple[list[str], list[str]]], place: tuple[str, str] | None) -> dict:
+    """Torch keeps no kernel -> node map for a backward graph in its FX-graph cache; dynascope keeps its own,
+    beside inductor's cache (`<cache dir>/dynascope/<graph key>.json`): written when a compile has the
+    map, read back when a cache hit lacks it. Inductor's own entries are not touched."""
+    if place is None or not provenance:
+        return provenance
+    path = os.path.join(place[0], "dynascope", f"{place[1]}.json")
+    if any(nodes for nodes, _ in provenance.values()):
+        if not os.path.exists(path):
+            _write_atomic(path, {key: nodes for key, (nodes, _) in provenance.items()})
+        return provenance
+    try:
+        with open(path, encoding="utf-8") as saved_file:
+            saved = json.load(saved_file)
+    except (OSError, ValueError):
+        return provenance
+    return {key: (list(saved.get(key) or []), stacks) for key, (_, stacks) in provenance.items()}
+
+
+def _write_atomic(path: str, data: dict) -> None:
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(temporary, path)
+    except OSError:  # a read-only cache directory: warm runs then take layers from source lines
+        pass
 
 
 def _base(name: str) -> str:
