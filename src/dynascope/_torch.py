@@ -569,6 +569,7 @@ def wrapper_call(compiled: Any) -> tuple[Any, Any]:
     module, shared with every other load of the same code, is left as it is."""
     if not hasattr(compiled, "current_callable"):
         raise moved(f"{type(compiled).__name__}.current_callable (inductor's compiled graph)")
+
     def put(new: Any) -> None:
         compiled.current_callable = new
 

@@ -53,11 +53,11 @@ class TracingBackend:
     autograd=True traces the AOT forward, backward and inference graphs' ATen ops (as backend
     "aot_eager" runs them); autograd=False the Dynamo graph's ops (as backend "eager").
     inner="inductor" times every kernel call of inductor's generated code (forward, backward and
-    inference), each tagged with the ops, layers and source lines it covers. record_shapes adds compile-time
-    input shapes and
-    dtypes (default: DFTRACER_INC_METADATA). cuda_sync (default: DYNASCOPE_CUDA_SYNC) synchronises
-    the device before each reading in graphs whose inputs are on CUDA, so that op times are
-    execution times, not launch times (at the cost of serialising the GPU); CPU graphs are untouched.
+    inference), each tagged with the ops, layers and source lines it covers. record_shapes adds
+    compile-time input shapes and dtypes (default: DFTRACER_INC_METADATA). cuda_sync (default:
+    DYNASCOPE_CUDA_SYNC) synchronises the device before each reading in graphs whose inputs are on
+    CUDA, so that op times are execution times, not launch times (at the cost of serialising the
+    GPU); CPU graphs are untouched.
     """
 
     def __init__(
