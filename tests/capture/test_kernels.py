@@ -125,7 +125,37 @@ def test_warm_fx_graph_cache_run_is_traced(tmp_path, cache_dir):
         assert list((cache_dir / "dynascope").glob("*.json"))
 
 
+class MovedTail(Tail):
+    """Tail's forward on other lines, as after an edit above it: the same graph, so a cache hit."""
+
+    def forward(self, x):
+        y = self.fc2(self.act(self.fc1(x)))
+        return torch.sigmoid(y) * 2 + 1
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("keep_record", [True, False])
+def test_a_cache_hit_reports_this_runs_source_lines(tmp_path, cache_dir, keep_record):
+    import inspect
+    import shutil
+
+    from torch._dynamo.utils import counters
+
+    x = torch.randn(4, 8)
+    traced_steps(tmp_path, torch.compile(Tail(), backend=dynascope.backend(inner="inductor")), x, steps=1, name="cold")
+    torch._dynamo.reset()
+    if not keep_record:  # e.g. a cache written by an older dynascope: layers then come from source lines
+        shutil.rmtree(cache_dir / "dynascope", ignore_errors=True)
+    hits = counters["inductor"]["fxgraph_cache_hit"]
+    index, _ = traced_steps(tmp_path, torch.compile(MovedTail(), backend=dynascope.backend(inner="inductor")), x, 1)
+    assert counters["inductor"]["fxgraph_cache_hit"] >= hits + 2
+    first = inspect.getsourcelines(MovedTail.forward)[1]
+    events = op_events(index)
+    if PROVENANCE:
+        fields = [attrs(index, e) for e in events]
+        assert {f["line"] for f in fields if f["line"]} == {first + 1, first + 2}
+        assert {f["layer"] for f in fields} == {"fc1", "act", "fc2", ""}
+
 def test_untraced_after_traced_gets_uninstrumented_code(tmp_path, cache_dir):
     torch.manual_seed(0)
     eager = Tail()
@@ -162,7 +192,7 @@ def test_traced_after_untraced_with_warm_caches(tmp_path, cache_dir):
 
 
 @pytest.mark.slow
-def test_inference_graph_kernels(tmp_path):
+def test_inference_graph_kernels(tmp_path, cache_dir):
     model = torch.compile(Tail(), backend=dynascope.backend(inner="inductor"))
     with dynascope.session(str(tmp_path / "t.pfw.gz")) as session, torch.no_grad():
         model(torch.randn(4, 8))
@@ -173,7 +203,7 @@ def test_inference_graph_kernels(tmp_path):
 
 
 @pytest.mark.slow
-def test_drop_in_create_backend_and_dynamo_compile_trace_kernels(tmp_path, monkeypatch):
+def test_drop_in_create_backend_and_dynamo_compile_trace_kernels(tmp_path, monkeypatch, cache_dir):
     from dftracer.python import dftracer, dynamo
 
     monkeypatch.setenv("DFTRACER_ENABLE", "1")
@@ -209,7 +239,7 @@ class ConvBlock(torch.nn.Module):
 
 
 @pytest.mark.slow
-def test_extern_and_fallback_kernels_take_their_own_ops_layer(tmp_path):
+def test_extern_and_fallback_kernels_take_their_own_ops_layer(tmp_path, cache_dir):
     model = torch.compile(ConvBlock(), backend=dynascope.backend(inner="inductor"))
     with dynascope.session(str(tmp_path / "t.pfw.gz")) as session:
         model(torch.randn(2, 3, 8, 8)).backward()

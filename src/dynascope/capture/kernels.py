@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 from .attribution import module_of, stack_line, target_text, user_line
 
 _FALLBACK_ROOTS = ("torch.ops.", "aten.", "inductor_ops.", "_quantized.")
+_LINE_NUMBER = re.compile(r", line \d+,")
 _TEMPLATE = "def _dsc_factory(_dsc_sink, _dsc_clock, _dsc_sync):\n    pass\n"
 
 
@@ -219,8 +221,10 @@ def match_provenance(calls: list[KernelCall], provenance: dict[str, tuple[list[s
 
 
 def _last_frame(stack: str) -> str:
+    """The innermost frame of a stack trace without its line number, which a cached graph may have from
+    before the user's file was edited."""
     at = stack.rfind('File "')
-    return stack[at:].strip() if at >= 0 else stack.strip()
+    return _LINE_NUMBER.sub(",", stack[at:].strip() if at >= 0 else stack.strip(), count=1)
 
 
 def _by_last_frame(gm: Any) -> dict[str, list[Any]]:
@@ -270,7 +274,8 @@ def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm
         near = [node for stack in stacks for node in by_frame.get(_last_frame(stack), [])]
     layers = _layers(near, layer_by_seq)
     layer = _majority([name for name, _ in _layers(_own_nodes(call, near), layer_by_seq) or layers])
-    lines = [stack_line(stack) for stack in stacks] or [user_line(node) for node in nodes[:1]]
+    # the nodes' own lines are this run's; a cached graph's stack traces keep the lines of its first compile
+    lines = [line for line in (user_line(node) for node in near) if line[0]] or [stack_line(s) for s in stacks]
     lines = [line for line in lines if line[0]]
     file, number, code = lines[0] if lines else ("", 0, "")
     return {
