@@ -525,7 +525,7 @@ def inductor_compilers() -> tuple[Any, Any]:
 def inductor_provenance_patch() -> dict[str, Any]:
     """The inductor config that makes it record which FX nodes and user lines each kernel covers:
     torch._inductor.config.trace.provenance_tracking_level (2.13 .. 2.15). Empty where torch has no
-    provenance tracking (2.5.1): kernels are then traced by name only."""
+    provenance tracking (2.5.1, 2.8.0): kernels are then traced by name only."""
     config = importlib.import_module("torch._inductor.config")
     trace = getattr(config, "trace", None)
     if trace is None or not hasattr(trace, "provenance_tracking_level"):

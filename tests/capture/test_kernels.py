@@ -7,7 +7,7 @@ from tracecheck import attrs, check, load, op_events
 import dynascope
 from dynascope import _torch
 
-PROVENANCE = bool(_torch.inductor_provenance_patch())  # torch 2.5.x keeps none: kernels by name only
+PROVENANCE = bool(_torch.inductor_provenance_patch())  # torch 2.5.1 and 2.8.0 keep none: kernels by name only
 
 
 class Tail(torch.nn.Module):
