@@ -268,8 +268,8 @@ def entry_compile_id(entry: Any) -> str:
 
 def entry_backend_name(entry: Any) -> str | None:
     """The backend name of a cache entry: _CacheEntry.backend (a torch._TorchCompileWrapper with
-    .compiler_name, or the raw compiler function) (2.13 .. 2.15). Torch 2.5.1's cache entries do not
-    record their backend."""
+    .compiler_name, or the raw compiler function) (2.10 .. 2.15). Cache entries before 2.10 do not
+    record their backend (checked on 2.5.1, 2.8.0, 2.9.1)."""
     if not hasattr(entry, "backend"):
         raise unsupported("cache entries' backend names")
     backend = entry.backend
@@ -387,9 +387,9 @@ def guard_tree(entry: Any) -> list[dict[str, Any]]:
 
 def check_guard_user_lines() -> None:
     """Raise the one-line note where guards do not say which user line installed them. Dynamo ends a
-    guard's verbose code part with "# <user line>  # file:line in fn" on 2.13 .. 2.15; torch 2.5.x
-    (checked on 2.5.1) adds it to few guards and to no input's tensor guards. 2.6 .. 2.12 unchecked."""
-    if not torch_at_least(2, 6):
+    guard's verbose code part with "# <user line>  # file:line in fn" from 2.9 (checked on 2.9.1 .. 2.15);
+    before (checked on 2.5.1 and 2.8.0) it adds it to few guards and to no input's tensor guards."""
+    if not torch_at_least(2, 9):
         raise unsupported("the user lines that installed guards")
 
 
@@ -416,16 +416,19 @@ def check_entry_guards(entry: Any, f_locals: dict[str, Any]) -> tuple[bool, list
 def guard_fail_reason(entry: Any, f_locals: dict[str, Any]) -> str | None:
     """torch's own readable reason a cache entry misses these locals ("0/0: tensor 'a' dtype mismatch.
     expected Float, actual Double"), or None if it would hit, without recording a guard failure.
-    Private: torch._dynamo.guards.get_guard_fail_reason(..., skip_logging=True) (2.13 .. 2.15); on
-    2.5.1, whose get_guard_fail_reason always records, get_guard_fail_reason_helper(manager, locals, id)."""
+    Private: torch._dynamo.guards.get_guard_fail_reason(..., skip_logging=True) (2.9 .. 2.15, with the
+    backend from 2.10); before, where get_guard_fail_reason always records (checked on 2.5.1 and 2.8),
+    get_guard_fail_reason_helper(manager, locals, id)."""
     guards = importlib.import_module("torch._dynamo.guards")
     manager = _guard_manager(entry)
     helper = getattr(guards, "get_guard_fail_reason_helper", None)
     fn = getattr(guards, "get_guard_fail_reason", None)
     try:
-        if fn is not None and "skip_logging" in inspect.signature(fn).parameters:
-            text = fn(manager, entry.code, f_locals, entry.compile_id, getattr(entry, "backend", None),
-                      skip_logging=True)
+        params = inspect.signature(fn).parameters if fn is not None else {}
+        if fn is not None and "skip_logging" in params:
+            # 2.10+ take the entry's backend, 2.9 does not
+            backend = {"backend": getattr(entry, "backend", None)} if "backend" in params else {}
+            text = fn(manager, entry.code, f_locals, entry.compile_id, skip_logging=True, **backend)
         elif helper is not None:
             text = helper(manager, f_locals, entry.compile_id)
         else:
@@ -448,7 +451,7 @@ def register_bytecode_hook(hook: Any) -> Any:
 def logs_graph_breaks() -> bool:
     """Whether Dynamo logs each graph break as a "dynamo_graph_break_reason" structured-trace
     artifact: yes on 2.13 .. 2.15, no on 2.5.x (checked on 2.5.1; there graph_breaks_since() is the
-    source). 2.6 .. 2.12 unchecked, taken to be like 2.13."""
+    source). Checked on 2.8.0 .. 2.12.1 too."""
     return torch_at_least(2, 6)
 
 

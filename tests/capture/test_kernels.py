@@ -167,7 +167,9 @@ def test_untraced_after_traced_gets_uninstrumented_code(tmp_path, cache_dir):
     misses = counters["inductor"]["fxgraph_cache_miss"]
     plain = torch.compile(eager, backend="inductor")
     index, outputs = traced_steps(tmp_path, plain, x, steps=2)
-    if PROVENANCE:  # part of inductor's cache key: traced compiles keep cache entries of their own
+    # the provenance level is part of inductor's cache key from 2.11, so traced compiles keep entries of their
+    # own; 2.10 shares them, and the untraced run still gets uninstrumented code (kernels are timed on load)
+    if PROVENANCE and _torch.torch_at_least(2, 11):
         assert counters["inductor"]["fxgraph_cache_miss"] == misses + 2
     assert op_events(index) == [] and op_events(index, "dynamo.graph") == []
     assert torch.allclose(outputs[1], eager(x))

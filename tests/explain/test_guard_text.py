@@ -20,6 +20,11 @@ def test_readable_checks():
         "x: Tensor, dtype float64, shape [any, 8], stride [8, 1], requires_grad=True, device cpu"
     assert readable_check("ID_MATCH", "___check_obj_id(G['torch'], 140260615133104), type=<class 'module'>") == \
         "torch is the same object as at compile time (module)"
+    # torch 2.9 .. 2.12 append the object's repr instead of its type
+    assert readable_check("ID_MATCH", "___check_obj_id(G['torch'], 140137805423824), type=<module 'torch' from "
+                          "'/site-packages/torch/__init__.py'>") == "torch is the same object as at compile time (module)"
+    assert readable_check("ID_MATCH", "___check_obj_id(L['self'].fc, 1401), type=Linear(in_features=3,\n"
+                          "  out_features=4, bias=True)") == "self.fc is the same object as at compile time (Linear)"
     assert readable_check("TYPE_MATCH", "___check_type_id(L['self'], 93934724608240), type=<class '__main__.M'>") == \
         "type(self) is __main__.M"
     text = readable_check("GLOBAL_STATE", '___check_global_state() against {"grad_mode":false,"num_threads":4,'

@@ -49,7 +49,11 @@ _TENSOR = re.compile(
     r"check_tensor\((?P<src>.+?), (?P<cls>[\w.]+), DispatchKeySet\((?P<keys>[^)]*)\), (?P<dtype>torch\.\w+), "
     r"device=(?P<dev>[^,]+), requires_grad=(?P<rg>\w+), size=(?P<size>\[[^\]]*\]), stride=(?P<stride>\[[^\]]*\])\)"
 )
-_OBJ_ID = re.compile(r"___check_obj_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=<class '(?P<type>[^']+)'>)?$")
+# the object's type as `type=<class 'module'>` (2.13 .. 2.15), or the object's repr (2.9 .. 2.12:
+# `type=<module 'torch' from '...'>`, `type=Linear(in_features=...)`), whose leading name is its kind
+_OBJ_ID = re.compile(
+    r"___check_obj_id\((?P<src>.+?), (?P<id>-?\d+)\)(?:, type=(?:<class '(?P<type>[^']+)'>|<?(?P<kind>\w+).*))?$", re.S
+)
 _TYPE_ID = re.compile(r"___check_type_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=<class '(?P<type>[^']+)'>)?$")
 _AGAINST = re.compile(r"^(?P<what>.+?) against (?P<json>\{.*\})$", re.S)
 _ALIAS = re.compile(r"^check_no_aliasing\((?P<args>.*)\)$")
@@ -134,7 +138,8 @@ def readable_check(kind: str, check: str) -> str:
         return text
     m = _OBJ_ID.match(check)
     if m:
-        what = f" ({m.group('type')})" if m.group("type") else ""
+        kind = m.group("type") or m.group("kind")
+        what = f" ({kind})" if kind else ""
         return f"{readable_source(m.group('src'))} is the same object as at compile time{what}"
     m = _TYPE_ID.match(check)
     if m:

@@ -266,10 +266,11 @@ class Observer:
         rc = records.recompile(row, reasons)
         if rc is not None:
             self.recompiles.append(rc)
-        hit = records.cache_limit_hit(row, _torch.recompile_limit(), info)
+        limit = _torch.recompile_limit()
+        hit = records.cache_limit_hit(row, limit, info)
         if hit is not None:
             self.cache_limit_hits.append(hit)
-        fb = records.eager_fallback(row, info)
+        fb = records.eager_fallback(row, info, limit)
         if fb is not None:
             self.eager_fallbacks.append(fb)
 

@@ -164,8 +164,7 @@ def recompile(row: dict[str, Any], reasons: list[str] | None = None) -> Recompil
 def cache_limit_hit(
     row: dict[str, Any], limit: int | None, code_info: tuple[str, str, int] | None
 ) -> CacheLimitHit | None:
-    reason = str(row.get("fail_reason") or "")
-    if "recompile limit" not in reason.lower() and "cache_size_limit" not in reason.lower():
+    if not is_limit_refusal(row):
         return None
     texts = split_reasons(row.get("recompile_reason"))
     last = parse_failure(texts[0]).reason if texts else None
@@ -173,11 +172,22 @@ def cache_limit_hit(
     return CacheLimitHit(function=name, file=file, line=line, limit=limit, reason=last)
 
 
-def eager_fallback(row: dict[str, Any], code_info: tuple[str, str, int] | None) -> EagerFallback | None:
+def is_limit_refusal(row: dict[str, Any]) -> bool:
+    """Torch refused the compile at the recompile limit: 'recompile limit' (2.13 .. 2.15),
+    'recompile_limit reached' (2.8), 'cache_size_limit' (2.5.1)."""
+    reason = str(row.get("fail_reason") or "").lower().replace("_", " ")
+    return "recompile limit" in reason or "cache size limit" in reason
+
+
+def eager_fallback(
+    row: dict[str, Any], code_info: tuple[str, str, int] | None, limit: int | None = None
+) -> EagerFallback | None:
     if not row.get("fail_type"):
         return None
     name, file, line = code_info or (row.get("co_name"), row.get("co_filename"), row.get("co_firstlineno"))
     reason = str(row.get("fail_reason") or row.get("fail_type")).strip().splitlines()[0]
+    if is_limit_refusal(row):  # one wording on every torch
+        reason = f"recompile limit ({limit}) reached" if limit is not None else "recompile limit reached"
     return EagerFallback(function=name, file=file, line=line, compile_id=str(row.get("compile_id")), reason=reason)
 
 
