@@ -527,8 +527,8 @@ def inductor_compilers() -> tuple[Any, Any]:
 
 def inductor_provenance_patch() -> dict[str, Any]:
     """The inductor config that makes it record which FX nodes and user lines each kernel covers:
-    torch._inductor.config.trace.provenance_tracking_level (2.13 .. 2.15). Empty where torch has no
-    provenance tracking (2.5.1, 2.8.0): kernels are then traced by name only."""
+    torch._inductor.config.trace.provenance_tracking_level (2.12.1 .. 2.15; 2.9 .. 2.11 unchecked). Empty
+    where torch has no provenance tracking (2.5.1, 2.8.0): kernels are then traced by name only."""
     config = importlib.import_module("torch._inductor.config")
     trace = getattr(config, "trace", None)
     if trace is None or not hasattr(trace, "provenance_tracking_level"):
@@ -596,7 +596,7 @@ def kernel_provenance(compiled: Any) -> dict[str, tuple[list[str], list[str]]]:
     FX-graph cache: inductor_provenance_stack_traces_str and inductor_provenance_mapping_str
     ("cppCodeToPost" / "tritonCodeToPost", forward graphs only); a backward graph's nodes come from the
     live torch._inductor.debug._inductor_triton_kernel_to_post_grad_node_info where its stack traces
-    agree (2.13 .. 2.15). Empty on torch without provenance tracking (2.5.1) or when it was off."""
+    agree (2.12.1 .. 2.15). Empty on torch without provenance tracking (2.5.1, 2.8.0) or when it was off."""
     import json
 
     stacks = json.loads(getattr(compiled, "inductor_provenance_stack_traces_str", None) or "{}")
