@@ -278,3 +278,26 @@ def test_count_in_segments_agrees_with_binary_search_in_any_op_order():
     inside = rid >= 0
     assert count.tolist() == np.bincount(rid[inside], minlength=4).tolist()
     assert us.tolist() == np.bincount(rid[inside], weights=dur[inside], minlength=4).astype(np.int64).tolist()
+
+
+def test_compile_time_of_worker_threads_is_not_counted_twice(tmp_path):
+    """Inductor compiles on worker threads while the main thread's compile waits for them; their compile
+    events carry no compile id. Compile time is wall time: a worker's time inside an identified compile
+    is already counted, only what lies outside every identified compile gets a row (no id) of its own."""
+    pid, tid, worker = 5, 5, 6
+
+    def compile_event(i, name, ts, dur, cid, thread):
+        args = {"compile_id": cid} if cid else {}
+        return synth.x(i, name, "dynamo.compile", pid, ts, dur, args, tid=thread)
+
+    events = [
+        compile_event(1, "entire_frame_compile", 1000, 500, "0/0", tid),
+        compile_event(2, "codegen_and_compile", 1100, 300, "0/0", tid),  # nested: no extra time
+        compile_event(3, "async_compile.cpp", 1050, 400, None, worker),  # inside 0/0
+        compile_event(4, "async_compile.cpp", 1450, 150, None, worker),  # 100 of it after 0/0 ends
+        compile_event(5, "entire_frame_compile", 2000, 200, "1/0", tid),
+    ]
+    s = summarize_files([synth.write_pfw(tmp_path / "c.pfw", events)])
+    rows = s.compile_vs_run.filter(pl.col("kind") == "compile").select("compile_id", "total_us").rows()
+    assert rows == [("0/0", 500), ("1/0", 200), (None, 100)]
+    assert s.meta["compile_us"] == 800 == s.by_process.get_column("compile_us").sum()  # the union: [1000,1600] + [2000,2200]

@@ -442,19 +442,36 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
-    """Per (trace_file, pid, compile_id): the length of the union of compile-phase intervals."""
+    """Per (trace_file, pid, compile_id): the length of the union of that compile's phase intervals.
+    Compile events without a compile id (inductor's compile worker threads, running while the main thread
+    compiles) form a row of their own holding only the time outside every identified compile, so the rows
+    of a process add up to the union of all its compile time and nothing is counted twice."""
     keys = ["trace_file", "pid", "compile_id"]
     c = (
         f.filter(pl.col("cat") == COMPILE_CAT)
         .select(pl.col("trace_file").cast(pl.String), "pid", pl.col("compile_id").cast(pl.String), "ts", "dur")
         .filter(pl.col("ts").is_not_null())
-        .sort([*keys, "ts"], nulls_last=True)
+        .with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
     )
+    schema = pl.Schema({"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
     if c.height == 0:
-        return pl.DataFrame(
-            schema={"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64}
-        )
-    c = c.with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
+        return pl.DataFrame(schema=schema)
+    identified = c.filter(pl.col("compile_id").is_not_null())
+    per_id = _union_lengths(identified, keys)
+    proc = ["trace_file", "pid"]
+    rest = (
+        _union_lengths(c, proc)
+        .join(_union_lengths(identified, proc).rename({"union_us": "identified_us"}), on=proc, how="left")
+        .select(*proc, pl.lit(None, dtype=pl.String).alias("compile_id"),
+                (pl.col("union_us") - pl.col("identified_us").fill_null(0)).alias("union_us"))
+        .filter(pl.col("union_us") > 0)
+    )  # fmt: skip
+    return pl.concat([per_id.cast(schema), rest.cast(schema)]).select(schema.names())
+
+
+def _union_lengths(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per `keys`: the total length of the union of the [ts, end) intervals."""
+    c = c.sort([*keys, "ts"], nulls_last=True)
     c = c.with_columns(pl.col("end").cum_max().shift(1).over(keys).alias("prev"))
     c = c.with_columns(
         (pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg")
