@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="dynascope-out", help="output directory (default: ./dynascope-out)")
     parser.add_argument(
         "--backend", choices=BACKEND_CHOICES, default="auto",
-        help="inner backend: auto keeps what the script asked for when ops can be traced under it "
-             "(eager, aot_eager) and uses aot_eager for inductor; inductor traces inductor's kernels",
+        help="inner backend: auto keeps what the script asked for (inductor: each generated kernel, extern "
+             "call and fallback; eager, aot_eager: each op); aot_eager traces the same graphs as ATen ops",
     )  # fmt: skip
     parser.add_argument("--shapes", action="store_true", help="record input shapes and dtypes of every op")
     parser.add_argument(
@@ -57,11 +57,8 @@ def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[st
         return TracingBackend(autograd=False, record_shapes=record_shapes)
     if choice == "aot_eager" or (choice == "auto" and name == "aot_eager"):
         return TracingBackend(autograd=True, record_shapes=record_shapes)
-    if name in (None, "inductor"):
-        _note_once(notes, "the script compiles with inductor, which fuses ops into kernels; ops are traced under "
-                          "aot_eager instead (same graphs, forward and backward). --backend inductor keeps inductor "
-                          "and traces its kernels.")  # fmt: skip
-        return TracingBackend(autograd=True, record_shapes=record_shapes)
+    if name in (None, "inductor"):  # what the script runs: inductor's kernels (--backend aot_eager: ATen ops)
+        return TracingBackend(inner="inductor", record_shapes=record_shapes)
     _note_once(
         notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked"
     )
@@ -85,9 +82,7 @@ def tracing_compiles(choice: str, record_shapes: bool, notes: list[str]) -> Iter
     def traced_compile(model: Any = None, *args: Any, backend: Any = "inductor", mode: Any = None,
                        options: Any = None, **kwargs: Any) -> Any:  # fmt: skip
         chosen = _substitute(backend, choice, record_shapes, notes)
-        if chosen is not backend and (mode is not None or options is not None):
-            _note_once(notes, f"torch.compile's mode/options ({mode or options}) are not applied while tracing")
-            mode = options = None
+        # mode/options reach the tracing backend, which hands them to inductor (or says once they do not apply)
         return original(model, *args, backend=chosen, mode=mode, options=options, **kwargs)
 
     torch.compile = traced_compile
