@@ -61,14 +61,19 @@ def check(records: list[dict], complete: bool = True) -> dict:
     graphs_by_ref = {}  # OH value -> graph attribution
     ops_by_position = {}  # (graph OH value, index) -> op attribution
     by_id = {}
+    sources = {}  # KS value -> kernel code
     events = []
     for record in records:
         assert isinstance(record["ph"], str) and record["ph"] in ("X", "M"), record
         for key in ("name", "cat", "pid", "tid"):
             assert key in record, (key, record)
         if record["ph"] == "M":
+            if record["name"] == "KS":
+                sources[record["args"]["value"]] = record["args"]["text"]
             if record["name"] == "OH":
                 args = record["args"]
+                if "kernel_code" in args:
+                    assert args["kernel_code"] in sources, f"kernel OH record before its KS record: {args}"
                 if "graph_op" in args:
                     ops_by_position[(args["graph_op"], args["index"])] = args
                 else:
@@ -93,7 +98,7 @@ def check(records: list[dict], complete: bool = True) -> dict:
         assert names[-1] == "end", names[-3:]
         assert events[-1]["args"]["num_events"] == len(events) - 1
     _check_nesting(events)
-    return {"events": events, "ops": ops_by_position, "graphs": graphs_by_ref}
+    return {"events": events, "ops": ops_by_position, "graphs": graphs_by_ref, "sources": sources}
 
 
 def _check_nesting(events: list[dict]) -> None:

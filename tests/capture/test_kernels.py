@@ -1,5 +1,9 @@
 """Kernel-level tracing under inductor: real inductor compiles on CPU, forward and backward."""
 
+import inspect
+import types
+
+import polars as pl
 import pytest
 import torch
 from tracecheck import attrs, check, load, op_events
@@ -73,16 +77,32 @@ def check_forward_kernels(index, events):
     assert fields[0]["module_type"] == "Linear" and fields[1]["module_type"] == "ReLU"
 
 
-def test_forward_and_backward_kernels_with_layers_and_lines(tmp_path, cache_dir):
-    torch.manual_seed(0)
-    eager = Tail()
-    model = torch.compile(eager, backend=dynascope.backend(inner="inductor"))
-    x = torch.randn(4, 8)
-    index, outputs = traced_steps(tmp_path, model, x)
-    plain = Tail()
-    plain.load_state_dict(eager.state_dict())
-    expected = torch.compile(plain, backend="inductor")(x)
-    assert all(torch.equal(out, expected.detach()) for out in outputs)  # what untraced inductor computes
+@pytest.fixture(scope="module")
+def tail_run(tmp_path_factory):
+    """One traced run of Tail under inductor (two training steps, caches on), shared by the tests that read
+    its trace, and what untraced inductor computes for the same input."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    tmp_path = tmp_path_factory.mktemp("tail")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor-cache"))
+        with inductor_config.patch(fx_graph_cache=True), functorch_config.patch(enable_autograd_cache=True):
+            torch.manual_seed(0)
+            eager = Tail()
+            model = torch.compile(eager, backend=dynascope.backend(inner="inductor"))
+            x = torch.randn(4, 8)
+            index, outputs = traced_steps(tmp_path, model, x)
+            plain = Tail()
+            plain.load_state_dict(eager.state_dict())
+            expected = torch.compile(plain, backend="inductor")(x)
+    (path,) = tmp_path.glob("t*.pfw.gz")
+    return types.SimpleNamespace(index=index, outputs=outputs, expected=expected, path=str(path))
+
+
+def test_forward_and_backward_kernels_with_layers_and_lines(tail_run):
+    index = tail_run.index
+    assert all(torch.equal(out, tail_run.expected.detach()) for out in tail_run.outputs)  # as untraced inductor
 
     phases = by_phase(index)
     graphs = op_events(index, "dynamo.graph")
@@ -98,6 +118,18 @@ def test_forward_and_backward_kernels_with_layers_and_lines(tmp_path, cache_dir)
     for graph in graphs:
         inside = [e for e in op_events(index) if e["args"]["p_idx"] == graph["id"]]
         assert inside and all(graph["ts"] <= e["ts"] and e["ts"] + e["dur"] <= graph["ts"] + graph["dur"] + 1 for e in inside)
+
+
+def test_each_kernel_event_names_the_code_it_runs(tail_run):
+    index = tail_run.index
+    forward = by_phase(index)["forward"][: len(FORWARD)]
+    codes = [index["sources"][attrs(index, e)["kernel_code"]] for e in forward]
+    relu, tail = codes[1], codes[3]  # generated kernels: their C++ source
+    assert all('extern "C"' in code and "kernel(" in code for code in (relu, tail))
+    assert "exp" in tail and "exp" not in relu  # the tail fuses the sigmoid, the ReLU kernel has none
+    assert codes[0].startswith("extern_kernels.addmm(") and "out=" in codes[0]  # extern: its wrapper line
+    backward = by_phase(index)["backward"]
+    assert all(attrs(index, e)["kernel_code"] in index["sources"] for e in backward)
 
 
 def check_backward_layers(fields, backward):
@@ -253,3 +285,79 @@ def test_extern_and_fallback_kernels_take_their_own_ops_layer(tmp_path, cache_di
     if PROVENANCE:  # the fallback also covers batch-norm backward nodes; its layer is its own op's
         assert conv["layer"] == conv_grad["layer"] == "conv" and conv_grad["module_type"] == "Conv2d"
         assert "aten.convolution_backward.default" in conv_grad["target"].split(",")
+
+
+def test_kernel_table_layer_table_and_both_readers_agree(tail_run):
+    from dynascope.analyze.reader import read_trace_with_info
+    from dynascope.analyze.summarize import summarize, summarize_files
+
+    summary = summarize_files([tail_run.path])
+    kernels = summary.by_kernel
+    forward = kernels.filter(pl.col("phase") == "forward")
+    assert sorted(forward.get_column("name").to_list()) == sorted(name for name, *_ in FORWARD)
+    assert set(forward.get_column("count").to_list()) == {2}  # two steps
+    assert kernels.get_column("count").sum() == summary.meta["ops"]  # every op event is a kernel
+    durations = {}  # each call site's total from the raw events
+    for event in op_events(tail_run.index):
+        key = (attrs(tail_run.index, event)["phase"], attrs(tail_run.index, event)["kernel_code"])
+        durations[key] = durations.get(key, 0) + event["dur"]
+    assert {(r["phase"], r["kernel_code"]): r["total_us"] for r in kernels.iter_rows(named=True)} == durations
+    assert abs(kernels.get_column("share").sum() - 1) < 1e-9
+    assert set(summary.sources) == set(kernels.get_column("kernel_code"))
+    if PROVENANCE:
+        tail = forward.filter(pl.col("name") == "cpp_fused_add_mul_sigmoid_1").row(0, named=True)
+        assert set(tail["fused"].split(", ")) == {"sigmoid", "mul", "add"}
+        assert tail["lines"] == f"test_kernels.py:{inspect.getsourcelines(Tail.forward)[1] + 2}"
+        addmm = forward.filter(pl.col("name") == "extern_kernels.addmm").sort("layer")
+        assert addmm.get_column("layer").to_list() == ["fc1", "fc2"] and addmm.get_column("fused").to_list() == ["addmm"] * 2
+        layers = {r["layer"]: r for r in summary.by_layer.iter_rows(named=True)}
+        assert {"fc1", "act", "fc2"} <= set(layers)
+        assert all(layers[name]["forward_us"] > 0 and layers[name]["backward_us"] > 0 for name in ("fc1", "act", "fc2"))
+    frame, info = read_trace_with_info([tail_run.path])
+    from_rows = summarize(frame, info=info)
+    assert from_rows.by_kernel.equals(kernels) and from_rows.sources == summary.sources
+
+
+def test_report_shows_kernels_in_the_terminal_json_and_html(tail_run, tmp_path, capsys):
+    import json
+
+    import markupsafe
+
+    from dynascope.cli import main as cli_main
+
+    assert cli_main(["report", tail_run.path]) == 0
+    out = capsys.readouterr().out
+    assert "Kernels (inductor)" in out and "cpp_fused_add_mul_sigmoid_1" in out
+    assert "\nOps" not in out  # every op event is a kernel: the per-kernel table replaces the per-op one
+    assert cli_main(["report", tail_run.path, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {row["kernel_code"] for row in data["by_kernel"]} == set(data["kernel_sources"])
+    assert cli_main(["report", tail_run.path, "--html", str(tmp_path / "r.html"), "-q"]) == 0
+    page = (tmp_path / "r.html").read_text()
+    slowest = data["by_kernel"][0]
+    assert 'id="kernel-code"' in page and 'href="#kernel-0"' in page
+    details = page[page.index('<details id="kernel-0">'):]
+    details = details[: details.index("</details>")]
+    assert slowest["name"] in details and str(markupsafe.escape(data["kernel_sources"][slowest["kernel_code"]])) in details
+    relu = next(r for r in data["by_kernel"] if r["name"] == "cpp_fused_relu_0" and r["phase"] == "forward")
+    assert str(markupsafe.escape(data["kernel_sources"][relu["kernel_code"]])) in page  # C++ source, escaped
+
+
+def test_perfetto_export_nests_kernels_under_graph_calls(tail_run, tmp_path):
+    import json
+
+    from dynascope.render.chrome import convert
+
+    convert([tail_run.path], tmp_path / "t.json")
+    slices = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    graphs = [e for e in slices if e["cat"].startswith("dynamo.graph")]
+    kernels = [e for e in slices if e["cat"].split(",")[0] == "dynamo"]
+    assert len(graphs) == 4 and len(kernels) == len(op_events(tail_run.index))
+    for kernel in kernels:
+        parents = [g for g in graphs if (g["pid"], g["tid"]) == (kernel["pid"], kernel["tid"])
+                   and g["ts"] <= kernel["ts"] and kernel["ts"] + kernel["dur"] <= g["ts"] + g["dur"]]  # fmt: skip
+        assert len(parents) == 1 and parents[0]["cat"].split(",")[1] == kernel["cat"].split(",")[1]  # same phase
+        assert kernel["args"]["kernel_kind"] in ("generated", "extern", "fallback") and "kernel_code" not in kernel["args"]
+    if PROVENANCE:
+        addmm = next(k for k in kernels if k["name"] == "extern_kernels.addmm")
+        assert addmm["args"]["layer"] == "fc1" and addmm["args"]["source"].startswith("test_kernels.py:")

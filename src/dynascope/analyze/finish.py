@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .partial import Partial
+from .partial import KERNEL_KEYS, Partial
 from .summary import Summary, summary_meta
 
 __all__ = ["finish"]
@@ -18,6 +18,7 @@ def _share(col: str = "total_us") -> pl.Expr:
 def finish(p: Partial, top: int = 20) -> Summary:
     """Turn merged partials into the Summary tables (deterministic row order)."""
     by_op = _by_op(p.op_hist)
+    by_kernel = _by_kernel(p.kernel)
     lay = p.layer
     by_layer = (
         lay.group_by(["layer", "module_type"])
@@ -92,6 +93,8 @@ def finish(p: Partial, top: int = 20) -> Summary:
         top=top,
         meta=meta,
         top_ops=by_op.head(top),
+        by_kernel=by_kernel,
+        sources=dict(m.sources),
     )
 
 
@@ -129,6 +132,34 @@ def _by_op(h: pl.DataFrame) -> pl.DataFrame:
         .sort(["total_us", "name", "cat"], descending=[True, False, False], nulls_last=True)
         .select("name", "cat", "count", "total_us", "mean_us", "p50_us", "p95_us", "share", "min_us", "max_us")
     )
+
+
+def _by_kernel(h: pl.DataFrame) -> pl.DataFrame:
+    """One row per kernel call site of a compiled graph: its events' count, times and what it covers."""
+    keys = KERNEL_KEYS
+    h = h.sort([*keys, "dur"], nulls_last=True).with_columns(
+        pl.col("n").sum().over(keys).alias("cnt"), pl.col("n").cum_sum().over(keys).alias("cum")
+    )
+    out = h.group_by(keys).agg(
+        pl.col("n").sum().alias("count"),
+        (pl.col("n") * pl.col("dur")).sum().alias("total_us"),
+        pl.col("dur").filter(pl.col("cum") * 100 >= pl.col("cnt") * 50).min().alias("p50_us"),
+        pl.col("dur").max().alias("max_us"),
+    )
+    # "aten.add.Tensor,aten.mul.Tensor,prims.convert_element_type.default" -> "add, mul, convert_element_type"
+    short = pl.col("target").fill_null("").str.split(",").list.eval(
+        pl.element().str.split(".").list.get(1, null_on_oob=True)
+    ).list.drop_nulls().list.unique(maintain_order=True).list.join(", ")
+    return (
+        out.with_columns(
+            (pl.col("total_us") / pl.col("count")).cast(pl.Float64).alias("mean_us"), _share(), short.alias("fused")
+        )
+        .sort(["total_us", *keys], descending=[True] + [False] * len(keys), nulls_last=True)
+        .select(
+            "name", "kernel_kind", "compile_id", "graph", "phase", "count", "total_us", "mean_us", "p50_us", "max_us",
+            "share", "fused", "layer", "module_type", "layers", "lines", "code", "target", "kernel_code",
+        )
+    )  # fmt: skip
 
 
 def _natural(s):

@@ -36,13 +36,18 @@ __all__ = [
     "partial_of_file",
 ]
 
+# what an inductor kernel event's OH record says besides an op's fields (docs/trace-format.md)
+KERNEL_FIELDS = ["kernel_kind", "target", "layers", "lines", "code", "kernel_code"]
+
 # what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
-    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason",
+    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS,
 ]  # fmt: skip
 
-_STR_KEYS = ["name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file"]
+_STR_KEYS = [
+    "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
+]  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -57,6 +62,7 @@ class PartialMeta:
     dropped_events: int = 0
     warnings: list[str] = field(default_factory=list)
     untraced: dict[str, int] = field(default_factory=dict)  # graphs that ran untraced, by reason
+    sources: dict[str, str] = field(default_factory=dict)  # kernel source hash -> code (KS records)
 
     @classmethod
     def merged(cls, metas: Iterable[PartialMeta]) -> PartialMeta:
@@ -70,6 +76,7 @@ class PartialMeta:
             out.warnings += m.warnings
             for reason, n in m.untraced.items():
                 out.untraced[reason] = out.untraced.get(reason, 0) + n
+            out.sources.update(m.sources)
             out.ts_min = _extreme(min, out.ts_min, m.ts_min)
             out.end_max = _extreme(max, out.end_max, m.end_max)
         return out
@@ -84,6 +91,7 @@ class Partial:
     """Mergeable aggregates of part of a trace. Every table is keyed; values are integer sums."""
 
     op_hist: pl.DataFrame  # name, cat, dur, n
+    kernel: pl.DataFrame  # KERNEL_KEYS, dur, n   (inductor kernel events only)
     layer: pl.DataFrame  # layer, module_type, phase, count, total_us
     graph: pl.DataFrame  # compile_id, graph, phase, calls, total_us, ops
     step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count
@@ -91,8 +99,10 @@ class Partial:
     compile: pl.DataFrame  # compile_id, total_us
     meta: PartialMeta = field(default_factory=PartialMeta)
 
+KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
 _KEYS = {
     "op_hist": ["name", "cat", "dur"],
+    "kernel": [*KERNEL_KEYS, "dur"],
     "layer": ["layer", "module_type", "phase"],
     "graph": ["compile_id", "graph", "phase"],
     "step": ["epoch", "step"],
@@ -101,6 +111,7 @@ _KEYS = {
 }
 _SCHEMAS: dict[str, dict[str, type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
+    "kernel": {**dict.fromkeys(KERNEL_KEYS, pl.String), "dur": pl.Int64, "n": pl.Int64},
     "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String,
               "count": pl.Int64, "total_us": pl.Int64},
     "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String,
@@ -132,7 +143,8 @@ def partial_of_file(reducer: OpReducer, others: pl.DataFrame, info: ReadInfo, re
     return _core(hist, times, _ensure(others), info)
 
 
-# raw columns (before resolution) that op events are grouped by per chunk
+# raw columns (before resolution) that op events are grouped by per chunk (the OH reference `op` stands
+# for every attribution field, KERNEL_FIELDS included)
 _RAW_OP_KEYS = [
     "pid", "hhash", "op", "name", "cat", "dur", "phase", "layer", "module_type", "compile_id", "graph", "host",
     "rank", "world_size",
@@ -286,7 +298,7 @@ def _conform(name: str, df: pl.DataFrame) -> pl.DataFrame:
 # op events are pre-aggregated to a weighted histogram over these keys (n = how many events)
 _OP_KEYS = [
     "trace_file", "pid", "host", "rank", "world_size", "name", "cat", "phase", "layer", "module_type",
-    "compile_id", "graph", "dur",
+    "compile_id", "graph", "dur", *KERNEL_FIELDS,
 ]  # fmt: skip
 
 
@@ -354,6 +366,7 @@ def _core(
     weighted = pl.col("n") * pl.col("dur")
 
     op_hist = hist.group_by(["name", "cat", "dur"]).agg(pl.col("n").sum())
+    kernel = hist.filter(pl.col("kernel_kind").is_not_null()).group_by(_KEYS["kernel"]).agg(pl.col("n").sum())
     layer = hist.group_by(["layer", "module_type", "phase"]).agg(
         pl.col("n").sum().alias("count"), weighted.sum().alias("total_us")
     )
@@ -401,12 +414,14 @@ def _core(
         untraced=_untraced_graphs(others),
     )
     if info is not None:
+        meta.sources = dict(info.sources)
         meta.file_names = sorted(set(meta.file_names) | set(info.files))
         meta.dropped_lines = info.dropped_lines
         meta.dropped_events = info.dropped_events
         meta.warnings = list(info.warnings)
     return Partial(
         op_hist=_conform("op_hist", op_hist),
+        kernel=_conform("kernel", kernel),
         layer=_conform("layer", layer),
         graph=graph,
         step=step,

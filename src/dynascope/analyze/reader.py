@@ -175,7 +175,7 @@ class FileReader:
         self._events = 0
 
     def info(self) -> ReadInfo:
-        return self.log.info(self._events, self.tables.thread_names, self.records.marks)
+        return self.log.info(self._events, self.tables.thread_names, self.records.marks, self.tables.sources)
 
     # -- parsing
 

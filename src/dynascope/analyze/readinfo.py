@@ -25,6 +25,7 @@ class ReadInfo:
     `skipped_events`: records of phases that are no events (flows, async and object records).
     `truncated`: files whose gzip stream was cut short. `thread_names`: (pid, tid) -> name, from the
     traces' `thread_name` records. `marks`: instants and counters, kept only when asked for.
+    `sources`: the code of inductor kernels (`KS` records), by the hash their events' `source` gives.
     """
 
     files: list[str] = field(default_factory=list)
@@ -37,6 +38,7 @@ class ReadInfo:
     truncated: list[str] = field(default_factory=list)
     thread_names: dict[tuple, str] = field(default_factory=dict)
     marks: list[dict] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def merged(cls, infos: Iterable[ReadInfo]) -> ReadInfo:
@@ -53,6 +55,7 @@ class ReadInfo:
             out.truncated += one.truncated
             out.thread_names.update(one.thread_names)
             out.marks += one.marks
+            out.sources.update(one.sources)
         return out
 
 
@@ -71,7 +74,9 @@ class FileLog:
     def warn(self, msg: str) -> None:
         self.warnings.append(f"{self.name}: {msg}")
 
-    def info(self, events: int, thread_names: dict[tuple, str], marks: list[dict]) -> ReadInfo:
+    def info(
+        self, events: int, thread_names: dict[tuple, str], marks: list[dict], sources: dict[str, str] | None = None
+    ) -> ReadInfo:
         return ReadInfo(
             files=[self.name],
             events=events,
@@ -83,4 +88,5 @@ class FileLog:
             truncated=[self.name] if self.truncated_gzip else [],
             thread_names=dict(thread_names),
             marks=list(marks),
+            sources=dict(sources or {}),
         )

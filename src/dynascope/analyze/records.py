@@ -72,6 +72,7 @@ class FileTables:
     # pid (as read: an int unless the file has an odd one) -> rank, world_size, local_rank, process_name
     proc: dict[Any, dict] = field(default_factory=dict)
     thread_names: dict[tuple, str] = field(default_factory=dict)  # (pid, tid) -> name
+    sources: dict[str, str] = field(default_factory=dict)  # KS: kernel source hash -> code
 
     def add_metadata(self, e: dict, args: dict) -> None:
         name = e.get("name")
@@ -84,6 +85,8 @@ class FileTables:
                 table[k] = str(text)
         elif name == "OH":
             self._add_oh(args)
+        elif name == "KS" and isinstance(args.get("text"), str) and args.get("value") is not None:
+            self.sources[str(args["value"]).lower()] = args["text"]
         elif name == "process_name":
             pid = e.get("pid")
             if pid is not None and "name" in args:
@@ -171,7 +174,7 @@ class RecordReader:
             self._complete(e, args)
         elif ph == "M":
             self.tables.add_metadata(e, args)
-            if self.keep_marks and e.get("name") not in ("HH", "FH", "SH", "OH", "process_name", "thread_name"):
+            if self.keep_marks and e.get("name") not in ("HH", "FH", "SH", "OH", "KS", "process_name", "thread_name"):
                 self.marks.append({**e, "ph": "M"})
         elif ph in ("B", "E"):
             self._begin_end(e, ph, args)

@@ -85,6 +85,13 @@ class Summary:
     meta: SummaryMeta = field(default_factory=summary_meta)
     # by_op.head(top): the top N ops by total time
     top_ops: pl.DataFrame = field(default_factory=_empty)
+    # name, kernel_kind, compile_id, graph, phase, count, total_us, mean_us, p50_us, max_us, share,
+    #   fused (short names of the ATen ops it covers), layer, module_type, layers, lines, code, target,
+    #   kernel_code (hash into `sources`).  Inductor kernel events only (docs/trace-format.md), one row per
+    #   kernel call site of a compiled graph; share is of all kernel time.  Sorted by total desc.
+    by_kernel: pl.DataFrame = field(default_factory=_empty)
+    # the code each kernel row runs (a generated kernel's C++/Triton source, else its wrapper line), by hash
+    sources: dict[str, str] = field(default_factory=dict)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -93,4 +100,6 @@ class Summary:
         return getattr(self, name)
 
 
-TABLE_NAMES = ("by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops")
+TABLE_NAMES = (
+    "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
+)  # fmt: skip

@@ -276,19 +276,21 @@ class TracingBackend:
         with open(filename, encoding="utf-8") as source:  # the code inductor loaded, from its cache directory
             wrapper = kernels.Wrapper.parse(source.read())
         provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled), _torch.fx_graph_cache_place(compiled))
-        gid = self._register_kernels(wrapper.calls, provenance, gm, context, phase)
+        gid = self._register_kernels(wrapper, provenance, gm, context, phase)
         new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, buffers.sink, buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
 
-    def _register_kernels(self, calls: list, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
+    def _register_kernels(self, wrapper: Any, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
         """The graph id of one compiled graph whose events are one per kernel call, with what each covers."""
         shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
         grad = context.grad_enabled and phase != "backward"
+        calls = wrapper.calls
         covered = kernels.match_provenance(calls, provenance)
         ops = []
-        for kernel, (names, stacks) in zip(calls, covered, strict=True):
+        for kernel, (names, stacks), code in zip(calls, covered, wrapper.codes, strict=True):
             fields = kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq)
+            fields["kernel_code"] = TABLE.add_source(code)
             ops.append(OpSpec.make(kernel.name, "dynamo", grad, {**shared, **fields, **self.labels}))
         graph_fields = {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
         return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), ops)

@@ -51,12 +51,16 @@ class Wrapper:
 
     function: ast.FunctionDef  # its `call`
     timed: list[tuple[ast.stmt, KernelCall]]  # the statements of `call` that run a kernel, in order
+    codes: list[str]  # what each timed statement runs: a generated kernel's source, else the statement
 
     @staticmethod
     def parse(source: str) -> Wrapper:
         tree = ast.parse(source)
         function = find_call(tree)
-        return Wrapper(function, _timed(function.body, generated_kernels(tree)))
+        generated = generated_kernels(tree)
+        timed = _timed(function.body, set(generated))
+        codes = [generated.get(kernel.name) or ast.unparse(statement) for statement, kernel in timed]
+        return Wrapper(function, timed, codes)
 
     @property
     def calls(self) -> list[KernelCall]:
@@ -77,15 +81,19 @@ def find_call(tree: ast.Module) -> ast.FunctionDef:
     raise ValueError("inductor's wrapper code has no call function")
 
 
-def generated_kernels(tree: ast.Module) -> set[str]:
-    """Names the wrapper binds to kernels it compiles: `name = async_compile.<kind>(...)`."""
-    names: set[str] = set()
+def generated_kernels(tree: ast.Module) -> dict[str, str]:
+    """The kernels the wrapper compiles (`name = async_compile.<kind>(..., source, ...)`): name -> source,
+    the longest string literal of the call (the C++ or Triton code)."""
+    kernels: dict[str, str] = {}
     for node in tree.body:
         if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Call):
             continue
         if _dotted(node.value.func).startswith("async_compile."):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
+            arguments = [*node.value.args, *(k.value for k in node.value.keywords)]
+            texts = [a.value for a in arguments if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            code = max(texts, key=len, default="").strip("\n")
+            kernels.update((t.id, code) for t in node.targets if isinstance(t, ast.Name))
+    return kernels
 
 
 def _dotted(node: ast.AST) -> str:

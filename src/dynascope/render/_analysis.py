@@ -42,10 +42,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def summary_to_dict(summary: Summary) -> dict:
-    """{"meta": ..., "top": N, "by_op": [rows], ...}: what `dynascope report --json` prints."""
+    """{"meta": ..., "top": N, "by_op": [rows], ..., "kernel_sources": {hash: code}}: what
+    `dynascope report --json` prints."""
     out: dict[str, Any] = {"top": summary.top, "meta": dict(summary.meta)}
     for attr in SUMMARY_TABLES:
         out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in summary.table(attr).to_dicts()]
+    out["kernel_sources"] = summary.sources  # by_kernel's `kernel_code` -> the code it runs
     return out
 
 

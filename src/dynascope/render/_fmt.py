@@ -47,6 +47,21 @@ TABLES: tuple[TableSpec, ...] = (
         ),
     ),
     TableSpec(
+        "by_kernel",
+        "Kernels (inductor)",
+        (
+            Col("name", "kernel"),
+            Col("compile_id", "compile"),
+            Col("phase", "phase"),
+            Col("count", "calls", "int"),
+            Col("total_us", "total", "us"),
+            Col("mean_us", "mean", "us"),
+            Col("share", "share", "share"),
+            Col("fused", "fused ops"),
+            Col("layers", "layers"),
+        ),
+    ),
+    TableSpec(
         "by_layer",
         "Layers",
         (
@@ -218,6 +233,21 @@ def table_rows(summary: Summary, spec: TableSpec, limit: int | None = None) -> t
     keys = [c.key for c in cols]
     rows = frame.select(keys).to_dicts() if keys else []
     return cols, rows, n
+
+
+def only_kernels(summary: Summary) -> bool:
+    """Whether every op event is an inductor kernel: the per-kernel table then says all the per-op one
+    would (and more), so renderers show it instead."""
+    kernels = frame_of(summary, "by_kernel")
+    if kernels.height == 0 or "count" not in kernels.columns:
+        return False
+    return int(kernels.get_column("count").sum() or 0) >= int(summary.meta.get("ops") or 0)
+
+
+def op_tables(summary: Summary) -> list[str]:
+    """The per-op tables to show, in order: ops, inductor kernels, or both."""
+    kernels = frame_of(summary, "by_kernel").height > 0
+    return ["by_kernel"] if only_kernels(summary) else ["by_op", "by_kernel"] if kernels else ["by_op"]
 
 
 def summary_top(summary: Summary, default: int = 20) -> int:

@@ -47,10 +47,11 @@ __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
 _NOT_ARGS = frozenset({
     "trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur", "type", "hhash", "p_idx", "level", "op",
     "host", "rank", "world_size", "local_rank", "process_name", "value", "hash", "graph_op", "index", "kind",
-    "file", "line", "fhash", "cmd_hash", "exec_hash",
+    "file", "line", "fhash", "cmd_hash", "exec_hash", "kernel_code",
 })  # fmt: skip
 _ARG_ORDER = (
-    "layer", "module_type", "source", "code", "target", "node", "op_type", "phase", "graph", "compile_id", "backend"
+    "layer", "module_type", "source", "code", "target", "kernel_kind", "layers", "lines", "node", "op_type", "phase",
+    "graph", "compile_id", "backend",
 )
 _MARKERS = ("start", "end")  # DFTracer's process records: instants on the process track
 _ROWS_PER_WRITE = 20_000

@@ -35,6 +35,7 @@ from ._fmt import (
     meta_facts,
     meta_files,
     meta_warnings,
+    op_tables,
     phase_totals,
     summary_top,
     table_rows,
@@ -45,6 +46,7 @@ __all__ = ["EXPLANATION_FILE", "find_explanation", "load_explanation", "render_h
 EXPLANATION_FILE = "explanation.json"
 TEMPLATES = Path(__file__).with_name("templates")
 HTML_ROWS = 200  # rows per table in the HTML (the terminal shows Summary.top)
+KERNEL_CODE_ROWS = 60  # kernels whose code the HTML shows (the slowest first)
 PHASE_ORDER = ("forward", "backward", "inference")
 
 
@@ -90,7 +92,7 @@ def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
     if not rows:
         return None
     max_total = max((_num(row.get("total_us")) for row in rows), default=0.0)
-    out_rows = []
+    out_rows: list[list[dict]] = []
     for row in rows:
         cells = []
         for col in cols:
@@ -104,6 +106,8 @@ def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
                 cell["bar"] = max(0.0, min(100.0, _num(value) / max_total * 100))
             if col.key in ("name", "layer", "graph", "host"):
                 cell["code"] = True
+            if attr == "by_kernel" and col.key == "name" and len(out_rows) < KERNEL_CODE_ROWS:
+                cell["href"] = f"#kernel-{len(out_rows)}"
             cells.append(cell)
         out_rows.append(cells)
     return {
@@ -114,6 +118,35 @@ def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
         "total": n,
         "shown": len(out_rows),
     }
+
+
+def _kernel_code(summary: Summary, limit: int = KERNEL_CODE_ROWS) -> list[dict]:
+    """The slowest kernels with what they cover and the code they run, for the folded code list."""
+    frame = frame_of(summary, "by_kernel")
+    if frame.height == 0:
+        return []
+    out = []
+    for i, row in enumerate(frame.head(limit).to_dicts()):
+        name = str(row.get("name") or "")
+        language = "C++" if name.startswith("cpp_") else "Triton" if name.startswith("triton_") else "wrapper line"
+        lines = [line for line in str(row.get("lines") or "").split(",") if line]
+        out.append({
+            "id": f"kernel-{i}",
+            "name": name,
+            "kind": row.get("kernel_kind") or "",
+            "where": " · ".join(str(v) for v in (row.get("compile_id"), row.get("graph"), row.get("phase")) if v),
+            "total": fmt_us(row.get("total_us")),
+            "share": fmt_share(row.get("share")),
+            "calls": row.get("count"),
+            "mean": fmt_us(row.get("mean_us")),
+            "ops": [t for t in str(row.get("target") or "").split(",") if t],
+            "layers": [t for t in str(row.get("layers") or "").split(",") if t],
+            "lines": lines,
+            "code": row.get("code") or "",
+            "language": language,
+            "source": summary.sources.get(str(row.get("kernel_code") or ""), ""),
+        })  # fmt: skip
+    return out
 
 
 # ----------------------------------------------------------------------------------------- charts
@@ -399,7 +432,8 @@ def render_html(
         "files": files,
         "warnings": meta_warnings(summary),
         "tables": tables,
-        "top_table_order": ["by_op", "by_layer", "by_graph", "by_step", "by_process"],
+        "top_table_order": [*op_tables(summary), "by_layer", "by_graph", "by_step", "by_process"],
+        "kernel_code": _kernel_code(summary),
         "charts": {
             "compile": _compile_chart(summary),
             "phase": _phase_chart(summary),

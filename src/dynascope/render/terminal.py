@@ -26,6 +26,7 @@ from ._fmt import (
     fmt_value,
     meta_facts,
     meta_warnings,
+    op_tables,
     phase_totals,
     summary_top,
     table_rows,
@@ -33,6 +34,10 @@ from ._fmt import (
 
 __all__ = ["make_console", "render_short", "render_summary", "short_text", "summary_table", "summary_text"]
 
+
+
+# text columns that would push the numbers off a 150-column terminal are cut with an ellipsis
+_MAX_WIDTH = {"name": 48, "layer": 48, "graph": 48, "host": 48, "fused": 26, "layers": 20}
 
 
 def _cell(value: Any, kind: str) -> Text:
@@ -56,7 +61,8 @@ def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -
             no_wrap=True,
             overflow="ellipsis" if not numeric else "fold",
             style=None if numeric else ("cyan" if col.key in ("name", "layer") else None),
-            max_width=60 if col.key in ("name", "layer", "graph", "host") else None,
+            max_width=_MAX_WIDTH.get(col.key),
+            min_width=len(col.label) if numeric else None,
         )
     for row in rows:
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
@@ -103,7 +109,7 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(headline)
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
-    order = ("compile_vs_run", "by_phase", "by_op", "by_layer", "by_graph", "by_step", "by_process")
+    order = ("compile_vs_run", "by_phase", *op_tables(summary), "by_layer", "by_graph", "by_step", "by_process")
     printed = 0
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
@@ -127,11 +133,13 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(headline)
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
-    spec = SPEC_BY_ATTR["by_op"]
-    spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key != "cat"))
+    attr = op_tables(summary)[0]
+    spec = SPEC_BY_ATTR[attr]
+    spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
     table = summary_table(summary, spec, top)
     if table is not None:
-        table.title = f"Top {min(top, table.row_count)} ops by total time"
+        what = "inductor kernels" if attr == "by_kernel" else "ops"
+        table.title = f"Top {min(top, table.row_count)} {what} by total time"
         console.print(table)
     else:
         console.print("no op events in the trace")

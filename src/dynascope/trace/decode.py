@@ -58,6 +58,7 @@ class Decoder:
         self._out = np.empty(0, dtype=np.uint8)
         self._op_numbers: dict[int, int] = {}
         self.described: set[int] = set()  # graph ids whose OH records are in the file
+        self.sources_written: set[str] = set()  # kernel sources whose KS record is in the file
 
     # -- static strings -------------------------------------------------------------------------
 
@@ -107,19 +108,33 @@ class Decoder:
         return cached[1], cached[2], cached[3]
 
     def describe(self, gids: np.ndarray, tid: int) -> list[bytes]:
-        """OH metadata lines for graphs not yet described in this file."""
-        if self.inline_args:
-            return []
+        """OH metadata lines (and KS lines of kernel sources) for graphs not yet described in this file."""
         lines = []
         for gid in np.unique(gids).tolist():
             if gid in self.described or gid <= 0 or gid >= len(TABLE.arrays()[0]):
                 continue
             self.described.add(gid)
             graph_index, *op_indexes = TABLE.graph_specs(gid)
+            lines += self.source_lines(op_indexes, tid)
+            if self.inline_args:
+                continue
             graph_number = self.op_number(graph_index)
             lines.append(self.oh_line(graph_index, tid, graph_number, -1))
             for position, index in enumerate(op_indexes):
                 lines.append(self.oh_line(index, tid, graph_number, position))
+        return lines
+
+    def source_lines(self, indexes: list[int], tid: int) -> list[bytes]:
+        """KS records: the code of each kernel whose source this file has not given yet."""
+        lines = []
+        for index in indexes:
+            key = TABLE.specs[index].attrs.get("kernel_code")
+            if not key or key in self.sources_written:
+                continue
+            self.sources_written.add(key)
+            args = {"hhash": self.hhash, "value": key, "text": TABLE.sources.get(key, "")}
+            record = {"name": "KS", "cat": "dynascope", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
+            lines.append(orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE))
         return lines
 
     def oh_line(self, index: int, tid: int, graph_number: int, position: int) -> bytes:

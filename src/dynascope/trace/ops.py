@@ -43,6 +43,7 @@ class OpTable:
         self._op_base = [0]
         self._n_ops = [0]
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.sources: dict[str, str] = {}  # hash -> code a kernel event runs (written once per file, `KS`)
 
     def register_graph(self, graph: OpSpec, ops: list[OpSpec]) -> int:
         with self._lock:
@@ -54,6 +55,13 @@ class OpTable:
             self.specs.extend(ops)
             self._arrays = None
             return gid
+
+    def add_source(self, text: str) -> str:
+        """The hash that a kernel's `source` field gives for `text` (its generated code)."""
+        key = hash16(text)
+        with self._lock:
+            self.sources.setdefault(key, text)
+        return key
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(graph_spec, op_base, n_ops) indexed by graph id, as int64 arrays for the decoder."""
