@@ -361,3 +361,47 @@ def test_perfetto_export_nests_kernels_under_graph_calls(tail_run, tmp_path):
     if PROVENANCE:
         addmm = next(k for k in kernels if k["name"] == "extern_kernels.addmm")
         assert addmm["args"]["layer"] == "fc1" and addmm["args"]["source"].startswith("test_kernels.py:")
+
+
+WRAPPER = '''
+cpp_fused_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r"""extern "C" void kernel(const float* in_ptr0, float* out_ptr0) {}""")
+cpp_fused_relu_1 = async_compile.cpp_pybinding(['float*'], r"""extern "C" void kernel(float* in_out_ptr0) {}""")
+
+def call(args):
+    primals_1, primals_2, primals_3 = args
+    s77 = primals_3
+    buf0 = empty_strided_cpu((16, 8, 3, 3), (72, 1, 24, 8), torch.float32)
+    cpp_fused_0(primals_2, buf0)
+    buf1 = extern_kernels.convolution(primals_3, primals_1, None, stride=(1, 1))
+    cpp_fused_relu_1(buf1, s77)
+    buf7 = empty_strided_cpu((4, 4), (4, 1), torch.float32)
+    buf3 = extern_kernels.convolution(buf1, buf0, None, stride=(1, 1))
+    aten.scatter_reduce_.two(buf7, 1, buf3, buf3, reduce='sum')
+    buf4 = empty_strided_cpu((4, 4), (4, 1), torch.float32)
+    extern_kernels.mm(buf7, primals_1, out=buf4)
+    return (buf4,)
+'''
+
+
+def test_kernels_without_an_op_of_their_own_count_under_the_layer_that_reads_their_output():
+    from dynascope.capture import kernels
+
+    wrapper = kernels.Wrapper.parse(WRAPPER)
+    assert [c.name for c in wrapper.calls] == [
+        "cpp_fused_0", "extern_kernels.convolution", "cpp_fused_relu_1", "extern_kernels.convolution",
+        "aten.scatter_reduce_.two", "extern_kernels.mm",
+    ]  # fmt: skip
+    assert wrapper.codes[0] == 'extern "C" void kernel(const float* in_ptr0, float* out_ptr0) {}'
+    assert wrapper.codes[1] == "buf1 = extern_kernels.convolution(primals_3, primals_1, None, stride=(1, 1))"
+    # the weight conversion's buf0 is read by the second convolution, not the first (s77 is no buffer);
+    # the in-place scatter writes buf7, which the mm reads
+    assert wrapper.consumers == [3, 2, None, 4, 5, None]
+    fields = [{"target": "", "lines": "", "layer": "", "module_type": "", "layers": "", "node": "primals_2"},
+              {"target": "aten.convolution.default", "lines": "m.py:3", "layer": "conv1", "module_type": "Conv2d"},
+              {"target": "aten.relu.default", "lines": "m.py:3", "layer": "", "module_type": ""},
+              {"target": "aten.convolution.default", "lines": "m.py:4", "layer": "conv2", "module_type": "Conv2d"},
+              {"target": "", "lines": "", "layer": "", "module_type": "", "layers": ""},
+              {"target": "aten.mm.default", "lines": "m.py:5", "layer": "fc", "module_type": "Linear"}]  # fmt: skip
+    kernels.borrow_layers(fields, wrapper.consumers)
+    assert [f["layer"] for f in fields] == ["conv2", "conv1", "", "conv2", "fc", "fc"]  # the ReLU has ops of its own
+    assert fields[0]["layers"] == "conv2" and fields[0]["module_type"] == "Conv2d"

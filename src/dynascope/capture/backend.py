@@ -287,11 +287,15 @@ class TracingBackend:
         grad = context.grad_enabled and phase != "backward"
         calls = wrapper.calls
         covered = kernels.match_provenance(calls, provenance)
+        fields = [
+            kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq)
+            for kernel, (names, stacks) in zip(calls, covered, strict=True)
+        ]
+        kernels.borrow_layers(fields, wrapper.consumers)
         ops = []
-        for kernel, (names, stacks), code in zip(calls, covered, wrapper.codes, strict=True):
-            fields = kernels.kernel_attribution(kernel, names, stacks, gm, context.layer_by_seq)
-            fields["kernel_code"] = TABLE.add_source(code)
-            ops.append(OpSpec.make(kernel.name, "dynamo", grad, {**shared, **fields, **self.labels}))
+        for kernel, own, code in zip(calls, fields, wrapper.codes, strict=True):
+            own["kernel_code"] = TABLE.add_source(code)
+            ops.append(OpSpec.make(kernel.name, "dynamo", grad, {**shared, **own, **self.labels}))
         graph_fields = {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
         return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), ops)
 

@@ -52,6 +52,7 @@ class Wrapper:
     function: ast.FunctionDef  # its `call`
     timed: list[tuple[ast.stmt, KernelCall]]  # the statements of `call` that run a kernel, in order
     codes: list[str]  # what each timed statement runs: a generated kernel's source, else the statement
+    consumers: list[int | None]  # per timed statement: the first later one that uses a buffer it made
 
     @staticmethod
     def parse(source: str) -> Wrapper:
@@ -60,7 +61,7 @@ class Wrapper:
         generated = generated_kernels(tree)
         timed = _timed(function.body, set(generated))
         codes = [generated.get(kernel.name) or ast.unparse(statement) for statement, kernel in timed]
-        return Wrapper(function, timed, codes)
+        return Wrapper(function, timed, codes, _consumers(function.body, timed))
 
     @property
     def calls(self) -> list[KernelCall]:
@@ -133,6 +134,44 @@ def _timed(body: list[ast.stmt], generated: set[str]) -> list[tuple[ast.stmt, Ke
         if kernel is not None:
             found.append((statement, kernel))
     return found
+
+
+def _flat(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for statement in body:
+        out.extend(_flat(statement.body) if isinstance(statement, ast.With) else [statement])
+    return out
+
+
+def _written(statement: ast.stmt, kernel: KernelCall) -> set[str]:
+    """Buffers a kernel call writes that it was passed: `out=`, or the first argument of an in-place
+    fallback op (`aten.scatter_reduce_.two(buf7, ...)`)."""
+    call = statement.value if isinstance(statement, (ast.Expr, ast.Assign)) else None
+    if not isinstance(call, ast.Call):
+        return set()
+    out = {k.value.id for k in call.keywords if k.arg == "out" and isinstance(k.value, ast.Name)}
+    parts = kernel.name.split(".")
+    in_place = kernel.kind == "fallback" and len(parts) == 3 and parts[1].endswith("_")
+    if in_place and call.args and isinstance(call.args[0], ast.Name):
+        out.add(call.args[0].id)
+    return out
+
+
+def _consumers(body: list[ast.stmt], timed: list[tuple[ast.stmt, KernelCall]]) -> list[int | None]:
+    """For each timed statement, the index of the first later one that reads a buffer made for it: one
+    assigned since the previous timed statement (its output allocations), passed as its `out=`, or
+    written in place."""
+    position = {id(statement): k for k, (statement, _) in enumerate(timed)}
+    made: list[set[str]] = []
+    fresh: set[str] = set()
+    for statement in _flat(body):
+        if isinstance(statement, ast.Assign):
+            fresh.update(t.id for t in statement.targets if isinstance(t, ast.Name) and t.id.startswith("buf"))
+        if id(statement) in position:
+            made.append(fresh | _written(statement, timed[position[id(statement)]][1]))
+            fresh = set()
+    used = [{n.id for n in ast.walk(statement) if isinstance(n, ast.Name)} for statement, _ in timed]
+    return [next((j for j in range(k + 1, len(timed)) if made[k] & used[j]), None) for k in range(len(timed))]
 
 
 def _add_readings(body: list[ast.stmt], timed: set[int], reading: str) -> list[ast.stmt]:
@@ -269,6 +308,19 @@ def _own_nodes(call: KernelCall, nodes: list[Any]) -> list[Any]:
         return []
     op = call.name.split(".")[1]  # extern_kernels.<op>, aten.<op>.<overload>
     return [node for node in nodes if target_text(node).split(".")[1:2] == [op]]
+
+
+def borrow_layers(fields: list[dict], consumers: list[int | None]) -> None:
+    """A kernel that computes no op of the user's graph (a weight's layout conversion: its only node is
+    a graph input) counts under the layer of the first later kernel that reads a buffer it made."""
+    for k in reversed(range(len(fields))):
+        own = fields[k]
+        consumer = consumers[k]
+        if own["target"] or own["lines"] or own["layer"] or consumer is None:
+            continue
+        if fields[consumer]["layer"]:
+            own["layer"], own["module_type"] = fields[consumer]["layer"], fields[consumer]["module_type"]
+            own["layers"] = own["layer"]
 
 
 def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm: Any,
