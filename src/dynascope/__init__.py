@@ -25,6 +25,9 @@ _EXPORTS = {
     "decompile": "dynascope.explain.decompiler",
     "observe": "dynascope.explain.observer",
     "why_recompile": "dynascope.explain.api",
+    # debugging
+    "bisect": "dynascope.debug.bisect",
+    "BisectResult": "dynascope.debug.result",
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",

@@ -632,3 +632,54 @@ def fx_graph_cache_place(compiled: Any) -> tuple[str, str] | None:
 def _handle(key: str) -> int:
     tail = key.rsplit(":", 1)[-1]
     return int(tail) if tail.isdigit() else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Debugging (debug/): stages, randomness, graphs. Checked on 2.5.1, 2.13.0 and 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def inductor_config_patch(**changes: Any) -> Any:
+    """A context that sets torch._inductor.config values (`fallback_random`, ...; 2.5.1 .. 2.15)."""
+    config = importlib.import_module("torch._inductor.config")
+    return config.patch(**{key: value for key, value in changes.items() if hasattr(config, key)})
+
+
+def force_eager() -> Any:
+    """A context in which every torch.compile'd function runs eagerly, without compiling:
+    torch.compiler.set_stance("force_eager") from 2.6, torch._dynamo.config.disable before."""
+    import torch
+
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is not None:
+        return set_stance("force_eager")
+    dynamo_config = importlib.import_module("torch._dynamo.config")
+    return dynamo_config.patch(disable=True)
+
+
+def dynamo_reset() -> None:
+    """Forget every compiled graph and cache entry (torch._dynamo.reset, 2.5.1 .. 2.15)."""
+    import torch
+
+    torch._dynamo.reset()
+
+
+def compiler_bisector() -> Any:
+    """torch._inductor.compiler_bisector.CompilerBisector (2.6 .. 2.15), or None where torch lacks it."""
+    try:
+        module = importlib.import_module("torch._inductor.compiler_bisector")
+    except ImportError:
+        return None
+    return getattr(module, "CompilerBisector", None)
+
+
+def fx_code(gm: Any) -> tuple[str, str]:
+    """(import block, forward source) that define `gm`'s code outside of FX: the imports FX builds for
+    the names its code uses (torch.fx.graph_module._format_import_block, 2.5.1 .. 2.15)."""
+    try:
+        from torch.fx.graph_module import _format_import_block
+        from torch.package import sys_importer
+    except ImportError as exc:
+        raise moved("torch.fx.graph_module._format_import_block", exc) from exc
+    code = gm.graph.python_code(root_module="self")
+    return _format_import_block(code.globals, sys_importer), code.src.strip("\n")

@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "convert": ("dynascope.render.command_convert", "write Chrome-trace JSON that Perfetto and chrome://tracing open"),
     "view": ("dynascope.render.command_view", "open a trace in a local viewer"),
     "diff": ("dynascope.render.command_diff", "compare two traces per op and per layer"),
+    "bisect": (
+        "dynascope.debug.command",
+        "find the compile stage and the op that break or change a script's results; write a repro",
+    ),
 }
 
 

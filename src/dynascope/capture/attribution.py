@@ -12,6 +12,14 @@ _KEY = re.compile(r"\[['\"]([^'\"]+)['\"]\]")
 _INDEX = re.compile(r"\[(\d+)\]")
 
 TRACED_OPS = ("call_function", "call_method", "call_module")
+_UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})$")
+
+
+def graph_label(gm: Any) -> str:
+    """The Dynamo graph's name as users see it in logs ("__compiled_fn_3"), without a uuid suffix."""
+    from .. import _torch
+
+    return _UUID_SUFFIX.sub("", _torch.graph_name(gm) or type(gm).__name__)
 
 
 def event_name(node: Any, gm: Any) -> str:
@@ -73,6 +81,8 @@ def target_text(node: Any) -> str:
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
     text = str(target)
     if text.startswith("<") and name:  # <built-in function linear> -> torch._C._nn.linear
+        if name.startswith("_VariableFunctionsClass."):  # torch.sigmoid and the other torch.* builtins
+            return "torch." + name.split(".", 1)[1]
         return f"{module}.{name}" if module else name
     return text
 

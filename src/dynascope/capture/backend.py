@@ -10,7 +10,6 @@ tagged with its phase. With autograd=False the Dynamo graph's own ops are traced
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,12 +21,11 @@ from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
 from . import compile_events, kernels, untraced
-from .attribution import attribution, event_name, layers_by_seq_nr
+from .attribution import attribution, event_name, graph_label, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
 INNER_BACKENDS = ("aot_eager", "eager", "inductor")
 TORCH_COMPILE_OPTIONS = ("fullgraph", "dynamic", "mode", "options", "disable")  # dynascope.compile passes these on
-_UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})$")
 
 
 def _check(name: str, value: Any, types: tuple, what: str) -> None:
@@ -127,7 +125,7 @@ class TracingBackend:
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 
-        context = CompileContext(_graph_name(gm), "?", torch.is_grad_enabled())
+        context = CompileContext(graph_label(gm), "?", torch.is_grad_enabled())
         try:
             compile_fn = self._traced_compiler(gm, context, record_shapes)
         except Exception as exc:  # noqa: BLE001 - tracing must never cost the user their program
@@ -174,7 +172,7 @@ class TracingBackend:
         try:
             return self._untraced(gm, example_inputs, **kwargs)
         except TorchVersionError as exc:  # the inner backend's lookup moved too: run it as eager does
-            untraced.report(_graph_name(gm), "?", "graph", exc, "eager")
+            untraced.report(graph_label(gm), "?", "graph", exc, "eager")
             return gm.forward
 
     def _aot_compiler(self, context: CompileContext, phase: str, record_shapes: bool) -> Callable:
@@ -325,10 +323,6 @@ def _inductor_phase(kwargs: dict) -> str:
         return "backward"
     return "inference" if kwargs.get("is_inference") else "forward"
 
-
-def _graph_name(gm: Any) -> str:
-    name = _torch.graph_name(gm) or type(gm).__name__
-    return _UUID_SUFFIX.sub("", name)
 
 
 backend = TracingBackend  # dynascope.backend(...): the public name of the tracing backend
