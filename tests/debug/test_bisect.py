@@ -40,7 +40,7 @@ def run_repro(directory: str, bug: bool, prelude: str = "") -> subprocess.Comple
     """Run repro.py in a fresh process, with the planted bug live or not."""
     env = {**os.environ, "PYTHONPATH": HERE, "PLANTED_BUG": "1" if bug else "0"}
     code = f"{prelude}import runpy, sys; sys.argv = ['repro.py']; runpy.run_path({os.path.join(directory, 'repro.py')!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def check_repro(result, bug_prelude: str = "", fixed_prelude: str = "") -> None:

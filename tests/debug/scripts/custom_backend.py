@@ -19,7 +19,7 @@ torch.manual_seed(0)
 net = Net()
 model = torch.compile(net, backend=planted.perturb_relu_large)
 optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
-for step in range(3):
+for _step in range(3):
     optimizer.zero_grad()
     loss = model(torch.randn(4, 8)).pow(2).mean()
     loss.backward()
