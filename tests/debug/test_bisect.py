@@ -72,7 +72,7 @@ def test_a_backend_that_raises_on_one_op(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "backend, error",
+    ("backend", "error"),
     [(planted.perturb_relu, 1e-3), pytest.param(planted.perturb_relu_large, 1.0, marks=pytest.mark.slow)],
     ids=["small", "large"],
 )
