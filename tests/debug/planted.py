@@ -55,3 +55,24 @@ def restore_silu_decomposition(saved):
     from torch._inductor.decomposition import decompositions
 
     decompositions[torch.ops.aten.silu.default] = saved
+
+
+def break_relu_lowering():
+    """Make inductor lower aten.relu wrongly (max(x, 0) * 1.5): only inductor gets it wrong. Returns
+    what to restore."""
+    from torch._inductor import lowering
+
+    aten = torch.ops.aten
+    saved = lowering.lowerings[aten.relu.default]
+
+    def wrong(x):
+        return lowering.lowerings[aten.mul.Tensor](saved(x), 1.5)
+
+    lowering.lowerings[aten.relu.default] = wrong
+    return saved
+
+
+def restore_relu_lowering(saved):
+    from torch._inductor import lowering
+
+    lowering.lowerings[torch.ops.aten.relu.default] = saved

@@ -164,3 +164,25 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     script.write_text("print('hi')\n")
     assert cli_main(["bisect", "--backend", "nosuchmodule:fn", str(script)]) == 2
     assert "cannot import nosuchmodule" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_inductor_bug_is_narrowed_to_its_subsystem(tmp_path):
+    torch.manual_seed(0)
+    saved = planted.break_relu_lowering()
+    try:
+        result = dynascope.bisect(Tail(), torch.randn(4, 8), repro=str(tmp_path / "r"))
+    finally:
+        planted.restore_relu_lowering(saved)
+    assert [s.status for s in result.stages] == ["ok", "ok", "ok", "accuracy"]
+    assert result.first_bad_stage == "inductor" and "code generation" in result.stack_layer
+    assert (result.op.target, result.op.layer) == ("torch.nn.functional.relu", "act")
+    if _torch_has_bisector():
+        assert result.inductor_subsystem.startswith("lowerings")
+    check_repro(result, bug_prelude="import planted; planted.break_relu_lowering(); ")
+
+
+def _torch_has_bisector() -> bool:
+    from dynascope import _torch
+
+    return _torch.compiler_bisector() is not None

@@ -21,8 +21,9 @@ from typing import Any
 from ..errors import DynascopeError
 from . import graphs
 from .compare import compare
-from .execute import first_line, root_error, same_error
+from .execute import differs, first_line, root_error, run, same_error
 from .localize import Search, find_op, judge
+from .narrow import inductor_subsystem
 from .programs import CallProgram, ScriptProgram
 from .record import CapturedGraph, RunRecord
 from .result import BisectResult, StageResult
@@ -123,6 +124,14 @@ def _blame(result: BisectResult, stage: Stage, status: StageResult, record: RunR
         written = write_repro(repro, graph, stage, op, verdict, say)
         result.repro, result.repro_size = written.directory, written.size
         result.compiles += written.compiles
+        if stage.name == "inductor" and result.kind == "accuracy":
+            say("narrowing to an inductor subsystem (torch's CompilerBisector) ...")
+            result.inductor_subsystem = inductor_subsystem(written.gm, written.inputs, _accuracy_fails)
+
+
+def _accuracy_fails(gm: Any, inputs: list, stage: Stage) -> bool:
+    staged = run(gm, inputs, stage)
+    return staged.failed or differs(run(gm, inputs), staged) is not None
 
 
 def _bad_graph(stage: Stage, record: RunRecord, say: Callable[[str], None]) -> tuple[CapturedGraph, Any] | None:

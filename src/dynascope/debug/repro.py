@@ -33,6 +33,8 @@ class Written:
     size: int  # computing nodes of the written graph
     size_before: int
     compiles: int
+    gm: Any = None  # the written graph and its inputs
+    inputs: Any = None
 
 
 def write_repro(directory: str, graph: CapturedGraph, stage: Stage, op: Op, verdict: GraphVerdict,
@@ -64,7 +66,7 @@ def write_repro(directory: str, graph: CapturedGraph, stage: Stage, op: Op, verd
     torch.save({"inputs": values, "attributes": _attributes(gm)}, os.path.join(directory, INPUTS))
     with open(os.path.join(directory, REPRO), "w", encoding="utf-8") as out:
         out.write(_source(gm, stage, op, error))
-    return Written(directory, size, before, compiles)
+    return Written(directory, size, before, compiles, gm, values)
 
 
 def _smaller(gm: Any, inputs: list, culprit: str) -> list[tuple[Any, list]]:
@@ -223,7 +225,10 @@ def main():
     try:
         import torch._inductor.config as inductor_config
         inductor_config.fallback_random = True  # random ops draw eager's numbers
-    except ImportError:
+        inductor_config.fx_graph_cache = False  # compile afresh: a cached compile may predate a fix
+        import torch._functorch.config as functorch_config
+        functorch_config.enable_autograd_cache = False
+    except (ImportError, AttributeError):
         pass
     here = os.path.dirname(os.path.abspath(__file__))
     saved = torch.load(os.path.join(here, {inputs!r}), weights_only=False)

@@ -107,8 +107,9 @@ def compiler(stage: Stage) -> Any:
 
 @contextlib.contextmanager
 def controlled_randomness(seed: int = 0) -> Iterator[None]:
-    """Random ops draw the same numbers in every stage: seeded, and inductor uses eager's generator
-    (`fallback_random`) instead of its own, so that dropout masks agree with eager."""
+    """Every stage runs alike: random ops draw the same numbers (seeded, and inductor uses eager's
+    generator, `fallback_random`, so that dropout masks agree with eager), and inductor and AOTAutograd
+    compile afresh instead of loading an earlier compile from their caches."""
     import random
 
     import torch
@@ -123,5 +124,5 @@ def controlled_randomness(seed: int = 0) -> Iterator[None]:
         numpy.random.seed(seed)
     except ImportError:  # pragma: no cover - numpy comes with polars' dependencies here
         pass
-    with _torch.inductor_config_patch(fallback_random=True):
+    with _torch.inductor_config_patch(fallback_random=True, fx_graph_cache=False), _torch.without_autograd_cache():
         yield
