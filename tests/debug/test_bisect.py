@@ -186,3 +186,20 @@ def _torch_has_bisector() -> bool:
     from dynascope import _torch
 
     return _torch.compiler_bisector() is not None
+
+
+@pytest.mark.slow
+def test_the_documented_example(tmp_path):
+    """docs/debug.md's report: examples/bisect_example.py with examples/buggy_backend.py."""
+    examples = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples")
+    env = {**os.environ, "PYTHONPATH": examples}
+    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "bisect", "-q", "--json", "r.json",
+                           os.path.join(examples, "bisect_example.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "op: torch.relu (node x) at bisect_example.py:17" in done.stdout
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["first_bad_stage"] == "buggy_backend" and data["max_rel_err"] == pytest.approx(0.1, rel=1e-3)
+    repro = subprocess.run([sys.executable, "dynascope-repro/repro.py"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, check=False, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # fmt: skip
+    assert repro.returncode == 1 and repro.stdout.startswith("FAIL")

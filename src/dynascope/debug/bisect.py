@@ -60,6 +60,8 @@ def run_bisect(program: Any, backends: list[Any], repro: str | None, say: Callab
     say("reference run (no compile)")
     reference = program.run(None)
     if reference.error is not None:
+        if reference.output.strip():
+            print(reference.output.rstrip()[-4000:], file=sys.stderr)
         raise ProgramError(f"the program fails without compiling ({type(reference.error).__name__}: "
                            f"{first_line(reference.error)}); fix that first, there is no compile to blame")  # fmt: skip
     again = program.run(None)

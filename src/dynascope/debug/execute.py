@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +48,8 @@ def run(gm: Any, inputs: list, stage: Stage | None = None, backward: bool = True
 
     args = fresh_inputs(inputs)
     try:
-        with controlled_randomness(seed):
+        with controlled_randomness(seed), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the program's warnings were shown by its own run
             if stage is None:
                 outputs = gm(*args)
             else:

@@ -7,9 +7,13 @@ all), and returns the values it is judged by: outputs and gradients.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import io
 import time
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 from .. import _torch
@@ -211,8 +215,9 @@ class ScriptProgram:
         try:
             if recorder is not None:
                 _torch.dynamo_reset()
-            with controlled_randomness(self.seed):
+            with controlled_randomness(self.seed), _quiet() as output:
                 record.error = run_script(self.path, self.argv)
+            record.output = output.getvalue()
         finally:
             torch.compile = original
             for hook in hooks:
@@ -220,6 +225,15 @@ class ScriptProgram:
         record.seconds = time.perf_counter() - started
         record.graphs = recorder.graphs if recorder is not None else []
         return record
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[io.StringIO]:
+    """The script's own printing and warnings, kept instead of shown (it runs once per stage)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield buffer
 
 
 def _first_grad(values: dict, key: str) -> Any:

@@ -78,3 +78,4 @@ class RunRecord:
     error: BaseException | None = None
     graphs: list[CapturedGraph] = field(default_factory=list)
     seconds: float = 0.0
+    output: str = ""  # what the program printed (scripts)

@@ -21,7 +21,7 @@ from .compare import TOLERANCES
 from .execute import differs, first_line, root_error, run, same_error
 from .localize import GraphVerdict, Op
 from .record import CapturedGraph
-from .stages import Stage
+from .stages import Stage, importable
 
 REPRO = "repro.py"
 INPUTS = "inputs.pt"
@@ -111,27 +111,23 @@ def _attributes(gm: Any) -> dict[str, Any]:
 
 
 def _stage_expr(stage: Stage) -> tuple[str, str]:
-    """(import line, expression) that give the stage's backend in the repro."""
+    """(import lines, expression) that give the stage's backend in the repro; the backend's module
+    is found where it was (its directory goes on sys.path) when it is not installed."""
+    import sys
+
     if isinstance(stage.backend, str):
         return "", repr(stage.backend)
     found = importable(stage.backend)
     if found is None:
         return "", f"None  # the backend {stage.name!r} cannot be imported: assign it here"
     module, name = found
-    return f"from {module} import {name}\n", name
-
-
-def importable(obj: Any) -> tuple[str, str] | None:
-    """(module, name) under which `obj` can be imported in a fresh process, or None."""
-    import sys
-
-    module = getattr(obj, "__module__", None)
-    if not module or module == "__main__" or module not in sys.modules:
-        return None
-    for name, value in vars(sys.modules[module]).items():
-        if value is obj:
-            return module, name
-    return None
+    path = getattr(sys.modules[module], "__file__", None) or ""
+    root = os.path.dirname(os.path.abspath(path))
+    for _ in range(module.count(".")):
+        root = os.path.dirname(root)
+    installed = not path or "site-packages" in path
+    setup = "" if installed else f"sys.path.insert(0, {root!r})  # where {module} was imported from\n"
+    return f"{setup}from {module} import {name}\n", name
 
 
 def _source(gm: Any, stage: Stage, op: Op, error: BaseException | None) -> str:

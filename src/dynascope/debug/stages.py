@@ -52,12 +52,32 @@ def resolve(spec: Any) -> Stage:
         name = spec
     elif callable(spec):
         backend = spec
-        name = str(getattr(spec, "compiler_name", None) or getattr(spec, "__name__", type(spec).__name__))
+        found = importable(spec)
+        name = found[1] if found else str(getattr(spec, "compiler_name", None) or getattr(spec, "__name__", "backend"))
     else:
         raise ConfigError(f"backend {spec!r}: give a backend name, a module:attr path or a callable")
     return Stage(name, backend, f"the backend {name!r} (its own transformation or code generation)",
                  f"the backend {name!r} changes the result of the reported op: the repro runs that graph "
                  "under it; fix the backend or leave that op to eager.")  # fmt: skip
+
+
+def importable(obj: Any) -> tuple[str, str] | None:
+    """(module, name) under which `obj` can be imported in a fresh process, or None: the module it was
+    defined in, else any imported module that binds it at top level (a backend made by a factory, such
+    as `aot_autograd(...)`, is defined inside torch but bound in the user's module)."""
+    import sys
+
+    home = getattr(obj, "__module__", None)
+    candidates = [home] if home in sys.modules else []
+    candidates += [name for name in list(sys.modules) if name != home and not name.startswith(("torch", "_"))]
+    for module_name in candidates:
+        if module_name == "__main__":
+            continue
+        namespace = getattr(sys.modules.get(module_name), "__dict__", None) or {}
+        for name, value in list(namespace.items()):
+            if value is obj and not name.startswith("_"):
+                return module_name, name
+    return None
 
 
 def stages(extra: list[Any]) -> list[Stage]:
