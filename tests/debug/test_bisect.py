@@ -79,7 +79,9 @@ def test_a_backend_that_raises_on_one_op(tmp_path):
 def test_a_backend_that_gets_one_op_slightly_or_badly_wrong(tmp_path, backend, error):
     torch.manual_seed(0)
     result = dynascope.bisect(Tail(), torch.randn(4, 8), backends=(backend,), repro=str(tmp_path / "r"))
-    assert result.first_bad_stage == backend.__name__ and result.kind == "accuracy"
+    # a stage is named after the backend's importable name (planted.perturb_relu_large, ...)
+    assert result.first_bad_stage == next(k for k, v in vars(planted).items() if v is backend)
+    assert result.kind == "accuracy"
     op = result.op
     assert (op.target, op.node, op.layer, op.module_type) == ("torch.nn.functional.relu", "relu", "act", "ReLU")
     assert op.source == line_of(Tail.forward, "self.fc2(self.act")
@@ -149,12 +151,12 @@ def test_cli_bisects_the_backend_a_script_asks_for(tmp_path, monkeypatch, capsys
     assert cli_main(["bisect", "--json", str(out), "--repro", str(tmp_path / "r"), "-q", script]) == 1
     data = json.loads(out.read_text())
     assert [s["stage"] for s in data["stages"]] == [
-        "eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "perturb_relu",
+        "eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "perturb_relu_large",
     ]  # fmt: skip
-    assert data["first_bad_stage"] == "perturb_relu" and data["kind"] == "accuracy"
+    assert data["first_bad_stage"] == "perturb_relu_large" and data["kind"] == "accuracy"
     assert (data["target"], data["layer"], data["source"]) == ("torch.nn.functional.relu", "act", "custom_backend.py:15")
     printed = capsys.readouterr().out
-    assert "first bad stage: perturb_relu (accuracy)" in printed and "custom_backend.py:15" in printed
+    assert "first bad stage: perturb_relu_large (accuracy)" in printed and "custom_backend.py:15" in printed
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
