@@ -28,6 +28,9 @@ _EXPORTS = {
     # debugging
     "bisect": "dynascope.debug.bisect",
     "BisectResult": "dynascope.debug.result",
+    "no_recompiles": "dynascope.debug.recompiles",
+    "recompiles": "dynascope.debug.recompiles",
+    "RecompileError": "dynascope.debug.recompiles",
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import re
 import sys
 import types
 from typing import Any
@@ -683,3 +684,70 @@ def fx_code(gm: Any) -> tuple[str, str]:
         raise moved("torch.fx.graph_module._format_import_block", exc) from exc
     code = gm.graph.python_code(root_module="self")
     return _format_import_block(code.globals, sys_importer), code.src.strip("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Recompile guard (debug/recompiles.py). Checked on 2.5.1, 2.13.0 and 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def check_recompile_reasons_kept() -> None:
+    """torch's per-compile records carry the recompile reason (`recompile_reason`) from 2.8 (checked:
+    2.5.1 no, 2.8.0, 2.13, 2.15 yes); before, raise the one-line TorchVersionError."""
+    if not torch_at_least(2, 8):
+        raise unsupported("the recompile reasons torch keeps after the fact (dynascope.recompiles; "
+                          "dynascope.no_recompiles() works here)", "2.8.0")  # fmt: skip
+
+
+def recompile_refusal() -> Any:
+    """A context in which Dynamo raises instead of recompiling a function that already has cache
+    entries (a first compile goes ahead): torch._dynamo.config.error_on_recompile (2.5.1 .. 2.15).
+    torch.compiler.set_stance("fail_on_recompile") is not it: it refuses first compiles as well."""
+    dynamo_config = importlib.import_module("torch._dynamo.config")
+    if not hasattr(dynamo_config, "error_on_recompile"):
+        raise moved("torch._dynamo.config.error_on_recompile")
+    return dynamo_config.patch(error_on_recompile=True)
+
+
+_REFUSALS = ("Detected recompile when torch.compile stance is 'fail_on_recompile'", "Recompiling function")
+
+
+def refused_recompile(exc: BaseException) -> dict[str, Any] | None:
+    """When `exc` is Dynamo refusing a recompile (under recompile_refusal(), or the RuntimeError of
+    set_stance("fail_on_recompile")), what it says: `function`,
+    `file`, `reasons` (its guard-failure lines, "0/0: n == 2  # ..."), and `call`, the (fn, args,
+    kwargs) of the compiled call it happened in, from torch's compile wrapper frame on the traceback
+    (compile_wrapper on 2.13 .. 2.15, _fn before), or None. The frame Dynamo was handed is not kept:
+    it is gone once the exception is raised. None for any other exception."""
+    text = str(exc)
+    if not any(marker in text for marker in _REFUSALS):
+        return None
+    head, _, tail = text.partition("guard failure(s):")
+    reasons, current = [], ""
+    for raw in tail.splitlines():
+        line = raw.strip()
+        if line.startswith("- "):
+            line = line[2:]
+        if not line or line.startswith(("User stack trace", "File ", "Traceback")) or raw.startswith("    -   "):
+            continue
+        if re.match(r"^\[?\d+/\d+\]?:", line):
+            if current:
+                reasons.append(current)
+            current = line
+    if current:
+        reasons.append(current)
+    name = re.search(r"function name: '([^']+)'|Recompiling function (\S+)", head)
+    file = re.search(r"filename: '([^']+)'|Recompiling function \S+ in ([^:\s]+)", head)
+    call = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame_locals = tb.tb_frame.f_locals
+        if tb.tb_frame.f_code.co_name in ("compile_wrapper", "_fn") and "fn" in frame_locals and "args" in frame_locals:
+            call = (frame_locals["fn"], tuple(frame_locals["args"]), dict(frame_locals.get("kwargs") or {}))
+        tb = tb.tb_next
+    return {
+        "function": next((g for g in name.groups() if g), None) if name else None,
+        "file": next((g for g in file.groups() if g), None) if file else None,
+        "reasons": reasons,
+        "call": call,
+    }

@@ -79,6 +79,12 @@ def script_exit_status(command: str, script: str, error: BaseException | None) -
     if isinstance(error, KeyboardInterrupt):
         say(command, "interrupted; the outputs above cover the run until then")
         return INTERRUPTED
+    from .errors import DynascopeError
+
+    if isinstance(error, DynascopeError):  # ours (e.g. --no-recompiles): its message says it all
+        print(file=sys.stderr)
+        say(command, f"{os.path.basename(script)} stopped: {error}")
+        return 1
     strip_our_frames(error)
     print(file=sys.stderr)
     say(

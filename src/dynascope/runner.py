@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
         "--no-explain", action="store_true", help="do not observe compilation or write explanation.json"
     )
     parser.add_argument("--no-html", action="store_true", help="do not write report.html")
+    parser.add_argument("--no-recompiles", action="store_true",
+                        help="stop at the first recompilation: which guard failed, and the line behind it")  # fmt: skip
     parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -92,6 +94,16 @@ def tracing_compiles(choice: str, record_shapes: bool, notes: list[str]) -> Iter
         torch.compile = original
 
 
+def _recompile_guard(on: bool) -> Any:
+    """--no-recompiles: Dynamo refuses the script's first recompilation (the error becomes a
+    RecompileError with the facts once run_script hands it back)."""
+    if not on:
+        return contextlib.nullcontext()
+    from . import _torch
+
+    return _torch.recompile_refusal()
+
+
 def _stale_traces(out_dir: str, stem: str) -> None:
     for path in glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")):
         os.remove(path)
@@ -124,8 +136,12 @@ def main(argv: list[str]) -> int:
         observer = Observer().start()
     notes: list[str] = []
     try:
-        with tracing_compiles(ns.backend, ns.shapes, notes):
+        with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles):
             error = run_script(script, ns.args)
+        if error is not None and ns.no_recompiles:
+            from .debug.recompiles import as_recompile_error
+
+            error = as_recompile_error(error)
     finally:
         if observer is not None:
             observer.stop()

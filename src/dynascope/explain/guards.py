@@ -78,6 +78,12 @@ def _strip_comment(part: str) -> tuple[str, str | None, str | None]:
     return check, code, where
 
 
+def user_line_of(check: str, user_file: str | None) -> UserLine | None:
+    """The user line a guard check text carries in its comment ('n == 2  # y = x * n  # m.py:4 in f')."""
+    _check, code, where = _strip_comment(check)
+    return _user_line(code, where, user_file)
+
+
 def _user_line(code: str | None, where: str | None, user_file: str | None) -> UserLine | None:
     if where is None:
         return None
