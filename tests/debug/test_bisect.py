@@ -205,3 +205,22 @@ def test_the_documented_example(tmp_path):
     repro = subprocess.run([sys.executable, "dynascope-repro/repro.py"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=300, check=False, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # fmt: skip
     assert repro.returncode == 1 and repro.stdout.startswith("FAIL")
+
+
+@pytest.mark.slow
+def test_the_demo_on_torch_2_13_finds_its_inductor_bug(tmp_path):
+    """torch 2.13.0 on CPU gives zero gradients for the demo ConvNet's conv weights under inductor
+    (its layout optimisation of static conv weights; torch 2.5.1 and 2.15 are right). On 2.13 bisect
+    must find it and write a repro that fails; on other torches every stage must agree."""
+    demo = os.path.join(os.path.dirname(os.path.dirname(HERE)), "src", "dynascope", "demo", "train.py")
+    code = cli_main(["bisect", "-q", "--json", str(tmp_path / "r.json"), "--repro", str(tmp_path / "r"), demo])
+    data = json.loads((tmp_path / "r.json").read_text())
+    if not torch.__version__.startswith("2.13."):
+        assert code == 0 and data["first_bad_stage"] is None
+        return
+    assert code == 1 and data["first_bad_stage"] == "inductor" and data["kind"] == "accuracy"
+    assert data["where"] == "backward" and data["source"].startswith("train.py:")
+    if _torch_has_bisector():
+        assert data["inductor_subsystem"] == "inductor_layout_optimization"
+    failing = run_repro(data["repro"], True)
+    assert failing.returncode == 1 and "gradient" in failing.stdout

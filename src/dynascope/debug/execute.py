@@ -3,14 +3,13 @@ its inputs require grad) backward, and say how the result compares."""
 
 from __future__ import annotations
 
-import copy
 import re
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from .compare import Mismatch, compare
-from .stages import Stage, compiler, controlled_randomness
+from .stages import Stage, controlled_randomness
 
 _DIGITS = re.compile(r"\d+")
 
@@ -29,17 +28,20 @@ class Outcome:
 
 
 def fresh_inputs(inputs: list) -> list:
-    """Copies of recorded inputs, each a new leaf (requires_grad as recorded), so runs never share state."""
+    """Copies of recorded inputs, each a new leaf, so runs never share state: requires_grad as recorded,
+    and a parameter stays an nn.Parameter (compilers treat parameters as static inputs: a bug may need it)."""
+    return [fresh(value) for value in inputs]
+
+
+def fresh(value: Any) -> Any:
     import torch
 
-    out = []
-    for value in inputs:
-        if isinstance(value, torch.Tensor):
-            copy_ = value.detach().clone()
-            out.append(copy_.requires_grad_(value.requires_grad) if copy_.is_floating_point() else copy_)
-        else:
-            out.append(value)
-    return out
+    if not isinstance(value, torch.Tensor):
+        return value
+    copied = value.detach().clone()
+    if isinstance(value, torch.nn.Parameter):
+        return torch.nn.Parameter(copied, requires_grad=value.requires_grad)
+    return copied.requires_grad_(value.requires_grad) if copied.is_floating_point() else copied
 
 
 def run(gm: Any, inputs: list, stage: Stage | None = None, backward: bool = True, seed: int = 0) -> Outcome:
@@ -52,9 +54,12 @@ def run(gm: Any, inputs: list, stage: Stage | None = None, backward: bool = True
             warnings.simplefilter("ignore")  # the program's warnings were shown by its own run
             if stage is None:
                 outputs = gm(*args)
-            else:
-                compiled = compiler(stage)(copy.deepcopy(gm), fresh_inputs(inputs))
-                outputs = compiled(*args)  # Dynamo calls a backend's result so too
+            else:  # through torch.compile, as the program compiled it (not the backend called directly)
+                import torch
+
+                from .graphs import standalone
+
+                outputs = torch.compile(standalone(gm), backend=stage.backend, fullgraph=True)(*args)
             grads = _grads(outputs, args, seed) if backward else None
     except Exception as exc:  # noqa: BLE001 - the failure is the finding
         return Outcome(error=exc)

@@ -36,8 +36,15 @@ def returning(gm: Any, names: list[str]) -> Any:
     output.args = (tuple(by_name[name] for name in names),)
     new.graph.eliminate_dead_code()
     new.graph.lint()
-    new.recompile()
-    return torch.fx.GraphModule(new, new.graph) if not isinstance(new, torch.fx.GraphModule) else new
+    return torch.fx.GraphModule(new, new.graph)
+
+
+def standalone(gm: Any) -> Any:
+    """A plain GraphModule copy of `gm` (not a lazy one, whose forward Dynamo refuses to trace)."""
+    import torch
+
+    owner = copy.deepcopy(gm)
+    return torch.fx.GraphModule(owner, owner.graph)
 
 
 def size(gm: Any) -> int:

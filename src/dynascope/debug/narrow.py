@@ -4,6 +4,7 @@ of one op) makes the difference, found with torch's own CompilerBisector on the 
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 from collections.abc import Callable
 from typing import Any
@@ -23,11 +24,12 @@ def inductor_subsystem(gm: Any, inputs: list, fails: Callable[[Any, list, Stage]
         name = bisector.get_backend() or "inductor"
         return not fails(gm, inputs, Stage(name, name, "", ""))
 
-    with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its progress, and its clean-up
         try:
             found = bisector.do_bisect(good)
         except Exception:  # noqa: BLE001 - narrowing is a bonus: the op and the repro stand without it
-            return None
+            found = None
+        gc.collect()  # its clean-up runs when its frame is freed (tracebacks of failed runs hold it)
     if found is None or found.backend != "inductor" or not found.subsystem:
         return None
     text = str(found.subsystem)

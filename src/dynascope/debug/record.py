@@ -57,17 +57,10 @@ class Recorder:
 
 
 def snapshot(args: Any) -> list:
-    """Copies of a call's arguments that later runs cannot change (requires_grad kept)."""
-    import torch
+    """Copies of a call's arguments that later runs cannot change (requires_grad and parameters kept)."""
+    from .execute import fresh
 
-    out = []
-    for value in args:
-        if isinstance(value, torch.Tensor):
-            kept = value.detach().clone()
-            out.append(kept.requires_grad_(value.requires_grad) if kept.is_floating_point() else kept)
-        else:
-            out.append(value)
-    return out
+    return [fresh(value) for value in args]
 
 
 @dataclass

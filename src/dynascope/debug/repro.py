@@ -78,19 +78,24 @@ def _smaller(gm: Any, inputs: list, culprit: str) -> list[tuple[Any, list]]:
     try:
         values = graphs.interpret(gm, inputs, parents)
         alone, names = graphs.cut_above(gm, culprit, values)
-        out.append(
-            (alone, [_as_recorded(values[name], p) for name, p in zip(names, node.all_input_nodes, strict=True)])
-        )
+        by_name = dict(zip((n.name for n in gm.graph.nodes if n.op == "placeholder"), inputs, strict=False))
+        fed = [_as_recorded(values[n], p, by_name) for n, p in zip(names, node.all_input_nodes, strict=True)]
+        out.append((alone, fed))
     except Exception:  # noqa: BLE001 - a node that cannot stand alone (e.g. a view of an input): try the next
         pass
     out.append((graphs.returning(gm, [culprit]), inputs))
     return out
 
 
-def _as_recorded(value: Any, node: Any) -> Any:
-    """An intermediate value as a graph input: requiring grad where the value did in the real run."""
+def _as_recorded(value: Any, node: Any, inputs: dict[str, Any]) -> Any:
+    """A value as an input of the cut graph: a graph input as it was recorded (a parameter stays one),
+    an intermediate requiring grad where it did in the real run."""
     import torch
 
+    from .execute import fresh
+
+    if node.op == "placeholder" and node.name in inputs:
+        return fresh(inputs[node.name])
     if not isinstance(value, torch.Tensor):
         return value
     example = node.meta.get("example_value")
@@ -178,8 +183,15 @@ TOLERANCES = {tolerances}  # dtype: (rtol, atol)
 
 
 def fresh(inputs):
-    return [v.detach().clone().requires_grad_(v.requires_grad and v.is_floating_point())
-            if isinstance(v, torch.Tensor) else v for v in inputs]
+    out = []
+    for v in inputs:
+        if isinstance(v, torch.nn.Parameter):  # compilers treat parameters as static inputs
+            out.append(torch.nn.Parameter(v.detach().clone(), requires_grad=v.requires_grad))
+        elif isinstance(v, torch.Tensor):
+            out.append(v.detach().clone().requires_grad_(v.requires_grad and v.is_floating_point()))
+        else:
+            out.append(v)
+    return out
 
 
 def run(model, inputs):
