@@ -224,3 +224,12 @@ def test_the_demo_on_torch_2_13_finds_its_inductor_bug(tmp_path):
         assert data["inductor_subsystem"] == "inductor_layout_optimization"
     failing = run_repro(data["repro"], True)
     assert failing.returncode == 1 and "gradient" in failing.stdout
+
+
+def test_stages_can_be_limited_to_skip_one_known_to_be_broken(capsys):
+    torch.manual_seed(0)
+    result = dynascope.bisect(Tail(), torch.randn(4, 8), stages=("eager",), backends=(planted.perturb_relu_large,))
+    assert [s.stage for s in result.stages] == ["eager", "perturb_relu_large"]
+    assert result.first_bad_stage == "perturb_relu_large"
+    with pytest.raises(dynascope.DynascopeError, match="no built-in stage nope"):
+        dynascope.bisect(Tail(), torch.randn(4, 8), stages=("nope",))

@@ -35,15 +35,17 @@ class ProgramError(DynascopeError):
 
 
 def bisect(fn: Any, *args: Any, backends: tuple = (), repro: str | None = None, progress: bool = True,
-           seed: int = 0, **kwargs: Any) -> BisectResult:  # fmt: skip
+           seed: int = 0, stages: tuple[str, ...] | None = None, **kwargs: Any) -> BisectResult:  # fmt: skip
     """Find the first stage that breaks or changes `fn(*args, **kwargs)`, the op responsible and, with
-    `repro` (a directory), write a standalone repro of it. See docs/debug.md."""
-    return run_bisect(CallProgram(fn, args, kwargs, seed), list(backends), repro, _printer(progress))
+    `repro` (a directory), write a standalone repro of it. `stages` limits the built-in stages (e.g.
+    to skip one known to be broken); `backends` adds yours. See docs/debug.md."""
+    program = CallProgram(fn, args, kwargs, seed)
+    return run_bisect(program, list(backends), repro, _printer(progress), stages)
 
 
 def bisect_script(path: str, argv: list[str], backends: list[Any], repro: str | None, progress: bool = True,
-                  calls: int = 2) -> BisectResult:  # fmt: skip
-    return run_bisect(ScriptProgram(path, argv, calls=calls), backends, repro, _printer(progress))
+                  calls: int = 2, stages: list[str] | None = None) -> BisectResult:  # fmt: skip
+    return run_bisect(ScriptProgram(path, argv, calls=calls), backends, repro, _printer(progress), stages)
 
 
 def _printer(on: bool) -> Callable[[str], None]:
@@ -54,8 +56,10 @@ def _printer(on: bool) -> Callable[[str], None]:
     return say
 
 
-def run_bisect(program: Any, backends: list[Any], repro: str | None, say: Callable[[str], None]) -> BisectResult:
+def run_bisect(program: Any, backends: list[Any], repro: str | None, say: Callable[[str], None],
+               builtin: Any = None) -> BisectResult:  # fmt: skip
     started = time.perf_counter()
+    stages(backends, list(builtin) if builtin is not None else None)  # a bad name fails before any run
     result = BisectResult()
     say("reference run (no compile)")
     reference = program.run(None)
@@ -71,7 +75,7 @@ def run_bisect(program: Any, backends: list[Any], repro: str | None, say: Callab
                             "its randomness or make it deterministic, then bisect again")  # fmt: skip
         result.seconds = time.perf_counter() - started
         return result
-    for stage in stages(backends + list(program.requested)):
+    for stage in stages(backends + list(program.requested), list(builtin) if builtin is not None else None):
         say(f"stage {stage.name} ...")
         record = program.run(stage)
         status = _judge_run(stage, reference, record)

@@ -23,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--backend", action="append", default=[], metavar="NAME|module:attr",
                         help="also bisect this backend (a registered name or module:attr); repeatable")  # fmt: skip
+    parser.add_argument("--stages", metavar="LIST",
+                        help="built-in stages to run, comma-separated (default: eager,aot_eager,"
+                        "aot_eager_decomp_partition,inductor); your --backend ones run after them")  # fmt: skip
     parser.add_argument("--json", metavar="OUT", help="write the result as JSON (docs/debug.md)")
     parser.add_argument("--repro", metavar="DIR", default="dynascope-repro",
                         help="where to write the repro of the bad graph (default ./dynascope-repro)")  # fmt: skip
@@ -43,8 +46,9 @@ def main(argv: list[str]) -> int:
 
         raise ConfigError(f"--calls must be at least 1 (got {args.calls})")
     sys.path.insert(0, os.getcwd())  # module:attr backends next to the script's working directory
+    builtin = [name.strip() for name in args.stages.split(",") if name.strip()] if args.stages else None
     result = bisect_script(args.script, args.args, args.backend, None if args.no_repro else args.repro,
-                           progress=not args.quiet, calls=args.calls)  # fmt: skip
+                           progress=not args.quiet, calls=args.calls, stages=builtin)  # fmt: skip
     if args.json:
         with open(args.json, "wb") as out:
             out.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2))

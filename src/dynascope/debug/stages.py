@@ -80,9 +80,13 @@ def importable(obj: Any) -> tuple[str, str] | None:
     return None
 
 
-def stages(extra: list[Any]) -> list[Stage]:
-    """The built-in stages, then each extra backend once, in the order given."""
-    out = list(BUILTIN)
+def stages(extra: list[Any], builtin: list[str] | None = None) -> list[Stage]:
+    """The built-in stages (those named in `builtin`, default all), then each extra backend once, in
+    the order given."""
+    unknown = sorted(set(builtin or ()) - set(BUILTIN_NAMES))
+    if unknown:
+        raise ConfigError(f"no built-in stage {', '.join(unknown)}; the stages are {', '.join(BUILTIN_NAMES)}")
+    out = [stage for stage in BUILTIN if builtin is None or stage.name in builtin]
     for spec in extra:
         stage = resolve(spec)
         if stage.name not in {s.name for s in out}:
