@@ -751,3 +751,56 @@ def refused_recompile(exc: BaseException) -> dict[str, Any] | None:
         "reasons": reasons,
         "call": call,
     }
+
+# Compile profile (debug/profile.py): Dynamo's per-instruction tracing step and the end of a traced
+# graph. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def hook_dynamo_tracing(wrap_step: Any, wrap_compile_subgraph: Any) -> Any:
+    """Replace Dynamo's InstructionTranslatorBase.step (traces one bytecode instruction of one frame,
+    root or inlined; `tx.f_code` and `tx.lineno` name what it traces) and OutputGraph.compile_subgraph
+    (finishes a graph and calls the backend) with `wrap_step(original)` and
+    `wrap_compile_subgraph(original)`. Private: torch._dynamo.symbolic_convert.InstructionTranslatorBase.step,
+    torch._dynamo.output_graph.OutputGraph.compile_subgraph (2.5.1 .. 2.15). Returns a function that
+    puts the originals back."""
+    try:
+        from torch._dynamo.output_graph import OutputGraph
+        from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+    except ImportError as exc:
+        raise moved("torch._dynamo.symbolic_convert.InstructionTranslatorBase", exc) from exc
+    step = InstructionTranslatorBase.__dict__.get("step")
+    finish = OutputGraph.__dict__.get("compile_subgraph")
+    if not callable(step) or not callable(finish):
+        raise moved("InstructionTranslatorBase.step / OutputGraph.compile_subgraph")
+    subs = list(InstructionTranslatorBase.__subclasses__())
+    while subs:
+        sub = subs.pop()
+        if "step" in sub.__dict__:  # a translator with its own step would escape the hook
+            raise moved(f"a single InstructionTranslatorBase.step ({sub.__name__} overrides it)")
+        subs.extend(sub.__subclasses__())
+    InstructionTranslatorBase.step = wrap_step(step)  # type: ignore[method-assign]
+    OutputGraph.compile_subgraph = wrap_compile_subgraph(finish)  # type: ignore[method-assign]
+
+    def remove() -> None:
+        InstructionTranslatorBase.step = step  # type: ignore[method-assign]
+        OutputGraph.compile_subgraph = finish  # type: ignore[method-assign]
+
+    return remove
+
+
+def has_dynamo_profiler() -> bool:
+    """Whether this torch ships TORCH_COMPILE_DYNAMO_PROFILER (torch._dynamo.dynamo_profiler: 2.13 .. 2.15;
+    not 2.5.1 or 2.8.0)."""
+    try:
+        importlib.import_module("torch._dynamo.dynamo_profiler")
+    except ImportError:
+        return False
+    return True
+
+
+def torch_package_dir() -> str:
+    """The directory torch is installed in (its code counts as torch internals in a compile profile)."""
+    import os
+
+    return os.path.dirname(os.path.abspath(require_torch().__file__))
