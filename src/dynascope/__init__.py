@@ -31,6 +31,8 @@ _EXPORTS = {
     "no_recompiles": "dynascope.debug.recompiles",
     "recompiles": "dynascope.debug.recompiles",
     "RecompileError": "dynascope.debug.recompiles",
+    "compile_profile": "dynascope.debug.profile",
+    "CompileProfile": "dynascope.debug.profile",
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",

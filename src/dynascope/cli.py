@@ -26,6 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dynascope.debug.command",
         "find the compile stage and the op that break or change a script's results; write a repro",
     ),
+    "compile-profile": (
+        "dynascope.debug.profile_command",
+        "run a script and show where compile time goes: frames, phases, your functions and lines, breaks",
+    ),
 }
 
 

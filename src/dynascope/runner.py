@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-html", action="store_true", help="do not write report.html")
     parser.add_argument("--no-recompiles", action="store_true",
                         help="stop at the first recompilation: which guard failed, and the line behind it")  # fmt: skip
+    parser.add_argument(
+        "--compile-profile", action="store_true",
+        help="also profile compile time per frame, phase, user function and line: DIR/compile_profile.json",
+    )  # fmt: skip
     parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -125,6 +129,9 @@ def main(argv: list[str]) -> int:
         raise ConfigError(f"cannot create the output directory {ns.out}: {exc.strerror or exc}") from None
     stem = os.path.splitext(os.path.basename(script))[0] or "trace"
     _stale_traces(out_dir, stem)
+    stale_profile = os.path.join(out_dir, "compile_profile.json")
+    if not ns.compile_profile and os.path.isfile(stale_profile):  # report --html would show an old one
+        os.remove(stale_profile)
     session = TraceSession(
         os.path.join(out_dir, stem + ".pfw.gz"), config=TraceConfig.from_env(record_shapes=ns.shapes or None)
     )
@@ -134,7 +141,13 @@ def main(argv: list[str]) -> int:
         from .explain.observer import Observer
 
         observer = Observer().start()
+    profiler = None
+    if ns.compile_profile:
+        from .debug.profile import CompileProfiler
+
+        profiler = CompileProfiler(script=script).start()
     notes: list[str] = []
+    error: BaseException | None = None
     try:
         with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles):
             error = run_script(script, ns.args)
@@ -143,15 +156,18 @@ def main(argv: list[str]) -> int:
 
             error = as_recompile_error(error)
     finally:
+        if profiler is not None:
+            profiler.stop(error)
         if observer is not None:
             observer.stop()
         session.finalize()
     sys.stdout.flush()
-    _write_outputs(out_dir, stem, script, observer, error, ns)
+    _write_outputs(out_dir, stem, script, observer, error, ns, profiler)
     return script_exit_status("run", script, error)
 
 
-def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace) -> dict:
+def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace,
+                   profiler: Any = None) -> dict:
     from .render._analysis import summarize_paths
     from .render.terminal import render_short
 
@@ -164,12 +180,21 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         write_outputs(report, out_dir)
         explanation = os.path.join(out_dir, "explanation.json")
         written["explanation"] = explanation
+    profile = None
+    if profiler is not None and profiler.result is not None:
+        from .debug.profile_command import write_json
+        from .render.html import COMPILE_PROFILE_FILE
+
+        profile = os.path.join(out_dir, COMPILE_PROFILE_FILE)
+        write_json(profiler.result, profile)
+        written["compile_profile"] = profile
     summary = summarize_paths(written["traces"], top=max(ns.top, 1))
     if not ns.no_html:
         from .render.html import write_html
 
         written["html"] = str(write_html(summary, os.path.join(out_dir, "report.html"), explanation,
-                                         title=f"dynascope run {os.path.basename(script)}"))  # fmt: skip
+                                         title=f"dynascope run {os.path.basename(script)}",
+                                         compile_profile=profile))  # fmt: skip
     print()
     render_short(summary, top=ns.top)
     print()
@@ -177,6 +202,8 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         print(f"trace        {trace}")
     if explanation:
         print(f"explanation  {explanation}  (one .py per compiled function beside it)")
+    if profile:
+        print(f"compile      {profile}  (dynascope compile-profile prints the same)")
     if "html" in written:
         print(f"report       {written['html']}")
     print(f"next         dynascope report {written['traces'][0] if written['traces'] else out_dir}   ·   "

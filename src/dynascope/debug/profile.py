@@ -27,6 +27,7 @@ plus lines, so it is the one source here (tests check both rank a planted slow f
 
 from __future__ import annotations
 
+import linecache
 import marshal
 import os
 import re
@@ -41,7 +42,6 @@ from typing import Any
 
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
-from ..explain.code import excerpt
 
 SCHEMA = "dynascope.compile_profile/1"
 PROFILE_FILE = "compile_profile.json"
@@ -185,7 +185,7 @@ class _Recorder:
 
     def is_user(self, code: types.CodeType) -> bool:
         name = code.co_filename
-        if name.startswith("<frozen") or name.startswith(self.internal):
+        if name.startswith(("<frozen", *self.internal)):
             return False
         return not os.path.abspath(name).startswith(self.internal)
 
@@ -351,6 +351,13 @@ def compile_profile(script: str | None = None) -> Iterator[CompileProfiler]:
         prof.stop(error)
 
 
+def excerpt(file: str | None, line: int | None) -> str | None:
+    """The source text of one line, stripped; None where the file cannot be read."""
+    if not file or not line:
+        return None
+    return linecache.getline(file, line).strip() or None
+
+
 def _name(code: types.CodeType) -> str:
     return str(getattr(code, "co_qualname", code.co_name))
 
@@ -504,7 +511,8 @@ def _breaks(graph_breaks: list[Any], frames: list[FrameCost]) -> list[BreakCost]
             frame = by_cid.get(cid)
             if frame is not None and frame.restart_s:
                 cost += frame.restart_s
-        out.append(BreakCost(reason=gb.reason, function=gb.function, file=gb.file, line=gb.line, code=gb.excerpt,
+        out.append(BreakCost(reason=gb.reason, function=gb.function, file=gb.file, line=gb.line,
+                             code=excerpt(gb.file, gb.line),
                              count=gb.count, cost_s=round(cost, 6), compile_ids=cids))  # fmt: skip
     out.sort(key=lambda b: -b.cost_s)
     return out
@@ -521,10 +529,12 @@ def _recompiles(obs: Any, frames: list[FrameCost]) -> list[RecompileCost]:
         failure = next((f for f in rc.failures if f.subject), None)
         where = None
         if failure is not None and failure.subject:
-            where = guard_lines.get((failure.compile_id, failure.subject)) or guard_lines.get((rc.file, failure.subject))
+            where = (guard_lines.get((failure.compile_id, failure.subject))
+                     or guard_lines.get((rc.file, failure.subject)))
         file, line = where if where else (rc.file, rc.line)
         m = _RESUME.match(rc.function or "")
-        out.append(RecompileCost(function=m.group("fn") if m else rc.function, file=file, line=line, code=excerpt(file, line),
+        out.append(RecompileCost(function=m.group("fn") if m else rc.function, file=file, line=line,
+                                 code=excerpt(file, line),
                                  compile_id=rc.compile_id, reason=rc.reason,
                                  cost_s=round((frame.total_s if frame else None) or 0.0, 6),
                                  guard_line=where is not None))  # fmt: skip

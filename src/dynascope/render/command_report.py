@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="explanation.json to include (default: the one beside the trace, if any)",
     )
+    parser.add_argument(
+        "--compile-profile", type=Path, metavar="FILE",
+        help="compile_profile.json to include (default: the one beside the trace, if any)",
+    )  # fmt: skip
     parser.add_argument("--title", help="title of the HTML report")
     dask = parser.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDR", help="summarise on this Dask scheduler (e.g. tcp://host:8786)")
@@ -57,7 +61,7 @@ def main(argv: list[str]) -> int:
         written = write_csv(summary, args.csv)
         notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")
     if args.html is not None:
-        from .html import find_explanation, load_explanation, write_html
+        from .html import find_compile_profile, find_explanation, load_explanation, write_html
 
         explanation = None
         source = args.explanation or find_explanation(args.traces)
@@ -68,8 +72,15 @@ def main(argv: list[str]) -> int:
             )
         if source is not None:
             explanation = load_explanation(source)
-        out = write_html(summary, args.html, explanation=explanation, title=args.title)
-        notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else ""))
+        if args.compile_profile is not None and not args.compile_profile.is_file():
+            raise ConfigError(
+                f"--compile-profile {args.compile_profile}: no such file; "
+                "give the compile_profile.json that `dynascope compile-profile --json` wrote"
+            )
+        profile = args.compile_profile or find_compile_profile(args.traces)
+        out = write_html(summary, args.html, explanation=explanation, title=args.title, compile_profile=profile)
+        notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else "")
+                     + (f" (with the compile profile from {profile})" if profile else ""))
     if args.json:
         sys.stdout.buffer.write(
             orjson.dumps(summary_to_dict(summary), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"

@@ -41,9 +41,13 @@ from ._fmt import (
     table_rows,
 )
 
-__all__ = ["EXPLANATION_FILE", "find_explanation", "load_explanation", "render_html", "write_html"]
+__all__ = [
+    "COMPILE_PROFILE_FILE", "EXPLANATION_FILE", "find_compile_profile", "find_explanation", "load_compile_profile",
+    "load_explanation", "render_html", "write_html",
+]
 
 EXPLANATION_FILE = "explanation.json"
+COMPILE_PROFILE_FILE = "compile_profile.json"  # what `dynascope compile-profile --json` / `run --compile-profile` write
 TEMPLATES = Path(__file__).with_name("templates")
 HTML_ROWS = 200  # rows per table in the HTML (the terminal shows Summary.top)
 KERNEL_CODE_ROWS = 60  # kernels whose code the HTML shows (the slowest first)
@@ -344,15 +348,47 @@ def _compile_time_chart(times: list[CompileTime]) -> dict | None:
 # ------------------------------------------------------------------------------------ explanation
 
 
-def find_explanation(trace_paths: Iterable[str | Path]) -> Path | None:
-    """`explanation.json` beside the first trace that has one (in its directory, or the directory itself)."""
+def find_explanation(trace_paths: Iterable[str | Path], name: str = EXPLANATION_FILE) -> Path | None:
+    """`explanation.json` (or `name`) beside the first trace that has one (in its directory, or the
+    directory itself)."""
     for raw in trace_paths:
         p = Path(raw)
         for d in ([p] if p.is_dir() else []) + [p.parent]:
-            candidate = d / EXPLANATION_FILE
+            candidate = d / name
             if candidate.is_file():
                 return candidate
     return None
+
+
+def find_compile_profile(trace_paths: Iterable[str | Path]) -> Path | None:
+    """`compile_profile.json` beside the first trace that has one."""
+    return find_explanation(trace_paths, COMPILE_PROFILE_FILE)
+
+
+def load_compile_profile(path: str | Path) -> dict:
+    """Read compile_profile.json (plain data: the profile section reads its keys, missing ones empty)."""
+    path = Path(path)
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        return {"notes": [f"could not read {path}: {exc}"], "_path": str(path)}
+    if not isinstance(data, dict):
+        return {"notes": [f"{path} does not hold a JSON object; compile profile skipped"], "_path": str(path)}
+    data.setdefault("_path", str(path))
+    return data
+
+
+def _profile_view(profile: dict | None, rows: int) -> dict | None:
+    """The compile-profile section: its tables cut to `rows`, lists that are not lists left empty."""
+    if not isinstance(profile, dict):
+        return None
+    view = {k: v for k, v in profile.items() if not isinstance(v, list)}
+    for key in ("functions", "lines", "frames", "graph_breaks", "recompiles", "notes"):
+        items = profile.get(key)
+        items = [x for x in items if isinstance(x, (dict, str))] if isinstance(items, list) else []
+        view[key] = items if key in ("frames", "notes") else items[:rows]
+        view[f"{key}_count"] = len(items)
+    return view
 
 
 def load_explanation(path: str | Path) -> dict:
@@ -370,7 +406,10 @@ def load_explanation(path: str | Path) -> dict:
 
 def _where(obj: Any) -> str:
     """file:line of anything the explanation model places in a file (a function, a break, a user line)."""
-    file, line = getattr(obj, "file", None), getattr(obj, "line", None)
+    if isinstance(obj, dict):
+        file, line = obj.get("file"), obj.get("line")
+    else:
+        file, line = getattr(obj, "file", None), getattr(obj, "line", None)
     if not file:
         return ""
     return f"{file}:{line}" if line not in (None, "") else str(file)
@@ -404,9 +443,11 @@ def _version() -> str:
 
 
 def render_html(
-    summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS
+    summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS,
+    compile_profile: dict | None = None,
 ) -> str:
-    """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None."""
+    """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None;
+    `compile_profile` the parsed compile_profile.json, or None."""
     top = summary_top(summary)
     limit = max(top, rows)
     tables = {
@@ -442,18 +483,23 @@ def render_html(
             "processes": _process_chart(summary),
         },
         "expl": expl,
+        "prof": _profile_view(compile_profile, max(rows, 25)),
     }
     return _env().get_template("report.html.j2").render(**context)
 
 
 def write_html(
-    summary: Summary, out: str | Path, explanation: Report | dict | str | Path | None = None, title: str | None = None
+    summary: Summary, out: str | Path, explanation: Report | dict | str | Path | None = None, title: str | None = None,
+    compile_profile: dict | str | Path | None = None,
 ) -> Path:
-    """Write the report to `out`; `explanation` may be a parsed dict or the path of explanation.json."""
+    """Write the report to `out`; `explanation` may be a parsed dict or the path of explanation.json,
+    `compile_profile` a parsed dict or the path of compile_profile.json."""
     if isinstance(explanation, (str, Path)):
         explanation = load_explanation(explanation)
+    if isinstance(compile_profile, (str, Path)):
+        compile_profile = load_compile_profile(compile_profile)
     out = Path(out)
     if not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(summary, explanation, title), encoding="utf-8")
+    out.write_text(render_html(summary, explanation, title, compile_profile=compile_profile), encoding="utf-8")
     return out

@@ -1,0 +1,171 @@
+"""`dynascope compile-profile SCRIPT [args] [--json OUT] [--pstats FILE] [--top N]`.
+
+Our options go before the script, or after its arguments; put `--` after the script to hand everything
+that follows to the script untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+import orjson
+
+from ..console import make_console, say, script_exit_status
+from ..errors import ConfigError
+from .profile import CompileProfile
+
+USAGE = "dynascope compile-profile [--json OUT] [--pstats FILE] [--top N] script.py [script args]"
+_OURS = ("--json", "--pstats", "--top")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dynascope compile-profile", usage=USAGE,
+        description="Run a script and show where its torch.compile time goes: per compiled frame and phase "
+                    "(Dynamo tracing, guards, restarts, AOTAutograd, backend, caches), the user functions and "
+                    "lines that cost Dynamo most to trace (torch internals folded into the user line that "
+                    "called them), and what each graph break and recompile cost, at its line.",
+    )
+    p.add_argument("--json", metavar="OUT", help="write the profile as JSON (docs/debug.md)")
+    p.add_argument("--pstats", metavar="FILE", help="write a profile that `python -m pstats` and snakeviz open")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows per table on the terminal (default 10)")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
+        raise ConfigError(f"give the script to run: {USAGE}")
+    ns = _parser().parse_args(argv)
+    rest = list(ns.args)
+    theirs: list[str] = []
+    if "--" in rest:
+        cut = rest.index("--")
+        rest, theirs = rest[:cut], rest[cut + 1:]
+    script_args: list[str] = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        name, eq, value = arg.partition("=")
+        if name in _OURS:
+            if not eq:
+                if i + 1 >= len(rest):
+                    raise ConfigError(f"{name} needs a value: {USAGE}")
+                value = rest[i + 1]
+                i += 1
+            if name == "--top":
+                try:
+                    ns.top = int(value)
+                except ValueError as exc:
+                    raise ConfigError(f"--top takes a number of rows, not {value!r}") from exc
+            else:
+                setattr(ns, name[2:], value)
+        else:
+            script_args.append(arg)
+        i += 1
+    return ns, script_args + theirs
+
+
+def main(argv: list[str]) -> int:
+    ns, script_args = parse(argv)
+    from ..scriptrun import check_script, run_script
+    from .profile import CompileProfiler
+
+    script = check_script(ns.script)
+    prof = CompileProfiler(script=script).start()
+    error: BaseException | None = None
+    try:
+        error = run_script(script, script_args)
+    finally:
+        result = prof.stop(error)
+    sys.stdout.flush()
+    print_profile(result, top=ns.top)
+    if ns.json:
+        write_json(result, ns.json)
+        say("compile-profile", f"wrote {ns.json}")
+    if ns.pstats:
+        result.write_pstats(ns.pstats)
+        say("compile-profile", f"wrote {ns.pstats} (python -m pstats {ns.pstats}, or snakeviz {ns.pstats})")
+    return script_exit_status("compile-profile", script, error)
+
+
+def write_json(result: CompileProfile, path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(path, "wb") as out:
+            out.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def print_profile(result: CompileProfile, top: int = 10) -> None:
+    console = make_console(soft_wrap=True)
+    for line in profile_lines(result, top):
+        console.print(line, markup=False, highlight=False)
+
+
+def _where(file: str | None, line: int | None) -> str:
+    if not file:
+        return "?"
+    rel = os.path.relpath(file) if os.path.isabs(file) else file
+    return f"{file if rel.startswith('..') else rel}:{line if line is not None else '?'}"
+
+
+def _frame_name(name: str | None) -> str:
+    m = re.match(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$", name or "")
+    return f"{m.group(1)} after the graph break at line {m.group(2)}" if m else str(name)
+
+
+def _t(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def profile_lines(result: CompileProfile, top: int = 10) -> list[str]:
+    """The profile as plain text lines, biggest costs first."""
+    frames = result.frames
+    out = [(f"compile profile: {len(frames)} compile{'s' if len(frames) != 1 else ''} took {result.compile_s:.3f} s; "
+           f"Dynamo spent {result.tracing_s:.3f} s tracing your code")]  # fmt: skip
+    if result.functions:
+        out += ["", "user functions, by Dynamo tracing time (s; torch internals they called included in self)",
+                f"  {'self':>7} {'incl':>7} {'traced':>6} {'instrs':>6}  function"]  # fmt: skip
+        for f in result.functions[:top]:
+            out.append(f"  {f.self_s:7.3f} {f.inclusive_s:7.3f} {f.traced:6d} {f.instructions:6d}  "
+                       f"{f.function} ({_where(f.file, f.line)})")  # fmt: skip
+    if result.lines:
+        out += ["", "user lines, by Dynamo tracing time (s)", f"  {'self':>7} {'incl':>7}  line"]
+        for ln in result.lines[:top]:
+            out.append(f"  {ln.self_s:7.3f} {ln.inclusive_s:7.3f}  {_where(ln.file, ln.line)} in {ln.function}: "
+                       f"{ln.code or ''}")  # fmt: skip
+    if frames:
+        out += ["", "compiled frames (s): total = dynamo (tracing, guards, restarts) + aot + backend (inductor)"]
+        for fr in sorted(frames, key=lambda x: -(x.total_s or 0.0))[:top]:
+            cache = ", ".join(f"{k} {v}" for k, v in fr.cache.items())
+            out.append(f"  {fr.compile_id:>6} {_t(fr.total_s)} = {_t(fr.dynamo_s)} ({_t(fr.tracing_s)}, "
+                       f"{_t(fr.guards_s)}, {_t(fr.restart_s)}) + {_t(fr.aot_s)} + {_t(fr.backend_s)} "
+                       f"({_t(fr.inductor_s)})  {_frame_name(fr.function)} ({_where(fr.file, fr.line)})"
+                       + (f" [{fr.status}]" if fr.status != "ok" else "") + (f"  cache: {cache}" if cache else ""))
+    if result.graph_breaks:
+        out += ["", ("graph breaks, by cost (s: compiling the code after the break as frames of its own, "
+                    "plus the tracing Dynamo threw away restarting)")]  # fmt: skip
+        for b in result.graph_breaks[:top]:
+            out.append(f"  {b.cost_s:7.3f}  {_where(b.file, b.line)} in {b.function}: {b.reason}"
+                       + (f"  x{b.count}" if b.count > 1 else ""))
+            if b.code:
+                out.append(f"           {b.code}")
+    if result.recompiles:
+        out += ["", "recompiles, by cost (s: the recompile's compile time), at the line that made the guard"]
+        for r in result.recompiles[:top]:
+            out.append(f"  {r.cost_s:7.3f}  {_where(r.file, r.line)} in {r.function}: {r.reason}"
+                       f" (compile {r.compile_id})")
+            if r.code:
+                out.append(f"           {r.code}")
+    for note in result.notes:
+        out.append(f"note: {note}")
+    if not frames and not result.functions:
+        out.append("nothing was compiled (no torch.compile call ran)")
+    return out
