@@ -124,3 +124,32 @@ def test_features_missing_from_the_torch_say_so_in_one_line():
             read()
         text = str(info.value)
         assert "\n" not in text and f"not available on torch {torch.__version__}" in text and "2.13" in text
+
+
+def test_compile_profile_hooks_see_every_step_and_go_away():
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    seen, finished = [], []
+
+    def wrap_step(original):
+        def step(tx):
+            seen.append((tx.f_code.co_name, tx.lineno))
+            return original(tx)
+        return step
+
+    def wrap_finish(original):
+        def finish(*args, **kwargs):
+            finished.append(True)
+            return original(*args, **kwargs)
+        return finish
+
+    before = InstructionTranslatorBase.step
+    remove = _torch.hook_dynamo_tracing(wrap_step, wrap_finish)
+    try:
+        torch.compile(branchy, backend="eager")(torch.randn(4), torch.randn(4))
+    finally:
+        remove()
+    assert InstructionTranslatorBase.step is before
+    assert ("branchy", branchy.__code__.co_firstlineno + 1) in seen and finished
+    assert isinstance(_torch.has_dynamo_profiler(), bool)
+    assert _torch.torch_package_dir().endswith("torch")

@@ -163,3 +163,46 @@ def test_html_renders_what_a_real_explain_run_holds(tmp_path):
         assert f"Resume function <span class=\"mono\">{rf.name}</span>" in html
     assert html.count("This resume function") == 0 and html.count(">resume function</span>") == 2
     assert "_toy" in html and str(path) in html
+
+
+def _compile_profile(script: str = "/home/user/train.py") -> dict:
+    evil = "<script>alert('p')</script>"
+    return {
+        "schema": "dynascope.compile_profile/1", "torch_version": "2.13.0+cpu", "script": script,
+        "compile_s": 1.5, "tracing_s": 0.25,
+        "functions": [{"function": f"slow{evil}", "file": script, "line": 3, "inclusive_s": 0.2, "self_s": 0.19,
+                       "traced": 1, "instructions": 800}],
+        "lines": [{"function": "slow", "file": script, "line": 5, "code": f"x = x + i  # {evil}",
+                   "inclusive_s": 0.18, "self_s": 0.18, "instructions": 600}],
+        "frames": [{"compile_id": "0/0", "function": "model", "file": script, "line": 11, "total_s": 1.5,
+                    "dynamo_s": 0.4, "tracing_s": 0.25, "guards_s": 0.05, "restart_s": 0.0, "aot_s": 0.3,
+                    "backend_s": 0.8, "inductor_s": 0.7, "cache": {"fx_graph_misses": 1}, "status": "ok"}],
+        "graph_breaks": [{"reason": "Failed to trace builtin operator", "function": "model", "file": script,
+                          "line": 12, "code": "print(x)", "count": 1, "cost_s": 0.3, "compile_ids": ["0/0"]}],
+        "recompiles": [{"function": "model", "file": script, "line": 13, "code": "y = y * scale",
+                        "compile_id": "1/1", "reason": "guard failed: scale == 2", "cost_s": 0.2,
+                        "line_from": "guard"}],
+        "notes": [], "error": None,
+    }
+
+
+def test_compile_profile_section(tmp_path):
+    html = render_html(make_summary(), None, compile_profile=_compile_profile())
+    section = html.split('<section id="compile-profile">', 1)[1].split("</section>", 1)[0]
+    assert 'href="#compile-profile"' in html
+    assert "/home/user/train.py:3" in section and "/home/user/train.py:12" in section and "scale == 2" in section
+    assert "alert('p')</script>" not in html and "slow&lt;script&gt;" in section
+    assert "fx_graph_misses 1" in section
+    assert 'id="compile-profile"' not in render_html(make_summary(), None)
+
+
+def test_find_compile_profile_beside_trace(tmp_path):
+    from dynascope.render.html import find_compile_profile
+
+    trace = tmp_path / "t-1.pfw.gz"
+    trace.write_bytes(b"")
+    assert find_compile_profile([trace]) is None
+    (tmp_path / "compile_profile.json").write_bytes(orjson.dumps(_compile_profile()))
+    assert find_compile_profile([trace]) == tmp_path / "compile_profile.json"
+    out = write_html(make_summary(), tmp_path / "r.html", compile_profile=find_compile_profile([trace]))
+    assert "Compile profile" in out.read_text()

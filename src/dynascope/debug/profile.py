@@ -124,7 +124,8 @@ class RecompileCost:
     compile_id: str | None
     reason: str
     cost_s: float
-    guard_line: bool  # file/line is the guard's user line (False: the function's def line)
+    line_from: str  # "guard": the guard's user line (torch >= 2.13); "first use": the first line that reads
+    # the guarded variable (older torch, whose guards carry no line); "def": the function's first line
 
 
 @dataclass
@@ -378,7 +379,8 @@ def build_profile(rec: _Recorder | None, obs: Any, script: str | None, notes: li
                        for ct in obs.compile_times]
         prof.compile_s = round(sum(f.total_s or 0.0 for f in prof.frames), 6)
         prof.graph_breaks = _breaks(obs.graph_breaks, prof.frames)
-        prof.recompiles = _recompiles(obs, prof.frames) if obs.recompiles else []
+        codes = list(rec.funcs) if rec is not None else []
+        prof.recompiles = _recompiles(obs, prof.frames, codes) if obs.recompiles else []
         for note in obs.notes:
             if note not in prof.notes:
                 prof.notes.append(note)
@@ -518,9 +520,10 @@ def _breaks(graph_breaks: list[Any], frames: list[FrameCost]) -> list[BreakCost]
     return out
 
 
-def _recompiles(obs: Any, frames: list[FrameCost]) -> list[RecompileCost]:
+def _recompiles(obs: Any, frames: list[FrameCost], codes: list[types.CodeType]) -> list[RecompileCost]:
     """Each recompile charged with its compile's total time, at the user line of the guard that failed
-    (from the function's cache entries, as `dynascope explain` shows them), else at the def line."""
+    (from the function's cache entries, as `dynascope explain` shows them), else at the first line of
+    the function that reads the guarded variable, else at the def line."""
     by_cid = {f.compile_id: f for f in frames}
     guard_lines = _guard_lines(obs)
     out = []
@@ -531,15 +534,38 @@ def _recompiles(obs: Any, frames: list[FrameCost]) -> list[RecompileCost]:
         if failure is not None and failure.subject:
             where = (guard_lines.get((failure.compile_id, failure.subject))
                      or guard_lines.get((rc.file, failure.subject)))
+        line_from = "guard" if where else "def"
+        if where is None and failure is not None and failure.subject:
+            code = next((c for c in codes if c.co_name == rc.function and c.co_filename == rc.file), None)
+            use = _first_use(code, failure.subject) if code is not None else None
+            if use is not None:
+                where, line_from = (code.co_filename, use), "first use"  # type: ignore[union-attr]
         file, line = where if where else (rc.file, rc.line)
         m = _RESUME.match(rc.function or "")
         out.append(RecompileCost(function=m.group("fn") if m else rc.function, file=file, line=line,
                                  code=excerpt(file, line),
                                  compile_id=rc.compile_id, reason=rc.reason,
                                  cost_s=round((frame.total_s if frame else None) or 0.0, 6),
-                                 guard_line=where is not None))  # fmt: skip
+                                 line_from=line_from))  # fmt: skip
     out.sort(key=lambda r: -r.cost_s)
     return out
+
+
+def _first_use(code: types.CodeType, subject: str) -> int | None:
+    """The first line of `code` that reads the variable a guard names (`scale`, `self.n`, `x.shape`)."""
+    import dis
+
+    name = re.split(r"[.\[(]", subject, maxsplit=1)[0]
+    line = None
+    for inst in dis.get_instructions(code):
+        pos = getattr(inst, "positions", None)
+        start = getattr(inst, "starts_line", None)  # an int before 3.13
+        line = pos.lineno if pos is not None and pos.lineno else (start if type(start) is int else line)
+        loads = inst.argval if isinstance(inst.argval, tuple) else (inst.argval,)  # LOAD_FAST_LOAD_FAST: 3.13
+        reads = inst.opname.startswith(("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME")) and name in loads
+        if reads and line is not None:
+            return int(line)
+    return None
 
 
 def _guard_lines(obs: Any) -> dict[tuple[str | None, str], tuple[str, int]]:
