@@ -57,13 +57,31 @@ def analysis_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def compile_profile_table(data: dict) -> str:
+    """Wall-clock medians of the same compile without and with a profile; in brackets the ratio to the
+    compile without, wall and CPU time (this process and its compiler subprocesses)."""
+    lines = [
+        "| model (backend) | compile without profile | with dynascope.compile_profile | with torch's Dynamo profiler |",
+        "|---|---:|---:|---:|",
+    ]
+    for row in data["cases"]:
+        cells = []
+        for name in ("dynascope", "torch Dynamo profiler"):
+            v = row["variants"].get(name)
+            cells.append(f"{v['median_s']:.2f} s ({v['ratio']:.3f}× wall, {v['cpu_ratio']:.3f}× CPU)" if v else "–")
+        lines.append(f"| {row['model']} ({row['backend']}) | {row['plain_s']:.2f} s | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
-    capture, analysis = load("capture"), load("analysis")
+    capture, analysis, profile = load("capture"), load("analysis"), load("compile_profile")
     if capture:
         print(capture_table(capture), end="\n\n")
     if analysis:
-        print(analysis_table(analysis))
-    return 0 if capture or analysis else 1
+        print(analysis_table(analysis), end="\n\n")
+    if profile:
+        print(compile_profile_table(profile))
+    return 0 if capture or analysis or profile else 1
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def test_compile_profile_hooks_see_every_step_and_go_away():
         return finish
 
     before = InstructionTranslatorBase.step
-    remove = _torch.hook_dynamo_tracing(wrap_step, wrap_finish)
+    remove = _torch.hook_dynamo_tracing(wrap_step, wrap_finish, wrap_finish)
     try:
         torch.compile(branchy, backend="eager")(torch.randn(4), torch.randn(4))
     finally:

@@ -757,34 +757,37 @@ def refused_recompile(exc: BaseException) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def hook_dynamo_tracing(wrap_step: Any, wrap_compile_subgraph: Any) -> Any:
-    """Replace Dynamo's InstructionTranslatorBase.step (traces one bytecode instruction of one frame,
-    root or inlined; `tx.f_code` and `tx.lineno` name what it traces) and OutputGraph.compile_subgraph
-    (finishes a graph and calls the backend) with `wrap_step(original)` and
-    `wrap_compile_subgraph(original)`. Private: torch._dynamo.symbolic_convert.InstructionTranslatorBase.step,
-    torch._dynamo.output_graph.OutputGraph.compile_subgraph (2.5.1 .. 2.15). Returns a function that
-    puts the originals back."""
+def hook_dynamo_tracing(wrap_step: Any, wrap_compile_subgraph: Any, wrap_guards: Any) -> Any:
+    """Replace three of Dynamo's methods with wrap_*(original):
+    InstructionTranslatorBase.step (traces one bytecode instruction of one frame, root or inlined;
+    `tx.f_code` and `tx.lineno` name what it traces), OutputGraph.compile_subgraph (finishes a graph
+    and calls the backend) and CheckFunctionManager.__init__ (builds a compile's guards). Private:
+    torch._dynamo.symbolic_convert.InstructionTranslatorBase.step, torch._dynamo.output_graph.OutputGraph
+    .compile_subgraph, torch._dynamo.guards.CheckFunctionManager (2.5.1 .. 2.15). Returns a function
+    that puts the originals back."""
     try:
+        from torch._dynamo.guards import CheckFunctionManager
         from torch._dynamo.output_graph import OutputGraph
         from torch._dynamo.symbolic_convert import InstructionTranslatorBase
     except ImportError as exc:
         raise moved("torch._dynamo.symbolic_convert.InstructionTranslatorBase", exc) from exc
-    step = InstructionTranslatorBase.__dict__.get("step")
-    finish = OutputGraph.__dict__.get("compile_subgraph")
-    if not callable(step) or not callable(finish):
-        raise moved("InstructionTranslatorBase.step / OutputGraph.compile_subgraph")
+    places = [(InstructionTranslatorBase, "step", wrap_step), (OutputGraph, "compile_subgraph", wrap_compile_subgraph),
+              (CheckFunctionManager, "__init__", wrap_guards)]  # fmt: skip
+    originals: list[Any] = [cls.__dict__.get(name) for cls, name, _ in places]
+    if not all(callable(fn) for fn in originals):
+        raise moved("InstructionTranslatorBase.step / OutputGraph.compile_subgraph / CheckFunctionManager.__init__")
     subs = list(InstructionTranslatorBase.__subclasses__())
     while subs:
         sub = subs.pop()
         if "step" in sub.__dict__:  # a translator with its own step would escape the hook
             raise moved(f"a single InstructionTranslatorBase.step ({sub.__name__} overrides it)")
         subs.extend(sub.__subclasses__())
-    InstructionTranslatorBase.step = wrap_step(step)  # type: ignore[method-assign]
-    OutputGraph.compile_subgraph = wrap_compile_subgraph(finish)  # type: ignore[method-assign]
+    for (cls, name, wrap), original in zip(places, originals, strict=True):
+        setattr(cls, name, functools.wraps(original)(wrap(original)))
 
     def remove() -> None:
-        InstructionTranslatorBase.step = step  # type: ignore[method-assign]
-        OutputGraph.compile_subgraph = finish  # type: ignore[method-assign]
+        for (cls, name, _), original in zip(places, originals, strict=True):
+            setattr(cls, name, original)
 
     return remove
 
@@ -804,3 +807,17 @@ def torch_package_dir() -> str:
     import os
 
     return os.path.dirname(os.path.abspath(require_torch().__file__))
+
+
+def metrics_record_recompile_reasons() -> bool:
+    """Whether torch's compilation metrics carry each recompile's reason (CompilationMetrics
+    .recompile_reason: 2.8 .. 2.15; not 2.5.1, whose reasons reach only the structured log)."""
+    import dataclasses
+
+    try:
+        from torch._dynamo.utils import CompilationMetrics
+    except ImportError:
+        return False
+    if not dataclasses.is_dataclass(CompilationMetrics):
+        return False
+    return any(f.name == "recompile_reason" for f in dataclasses.fields(CompilationMetrics))

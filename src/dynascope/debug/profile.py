@@ -42,6 +42,7 @@ from typing import Any
 
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
+from ..explain import records
 
 SCHEMA = "dynascope.compile_profile/1"
 PROFILE_FILE = "compile_profile.json"
@@ -87,12 +88,12 @@ class FrameCost:
     file: str | None
     line: int | None
     total_s: float | None
-    dynamo_s: float | None  # all of Dynamo: tracing, guards, bytecode generation
-    tracing_s: float | None  # Dynamo's bytecode tracing (torch's bytecode_tracing event)
-    guards_s: float | None  # building the guards
-    restart_s: float | None  # tracing thrown away when Dynamo restarted the frame (graph breaks)
-    aot_s: float | None  # AOTAutograd
-    backend_s: float | None  # the backend (inductor code generation included)
+    dynamo_s: float | None  # all of Dynamo: tracing (restarts included), guards, bytecode generation
+    tracing_s: float | None  # Dynamo tracing the frame's bytecode, restarts included (our step hook)
+    guards_s: float | None  # building the guards (our hook)
+    restart_s: float | None  # tracing thrown away when Dynamo restarted the frame (graph breaks; torch's metric)
+    backend_s: float | None  # the whole backend call: AOTAutograd, the compiler, inductor's code generation
+    aot_s: float | None  # AOTAutograd's own share of it, where inductor ran (backend_s less inductor_s)
     inductor_s: float | None
     cache: dict[str, int] = field(default_factory=dict)  # fx_graph / aot_autograd cache hits and misses
     status: str = "ok"
@@ -171,18 +172,20 @@ def _internal_dirs() -> tuple[str, ...]:
 
 
 class _Recorder:
-    """Times Dynamo's steps of user frames. Dynamo compiles under one lock, so one stack serves."""
+    """Times Dynamo's steps of user frames, and its guard building. Dynamo compiles under one lock, so
+    one stack serves."""
 
     def __init__(self) -> None:
         self.internal = _internal_dirs()
         self.user: dict[types.CodeType, bool] = {}
         self.lines: dict[tuple[types.CodeType, int], list[int]] = {}  # -> [inclusive, self, steps]
         self.funcs: dict[types.CodeType, list[int]] = {}  # -> [inclusive, self, steps, traced]
-        self.edges: dict[tuple[types.CodeType, types.CodeType], list[int]] = {}  # (caller, callee) -> [incl, self, n]
+        self.edges: dict[tuple[types.CodeType, types.CodeType], list[int]] = {}  # (caller, callee) -> [incl, self]
         self.active: dict[types.CodeType, int] = {}  # code -> steps of it open on the stack now
-        self.stack: list[list[Any]] = []  # [code, child_ns]
+        self.stack: list[list[Any]] = []  # [code or None, child ns, calling user code or None]
         self.excluded = 0  # ns spent in compile_subgraph so far (left out of every open step)
-        self.outside_ns = 0  # steps of torch frames Dynamo compiled at the top (no user frame open)
+        self.tracing: dict[str, int] = {}  # compile id -> ns of its root frame's steps (all of its tracing)
+        self.guards: dict[str, int] = {}  # compile id -> ns building its guards
 
     def is_user(self, code: types.CodeType) -> bool:
         name = code.co_filename
@@ -196,21 +199,25 @@ class _Recorder:
         user = self.user
         stack = self.stack
         active = self.active
+        funcs = self.funcs
 
         def step(tx: Any) -> Any:
             code = tx.f_code
             mine = user.get(code)
             if mine is None:
                 mine = user[code] = rec.is_user(code)
-            if not mine:
-                if stack:
-                    return original(tx)  # folded into the user step that led here
-                entry: list[Any] = [None, 0]
+            if stack:
+                if not mine:
+                    return original(tx)  # torch internals: folded into the user step that led here
+                top = stack[-1]
+                caller = top[0] if top[0] is not None and top[0] is not code else top[2]
+                entry: list[Any] = [code, 0, caller]
             else:
-                entry = [code, 0]
-                f = rec.funcs.get(code)
+                entry = [code if mine else None, 0, None]
+            if mine:
+                f = funcs.get(code)
                 if f is None:
-                    f = rec.funcs[code] = [0, 0, 0, 0]
+                    f = funcs[code] = [0, 0, 0, 0]
                 if tx.instruction_pointer == 0:
                     f[3] += 1
                 active[code] = active.get(code, 0) + 1
@@ -222,21 +229,24 @@ class _Recorder:
             finally:
                 dt = perf() - t0 - (rec.excluded - excluded)
                 stack.pop()
-                if code in active and entry[0] is not None:
-                    active[code] -= 1
                 if stack:
                     stack[-1][1] += dt
-                rec.charge(entry, tx, dt)
+                else:
+                    rec.charge_frame(dt)
+                if mine:
+                    active[code] -= 1
+                    rec.charge(entry, tx.lineno, dt)
 
         return step
 
-    def charge(self, entry: list[Any], tx: Any, dt: int) -> None:
-        code, child = entry
+    def charge_frame(self, dt: int) -> None:
+        cid = _current_compile_id() or "?"
+        self.tracing[cid] = self.tracing.get(cid, 0) + dt
+
+    def charge(self, entry: list[Any], lineno: Any, dt: int) -> None:
+        code, child, caller = entry
         own = dt - child
-        if code is None:
-            self.outside_ns += own
-            return
-        key = (code, int(getattr(tx, "lineno", 0) or 0))
+        key = (code, int(lineno or 0))
         line = self.lines.get(key)
         if line is None:
             line = self.lines[key] = [0, 0, 0]
@@ -244,15 +254,14 @@ class _Recorder:
         line[1] += own
         line[2] += 1
         f = self.funcs[code]
-        if not self.active.get(code):  # recursion: count the outermost activation only
+        if not self.active[code]:  # recursion: count the outermost activation only
             f[0] += dt
         f[1] += own
         f[2] += 1
-        caller = next((e[0] for e in reversed(self.stack) if e[0] is not None and e[0] is not code), None)
         if caller is not None:
             edge = self.edges.get((caller, code))
             if edge is None:
-                edge = self.edges[(caller, code)] = [0, 0, 0]
+                edge = self.edges[(caller, code)] = [0, 0]
             edge[0] += dt
             edge[1] += own
 
@@ -269,9 +278,30 @@ class _Recorder:
 
         return compile_subgraph
 
+    def wrap_guards(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        rec = self
+        perf = time.perf_counter_ns
+
+        def build_guards(*args: Any, **kwargs: Any) -> Any:
+            t0 = perf()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                cid = _current_compile_id() or "?"
+                rec.guards[cid] = rec.guards.get(cid, 0) + perf() - t0
+
+        return build_guards
+
+
+def _current_compile_id() -> str | None:
+    try:
+        return _torch.current_compile_id()
+    except TorchVersionError:
+        return None
+
 
 # ------------------------------------------------------------------------------------------------
-# The profiler: hook + observer, and the result built from both
+# The profiler: the hooks, torch's per-compile metrics, and the result built from both
 # ------------------------------------------------------------------------------------------------
 
 _LOCK = threading.Lock()
@@ -286,23 +316,28 @@ class CompileProfiler:
         self.result: CompileProfile | None = None
         self._rec: _Recorder | None = None
         self._remove: Callable[[], None] | None = None
-        self._obs: Any = None
         self._notes: list[str] = []
+        self._since: tuple[float, int, int | None] = (0.0, 0, None)
+        self._obs: Any = None  # on torch whose metrics lack recompile reasons (2.5.1) only
 
     def start(self) -> CompileProfiler:
-        from ..explain.observer import Observer
-
         _torch.require_torch()
         with _LOCK:
             if _RUNNING:
                 raise ProfileError("a compile profile is running already; one at a time (stop it first)")
             _RUNNING.append(self)
+        self._since = (time.time(), _metrics_count(), _break_count())
         self._rec = _Recorder()
         try:
-            self._remove = _torch.hook_dynamo_tracing(self._rec.wrap_step, self._rec.wrap_compile_subgraph)
+            self._remove = _torch.hook_dynamo_tracing(self._rec.wrap_step, self._rec.wrap_compile_subgraph,
+                                                      self._rec.wrap_guards)  # fmt: skip
         except TorchVersionError as exc:
             self._notes.append(f"{exc} (no per-function or per-line tracing times)")
-        self._obs = Observer().start()
+            self._rec = None
+        if not _torch.metrics_record_recompile_reasons():
+            from ..explain.observer import Observer
+
+            self._obs = Observer().start()  # its structured log is where this torch says why it recompiled
         return self
 
     def stop(self, error: BaseException | None = None) -> CompileProfile:
@@ -316,7 +351,8 @@ class CompileProfiler:
             with _LOCK:
                 if self in _RUNNING:
                     _RUNNING.remove(self)
-        self.result = build_profile(self._rec, self._obs, self.script, self._notes, error)
+        observed = list(self._obs.recompiles) if self._obs is not None else []
+        self.result = build_profile(self._rec, self._since, self.script, self._notes, error, observed)
         return self.result
 
     def __enter__(self) -> CompileProfiler:
@@ -352,6 +388,20 @@ def compile_profile(script: str | None = None) -> Iterator[CompileProfiler]:
         prof.stop(error)
 
 
+def _metrics_count() -> int:
+    try:
+        return len(_torch.compilation_metrics())
+    except TorchVersionError:
+        return 0
+
+
+def _break_count() -> int | None:
+    try:
+        return _torch.graph_break_count()
+    except TorchVersionError:
+        return None
+
+
 def excerpt(file: str | None, line: int | None) -> str | None:
     """The source text of one line, stripped; None where the file cannot be read."""
     if not file or not line:
@@ -367,24 +417,33 @@ def _s(ns: int) -> float:
     return round(ns / 1e9, 6)
 
 
-def build_profile(rec: _Recorder | None, obs: Any, script: str | None, notes: list[str],
-                  error: BaseException | None = None) -> CompileProfile:
+def build_profile(rec: _Recorder | None, since: tuple[float, int, int | None], script: str | None,
+                  notes: list[str], error: BaseException | None = None,
+                  observed: list[Any] | None = None) -> CompileProfile:
+    """The profile of what compiled since `since` (wall time, metrics rows, graph breaks at the start)."""
     prof = CompileProfile(torch_version=_torch.torch_version(), script=script, notes=list(notes),
                           error=None if error is None else f"{type(error).__name__}: {error}")
     if rec is not None:
         _tracing(prof, rec)
-    if obs is not None:
-        rows = _metrics_by_cid()
-        prof.frames = [_frame(ct, obs.phase_durations(ct.compile_id), rows.get(ct.compile_id, {}))
-                       for ct in obs.compile_times]
-        prof.compile_s = round(sum(f.total_s or 0.0 for f in prof.frames), 6)
-        prof.graph_breaks = _breaks(obs.graph_breaks, prof.frames)
-        codes = list(rec.funcs) if rec is not None else []
-        prof.recompiles = _recompiles(obs, prof.frames, codes) if obs.recompiles else []
-        for note in obs.notes:
-            if note not in prof.notes:
-                prof.notes.append(note)
+    rows = _new_rows(since[0], since[1])
+    prof.frames = [_frame(row, rec) for row in rows]
+    prof.compile_s = round(sum(f.total_s or 0.0 for f in prof.frames), 6)
+    prof.graph_breaks = _breaks(since[2], prof.frames)
+    prof.recompiles = _recompiles(rows, prof.frames, list(rec.funcs) if rec is not None else [], observed or [])
     return prof
+
+
+def _new_rows(start: float, count: int) -> list[dict[str, Any]]:
+    """torch's compilation metrics rows of the compiles since the profile started (torch keeps the
+    last 64 or so: rows are picked by start time where they carry one)."""
+    try:
+        rows = _torch.compilation_metrics()
+    except TorchVersionError:
+        return []
+    timed = [r for r in rows if isinstance(r.get("start_time"), (int, float))]
+    if len(timed) == len(rows):
+        return [r for r in rows if r["start_time"] >= start - 1e-3]
+    return rows[count:]
 
 
 def _user_names(rec: _Recorder) -> dict[types.CodeType, tuple[str, int]]:
@@ -447,21 +506,13 @@ def _pstats(rec: _Recorder, names: dict[types.CodeType, tuple[str, int]]) -> dic
             s[0] += max(traced, 1)
             s[1] += own / 1e9
             s[2] += incl / 1e9
-    for (caller, callee), (incl, own, _n) in rec.edges.items():
+    for (caller, callee), (incl, own) in rec.edges.items():
         k, ck = key(callee), key(caller)
         if k in sums and ck in sums and k != ck:
             calls = sums[k][0]
             old = sums[k][3].get(ck, (calls, calls, 0.0, 0.0))
             sums[k][3][ck] = (calls, calls, old[2] + own / 1e9, old[3] + incl / 1e9)
     return {k: (n, n, tt, ct, callers) for k, (n, tt, ct, callers) in sums.items()}
-
-
-def _metrics_by_cid() -> dict[str, dict[str, Any]]:
-    try:
-        rows = _torch.compilation_metrics()
-    except TorchVersionError:
-        return {}
-    return {str(r.get("compile_id")): r for r in rows}
 
 
 def _num(x: Any) -> float | None:
@@ -477,16 +528,24 @@ _CACHE_COUNTS = {
 }
 
 
-def _frame(ct: Any, phases: dict[str, float], row: dict[str, Any]) -> FrameCost:
+def _frame(row: dict[str, Any], rec: _Recorder | None) -> FrameCost:
+    """One compilation_metrics row, split with our own timers (tracing, guards)."""
+    ct = records.compile_time(row)
     cache = {name: int(row[k]) for name, k in _CACHE_COUNTS.items() if isinstance(row.get(k), int) and row[k]}
     if not cache and row.get("fx_graph_cache_hit") is not None:  # torch 2.5.1 names them so
         cache = {"fx_graph_hits": int(bool(row.get("fx_graph_cache_hit")))}
-    restart = _num(row.get("dynamo_time_before_restart_s"))
+    backend = _num(row.get("backend_compile_time_s"))
+    inductor = _num(row.get("inductor_compile_time_s"))
+    aot = None if backend is None or inductor is None else max(0.0, backend - inductor)
+    tracing = guards = None
+    if rec is not None:
+        t, g = rec.tracing.get(ct.compile_id), rec.guards.get(ct.compile_id)
+        tracing, guards = (None if t is None else _s(t)), (None if g is None else _s(g))
     return FrameCost(
         compile_id=ct.compile_id, function=ct.function, file=ct.file, line=ct.line, total_s=ct.total_s,
-        dynamo_s=ct.dynamo_s, tracing_s=phases.get("bytecode_tracing"), guards_s=phases.get("build_guards"),
-        restart_s=restart, aot_s=ct.aot_s, backend_s=ct.backend_s, inductor_s=ct.inductor_s, cache=cache,
-        status=ct.status,
+        dynamo_s=ct.dynamo_s, tracing_s=tracing, guards_s=guards,
+        restart_s=_num(row.get("dynamo_time_before_restart_s")),
+        backend_s=backend, aot_s=aot, inductor_s=inductor, cache=cache, status=ct.status,
     )
 
 
@@ -494,57 +553,86 @@ _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
 _FIRST_COMPILE = re.compile(r"/0(?:_\d+)?$")
 
 
-def _breaks(graph_breaks: list[Any], frames: list[FrameCost]) -> list[BreakCost]:
-    """Each break charged with the compiles of the resume functions Dynamo made at its line (named
-    torch_dynamo_resume_in_<fn>_at_<line>, in the same file) and the restart time of its compiles."""
-    by_cid = {f.compile_id: f for f in frames}
+def _breaks(mark: int | None, frames: list[FrameCost]) -> list[BreakCost]:
+    """The graph breaks Dynamo listed since `mark`, one per line and reason, each charged with the
+    first compile of the resume functions Dynamo made at its line (torch_dynamo_resume_in_<fn>_at_<line>,
+    same file) and the tracing thrown away restarting the frame that broke."""
+    if mark is None:
+        return []
+    try:
+        listed = _torch.graph_breaks_since(mark)
+    except TorchVersionError:
+        return []
+    seen: dict[tuple[Any, ...], Any] = {}
+    for reason, stack in listed:
+        gb = records.graph_break_from_stack(reason, _user_stack(stack), None)
+        key = gb.key()
+        if key in seen:
+            seen[key].count += 1
+        else:
+            seen[key] = gb
     out = []
-    for gb in graph_breaks:
-        cost = 0.0
-        cids = list(gb.compile_ids)
+    for gb in seen.values():
+        cost, cids = 0.0, []
         for f in frames:
             m = _RESUME.match(f.function or "")
-            if (m and gb.line is not None and int(m.group("line")) == gb.line and f.file == gb.file
-                    and _FIRST_COMPILE.search(f.compile_id)):  # its recompiles count as recompiles
-                cost += f.total_s or 0.0
-                if f.compile_id not in cids:
-                    cids.append(f.compile_id)
-        for cid in gb.compile_ids:
-            frame = by_cid.get(cid)
-            if frame is not None and frame.restart_s:
-                cost += frame.restart_s
+            if gb.line is None or f.file != gb.file:
+                continue
+            if m and int(m.group("line")) == gb.line and _FIRST_COMPILE.search(f.compile_id):
+                cost += f.total_s or 0.0  # its recompiles count as recompiles
+                cids.append(f.compile_id)
+            elif (f.function == gb.function or (m and m.group("fn") == gb.function)) and f.restart_s:
+                cost += f.restart_s
+                cids.insert(0, f.compile_id)
         out.append(BreakCost(reason=gb.reason, function=gb.function, file=gb.file, line=gb.line,
-                             code=excerpt(gb.file, gb.line),
-                             count=gb.count, cost_s=round(cost, 6), compile_ids=cids))  # fmt: skip
+                             code=excerpt(gb.file, gb.line), count=gb.count, cost_s=round(cost, 6),
+                             compile_ids=cids))  # fmt: skip
     out.sort(key=lambda b: -b.cost_s)
     return out
 
 
-def _recompiles(obs: Any, frames: list[FrameCost], codes: list[types.CodeType]) -> list[RecompileCost]:
+def _user_stack(stack: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The stack cut after its innermost user frame (a break inside torch code is the user line's)."""
+    internal = _internal_dirs()
+    keep = [i for i, (file, _, _) in enumerate(stack) if not os.path.abspath(file).startswith(internal)]
+    return stack[: keep[-1] + 1] if keep else stack
+
+
+_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def _recompiles(rows: list[dict[str, Any]], frames: list[FrameCost], codes: list[types.CodeType],
+                observed: list[Any]) -> list[RecompileCost]:
     """Each recompile charged with its compile's total time, at the user line of the guard that failed
-    (from the function's cache entries, as `dynascope explain` shows them), else at the first line of
-    the function that reads the guarded variable, else at the def line."""
+    (torch >= 2.13 gives it in the reason), else at the first line of the function that reads the
+    guarded variable, else at the def line."""
     by_cid = {f.compile_id: f for f in frames}
-    guard_lines = _guard_lines(obs)
+    internal = _internal_dirs()
     out = []
-    for rc in obs.recompiles:
-        frame = by_cid.get(rc.compile_id or "")
-        failure = next((f for f in rc.failures if f.subject), None)
-        where = None
-        if failure is not None and failure.subject:
-            where = (guard_lines.get((failure.compile_id, failure.subject))
-                     or guard_lines.get((rc.file, failure.subject)))
-        line_from = "guard" if where else "def"
+    for row in rows:
+        cid = str(row.get("compile_id"))
+        if _FIRST_COMPILE.search(cid) or records.is_limit_refusal(row) or not re.search(r"/\d+", cid):
+            continue
+        rc = records.recompile(row) or next((r for r in observed if r.compile_id == cid), None)
+        reason = rc.reason if rc is not None else "recompiled (this torch records no reason without its structured log)"
+        where, line_from = None, "def"
+        text = str(row.get("recompile_reason") or "")
+        users = [(m.group("file"), int(m.group("line"))) for m in _STACK_FRAME.finditer(text)
+                 if not os.path.abspath(m.group("file")).startswith(internal)]  # fmt: skip
+        if users:
+            where, line_from = users[-1], "guard"
+        failure = next((f for f in rc.failures if f.subject), None) if rc is not None else None
         if where is None and failure is not None and failure.subject:
-            code = next((c for c in codes if c.co_name == rc.function and c.co_filename == rc.file), None)
+            name, file = row.get("co_name"), row.get("co_filename")
+            code = next((c for c in codes if c.co_name == name and c.co_filename == file), None)
             use = _first_use(code, failure.subject) if code is not None else None
-            if use is not None:
-                where, line_from = (code.co_filename, use), "first use"  # type: ignore[union-attr]
-        file, line = where if where else (rc.file, rc.line)
-        m = _RESUME.match(rc.function or "")
-        out.append(RecompileCost(function=m.group("fn") if m else rc.function, file=file, line=line,
-                                 code=excerpt(file, line),
-                                 compile_id=rc.compile_id, reason=rc.reason,
+            if code is not None and use is not None:
+                where, line_from = (code.co_filename, use), "first use"
+        file, line = where if where else (row.get("co_filename"), row.get("co_firstlineno"))
+        m = _RESUME.match(str(row.get("co_name") or ""))
+        frame = by_cid.get(cid)
+        out.append(RecompileCost(function=m.group("fn") if m else row.get("co_name"), file=file, line=line,
+                                 code=excerpt(file, line), compile_id=cid, reason=reason,
                                  cost_s=round((frame.total_s if frame else None) or 0.0, 6),
                                  line_from=line_from))  # fmt: skip
     out.sort(key=lambda r: -r.cost_s)
@@ -566,24 +654,6 @@ def _first_use(code: types.CodeType, subject: str) -> int | None:
         if reads and line is not None:
             return int(line)
     return None
-
-
-def _guard_lines(obs: Any) -> dict[tuple[str | None, str], tuple[str, int]]:
-    """(compile id of the cache entry, guarded variable) -> the user line that introduced the guard;
-    also (file, variable) for a failure that names no entry."""
-    out: dict[tuple[str | None, str], tuple[str, int]] = {}
-    try:
-        explanations = obs.explanations(include_earlier=False)
-    except Exception:  # noqa: BLE001 - lines are a bonus; the def line stands in
-        return out
-    for expl in explanations:
-        for entry in expl.all_entries():
-            for group in entry.guards:
-                ul = group.user_line()
-                if ul is not None and ul.file and ul.line and os.path.isabs(ul.file):
-                    out.setdefault((entry.compile_id, group.subject), (ul.file, ul.line))
-                    out.setdefault((ul.file, group.subject), (ul.file, ul.line))
-    return out
 
 
 __all__ = ["CompileProfile", "CompileProfiler", "ProfileError", "build_profile", "compile_profile"]
