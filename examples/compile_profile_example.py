@@ -1,6 +1,6 @@
 """A model whose compile is slower than it should be, for `dynascope compile-profile`:
 
-* `positional_mix` runs a Python loop that Dynamo unrolls while tracing (48 small ops per call);
+* `positional_mix` runs a Python loop that Dynamo unrolls while tracing (128 small ops per call);
 * `forward` prints, which breaks the graph;
 * `scale` is a Python number that changes between calls, so the code after the break recompiles.
 
@@ -12,8 +12,8 @@ from torch import nn
 
 
 def positional_mix(x):
-    for i in range(48):
-        x = x + torch.sin(x * (i + 1)) / (i + 1)
+    for i in range(64):
+        x = x * 0.99 + 0.01 * i
     return x
 
 
@@ -32,5 +32,5 @@ class Model(nn.Module):
 
 if __name__ == "__main__":
     model = torch.compile(Model())
-    for step, scale in enumerate((1.0, 0.5)):
+    for scale in (1.0, 0.5):
         model(torch.randn(16, 32), scale).sum().backward()

@@ -95,6 +95,7 @@ class FrameCost:
     backend_s: float | None  # the whole backend call: AOTAutograd, the compiler, inductor's code generation
     aot_s: float | None  # AOTAutograd's own share of it, where inductor ran (backend_s less inductor_s)
     inductor_s: float | None
+    backward_s: float | None = None  # compiling the backward graph, which happens at the first backward
     cache: dict[str, int] = field(default_factory=dict)  # fx_graph / aot_autograd cache hits and misses
     status: str = "ok"
 
@@ -102,7 +103,8 @@ class FrameCost:
 @dataclass
 class BreakCost:
     """A graph break, charged to its line. cost_s: the compile time of the code after the break,
-    compiled as frames of their own (resume functions), plus the tracing Dynamo threw away restarting."""
+    compiled as a frame of its own (the resume function's first compile, its backward graph included),
+    plus the tracing Dynamo threw away restarting the frame that broke."""
 
     reason: str
     function: str | None
@@ -116,7 +118,8 @@ class BreakCost:
 
 @dataclass
 class RecompileCost:
-    """A recompile, charged to the line that introduced the guard that failed; cost_s: its compile."""
+    """A recompile, charged to the line that introduced the guard that failed; cost_s: its compile
+    (its backward graph's included)."""
 
     function: str | None
     file: str | None
@@ -134,7 +137,7 @@ class CompileProfile:
     schema: str = SCHEMA
     torch_version: str | None = None
     script: str | None = None
-    compile_s: float = 0.0  # all compiles' total time
+    compile_s: float = 0.0  # all compiles' total time, backward graphs' compiles included
     tracing_s: float = 0.0  # Dynamo's tracing of user lines (what the functions and lines add up to)
     functions: list[FunctionCost] = field(default_factory=list)  # ranked by self_s
     lines: list[LineCost] = field(default_factory=list)  # ranked by self_s
@@ -426,8 +429,18 @@ def build_profile(rec: _Recorder | None, since: tuple[float, int, int | None], s
     if rec is not None:
         _tracing(prof, rec)
     rows = _new_rows(since[0], since[1])
+    backward = [r for r in rows if r.get("is_forward") is False or (r.get("is_runtime") and not r.get("co_name"))]
+    rows = [r for r in rows if not any(r is b for b in backward)]
     prof.frames = [_frame(row, rec) for row in rows]
-    prof.compile_s = round(sum(f.total_s or 0.0 for f in prof.frames), 6)
+    by_cid = {f.compile_id: f for f in prof.frames}
+    for row in backward:  # torch compiles the backward graph lazily and logs it under the frame's compile id
+        frame = by_cid.get(str(row.get("compile_id")))
+        seconds = _num(row.get("inductor_compile_time_s"))
+        if seconds is None and _num(row.get("duration_us")) is not None:
+            seconds = row["duration_us"] / 1e6
+        if frame is not None and seconds is not None:
+            frame.backward_s = round((frame.backward_s or 0.0) + seconds, 6)
+    prof.compile_s = round(sum((f.total_s or 0.0) + (f.backward_s or 0.0) for f in prof.frames), 6)
     prof.graph_breaks = _breaks(since[2], prof.frames)
     prof.recompiles = _recompiles(rows, prof.frames, list(rec.funcs) if rec is not None else [], observed or [])
     return prof
@@ -579,7 +592,7 @@ def _breaks(mark: int | None, frames: list[FrameCost]) -> list[BreakCost]:
             if gb.line is None or f.file != gb.file:
                 continue
             if m and int(m.group("line")) == gb.line and _FIRST_COMPILE.search(f.compile_id):
-                cost += f.total_s or 0.0  # its recompiles count as recompiles
+                cost += (f.total_s or 0.0) + (f.backward_s or 0.0)  # its recompiles count as recompiles
                 cids.append(f.compile_id)
             elif (f.function == gb.function or (m and m.group("fn") == gb.function)) and f.restart_s:
                 cost += f.restart_s
@@ -612,7 +625,7 @@ def _recompiles(rows: list[dict[str, Any]], frames: list[FrameCost], codes: list
     for row in rows:
         cid = str(row.get("compile_id"))
         if _FIRST_COMPILE.search(cid) or records.is_limit_refusal(row) or not re.search(r"/\d+", cid):
-            continue
+            continue  # a first compile, or torch refusing one at the recompile limit
         rc = records.recompile(row) or next((r for r in observed if r.compile_id == cid), None)
         reason = rc.reason if rc is not None else "recompiled (this torch records no reason without its structured log)"
         where, line_from = None, "def"
@@ -633,10 +646,14 @@ def _recompiles(rows: list[dict[str, Any]], frames: list[FrameCost], codes: list
         frame = by_cid.get(cid)
         out.append(RecompileCost(function=m.group("fn") if m else row.get("co_name"), file=file, line=line,
                                  code=excerpt(file, line), compile_id=cid, reason=reason,
-                                 cost_s=round((frame.total_s if frame else None) or 0.0, 6),
+                                 cost_s=_frame_cost(frame),
                                  line_from=line_from))  # fmt: skip
     out.sort(key=lambda r: -r.cost_s)
     return out
+
+
+def _frame_cost(frame: FrameCost | None) -> float:
+    return 0.0 if frame is None else round((frame.total_s or 0.0) + (frame.backward_s or 0.0), 6)
 
 
 def _first_use(code: types.CodeType, subject: str) -> int | None:

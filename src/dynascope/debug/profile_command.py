@@ -143,12 +143,13 @@ def profile_lines(result: CompileProfile, top: int = 10) -> list[str]:
                        f"{ln.code or ''}")  # fmt: skip
     if frames:
         out += ["", ("compiled frames (s): total = dynamo [tracing, of it thrown away by restarts, guards] "
-                    "+ backend [AOTAutograd, inductor]")]  # fmt: skip
+                    "+ backend [AOTAutograd, inductor] (+ the backward graph's compile)")]  # fmt: skip
         for fr in sorted(frames, key=lambda x: -(x.total_s or 0.0))[:top]:
             cache = ", ".join(f"{k} {v}" for k, v in fr.cache.items())
             out.append(f"  {fr.compile_id:>6} {_t(fr.total_s)} = {_t(fr.dynamo_s)} [{_t(fr.tracing_s)}, "
                        f"{_t(fr.restart_s)}, {_t(fr.guards_s)}] + {_t(fr.backend_s)} [{_t(fr.aot_s)}, "
-                       f"{_t(fr.inductor_s)}]  {_frame_name(fr.function)} ({_where(fr.file, fr.line)})"
+                       f"{_t(fr.inductor_s)}]" + (f" + backward {_t(fr.backward_s)}" if fr.backward_s else "")
+                       + f"  {_frame_name(fr.function)} ({_where(fr.file, fr.line)})"
                        + (f" [{fr.status}]" if fr.status != "ok" else "") + (f"  cache: {cache}" if cache else ""))
     if result.graph_breaks:
         out += ["", ("graph breaks, by cost (s: compiling the code after the break as frames of its own, "
