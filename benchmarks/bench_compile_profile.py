@@ -7,8 +7,8 @@ in the same run, the variants interleaved round by round.
 
 Each compile starts afresh: torch._dynamo.reset(), a new model, inductor's FX-graph and AOTAutograd
 caches off, a garbage collection before each. Timed: the first call (forward, loss, backward), which
-is where the compile happens. Reported: the best and the median over rounds, each as a ratio to the
-plain compile's (on a shared, noisy machine the best is the steadier figure).
+is where the compile happens. Reported, as ratios to the plain compile: the median CPU time of this
+process and its finished children (steady while other work shares the machine) and the best wall time.
 """
 
 from __future__ import annotations
