@@ -752,8 +752,10 @@ def refused_recompile(exc: BaseException) -> dict[str, Any] | None:
         "call": call,
     }
 
-# Compile profile (debug/profile.py): Dynamo's per-instruction tracing step and the end of a traced
-# graph. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0.
+
+# ---------------------------------------------------------------------------------------------
+# Compile profile (debug/profile.py): Dynamo's per-instruction tracing step, the end of a traced
+# graph, guard building. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -810,14 +812,9 @@ def torch_package_dir() -> str:
 
 
 def metrics_record_recompile_reasons() -> bool:
-    """Whether torch's compilation metrics carry each recompile's reason (CompilationMetrics
-    .recompile_reason: 2.8 .. 2.15; not 2.5.1, whose reasons reach only the structured log)."""
-    import dataclasses
-
+    """Whether torch's compilation metrics carry each recompile's reason (see check_recompile_reasons_kept)."""
     try:
-        from torch._dynamo.utils import CompilationMetrics
-    except ImportError:
+        check_recompile_reasons_kept()
+    except TorchVersionError:
         return False
-    if not dataclasses.is_dataclass(CompilationMetrics):
-        return False
-    return any(f.name == "recompile_reason" for f in dataclasses.fields(CompilationMetrics))
+    return True

@@ -150,7 +150,7 @@ class Observer:
 
     _PHASES = ("entire_frame_compile", "backend_compile", "create_aot_dispatcher_function",
                "compile_fx_inner", "inductor_compile", "compile_fx.<locals>.fw_compiler_base",
-               "compile_fx.<locals>.bw_compiler_base", "bytecode_tracing", "build_guards")
+               "compile_fx.<locals>.bw_compiler_base")
 
     def _on_chromium(self, payload: str, record_cid: str | None) -> None:
         if not any(name in payload for name in self._PHASES):
@@ -275,12 +275,6 @@ class Observer:
             self.eager_fallbacks.append(fb)
 
     # -- queries ---------------------------------------------------------------------------------
-
-    def phase_durations(self, compile_id: str) -> dict[str, float]:
-        """Seconds per torch timed event (entire_frame_compile, bytecode_tracing, build_guards,
-        backend_compile, ...) of one compile id, outermost calls only; empty where torch logged none."""
-        with self._lock:
-            return dict(self._phases.get(compile_id, {}))
 
     def graph_for(self, compile_id: str) -> dict[str, Any] | None:
         """{"code": FX source, "op_count", "node_count"} that Dynamo produced for a compile id."""
