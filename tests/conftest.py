@@ -13,7 +13,7 @@ import pytest
 NEEDS_TORCH = [
     "capture",
     "cli/test_run.py",
-    "debug/test_compile_profile.py",
+    "debug",
     "explain/test_command.py",
     "explain/test_decompile_dynamo.py",
     "explain/test_explain_toy.py",
