@@ -66,8 +66,10 @@ def test_missing_script_is_one_line(tmp_path):
 def test_demo(tmp_path):
     result = dynascope("demo", "--out", "demo", "--epochs", "1", "--steps", "2", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "extern_kernels.convolution" in result.stdout  # the demo compiles with inductor: its kernels
+    assert "Top 8 inductor kernels by total time" in result.stdout  # the demo compiles with inductor
     index = check(load(trace_files(str(tmp_path / "demo"))[0]))
+    kernels = {e["name"] for e in index["events"] if e["cat"] == "dynamo"}
+    assert "extern_kernels.convolution" in kernels  # which kernels make the top 8 depends on the machine
     steps = [e for e in index["events"] if e["name"] == "step"]
     assert [s["args"]["step"] for s in steps] == [0, 1]
 
