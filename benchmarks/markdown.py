@@ -39,6 +39,35 @@ def capture_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def inductor_table(data: dict) -> str:
+    lines = [
+        "| training step | kernels/step | untraced µs/step | traced µs/step | hot path µs/kernel | step time | end-to-end µs/kernel | cold compile s | warm compile s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in data["models"]:
+        compile_ = row["compile"]
+        lines.append(
+            f"| {row['model']} | {row['kernels_per_step']} | {row['untraced_us_per_step']:.0f} "
+            f"| {row['traced_us_per_step']:.0f} | {row['hot_path_us_per_kernel']:.2f} | {row['step_ratio'] * 100:+.1f}% "
+            f"| {row['end_to_end_us_per_kernel']:.2f} "
+            f"| {compile_['untraced_cold_s']:.2f} → {compile_['traced_cold_s']:.2f} ({compile_['cold_ratio'] * 100:+.0f}%) "
+            f"| {compile_['untraced_warm_s']:.2f} → {compile_['traced_warm_s']:.2f} ({compile_['warm_ratio'] * 100:+.0f}%) |"
+        )
+    anchors = []
+    for row in data["models"]:
+        prof = row.get("torch_profiler")
+        if prof:
+            anchors.append(
+                f"{row['model'].split(' batch')[0].rstrip(', ')}: {prof['kernel_events_per_step']:.0f} kernel events/step, "
+                f"{prof['in_loop_us_per_kernel_event']:.2f} µs/kernel event in the loop "
+                f"plus {prof['at_stop_us_per_kernel_event']:.2f} µs/kernel event when it stops"
+            )
+    if anchors:
+        lines.append("")
+        lines.append("Same steps, same run, torch.profiler with `cpp.enable_kernel_profile`: " + "; ".join(anchors) + ".")
+    return "\n".join(lines)
+
+
 def analysis_table(data: dict) -> str:
     lines = [
         f"{data['op_events'] / 1e6:.0f} million op events in {data['files']} files ({data['gzip_bytes'] / 1e6:.0f} MB gzip):",
@@ -75,14 +104,17 @@ def compile_profile_table(data: dict) -> str:
 
 
 def main() -> int:
-    capture, analysis, profile = load("capture"), load("analysis"), load("compile_profile")
+    capture, inductor = load("capture"), load("inductor")
+    analysis, profile = load("analysis"), load("compile_profile")
     if capture:
         print(capture_table(capture), end="\n\n")
+    if inductor:
+        print(inductor_table(inductor), end="\n\n")
     if analysis:
         print(analysis_table(analysis), end="\n\n")
     if profile:
         print(compile_profile_table(profile))
-    return 0 if capture or analysis or profile else 1
+    return 0 if capture or inductor or analysis or profile else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
-    python benchmarks/run.py --only capture  # or: analysis, compile_profile
+    python benchmarks/run.py --only capture  # or: inductor, analysis, compile_profile
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--only", choices=("capture", "analysis", "compile_profile"), help="run one benchmark")
+    parser.add_argument("--only", choices=("capture", "inductor", "analysis", "compile_profile"), help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
     args = parser.parse_args(argv)
     status = 0
@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
 
         extra = ["--anchor-python", args.anchor_python] if args.anchor_python else []
         status |= bench_capture.main((["--quick"] if args.quick else []) + extra)
+    if args.only in (None, "inductor"):
+        import bench_inductor
+
+        status |= bench_inductor.main(["--quick"] if args.quick else [])
     if args.only in (None, "analysis"):
         import bench_analysis
 
