@@ -12,7 +12,7 @@ of that for the ConvNet, whose step takes ~8x longer), median over `--repeats` r
 bench_capture.py). Compile times: the first step (forward and backward
 compile) of a fresh model after torch._dynamo.reset(), in a fresh inductor cache directory with
 in-memory caches cleared (cold), then again in that directory (warm: inductor's caches hit), traced
-and untraced interleaved, median over `--compile-repeats`, after one discarded warm-up compile.
+and untraced interleaved, median over `--compile-repeats`, after one discarded warm-up round.
 """
 
 from __future__ import annotations
@@ -176,24 +176,34 @@ def compile_once(factory, traced_: bool, workdir: str) -> float:
 
 
 def measure_compile(factory, args, workdir) -> dict:
-    """Cold and warm-cache compile, traced and untraced interleaved, each pair in a fresh cache directory."""
+    """Cold and warm-cache compile, traced and untraced interleaved, each pair in a fresh cache directory.
+
+    Traced compiles run with AOTAutograd's cache off (a hit would skip the per-graph compiler that
+    instruments the kernels), so a warm traced compile redoes AOT tracing and partitioning; the untraced
+    warm compile is also timed with that cache off, to show how much of the difference that is."""
+    import torch._functorch.config as functorch_config
     from torch._inductor.utils import fresh_cache
 
-    times: dict[str, list[float]] = {"untraced_cold": [], "traced_cold": [], "untraced_warm": [], "traced_warm": []}
+    names = ("untraced_cold", "traced_cold", "untraced_warm", "traced_warm", "untraced_warm_no_aot_cache")
+    times: dict[str, list[float]] = {name: [] for name in names}
     for repeat in range(args.compile_repeats + 1):  # the first round warms compile workers and imports
         for variant in ("untraced", "traced"):
             with fresh_cache(dir=tempfile.mkdtemp(dir=workdir)):
-                cold = compile_once(factory, variant == "traced", workdir)
-                warm = compile_once(factory, variant == "traced", workdir)
+                measured = {f"{variant}_cold": compile_once(factory, variant == "traced", workdir),
+                            f"{variant}_warm": compile_once(factory, variant == "traced", workdir)}  # fmt: skip
+                if variant == "untraced":
+                    with functorch_config.patch(enable_autograd_cache=False):
+                        measured["untraced_warm_no_aot_cache"] = compile_once(factory, False, workdir)
             if repeat:
-                times[f"{variant}_cold"].append(cold)
-                times[f"{variant}_warm"].append(warm)
+                for name, seconds in measured.items():
+                    times[name].append(seconds)
     torch._dynamo.reset()
     med = {f"{k}_s": statistics.median(v) for k, v in times.items()}
     return {
         **med,
         "cold_ratio": med["traced_cold_s"] / med["untraced_cold_s"] - 1,
         "warm_ratio": med["traced_warm_s"] / med["untraced_warm_s"] - 1,
+        "warm_ratio_no_aot_cache": med["traced_warm_s"] / med["untraced_warm_no_aot_cache_s"] - 1,
         "all_s": times,
     }
 
@@ -269,6 +279,11 @@ def render(results: dict) -> str:
                       f"{prof['events_per_step']:.0f} events in all); {prof['in_loop_us_per_step']:.0f} µs/step in the loop "
                       f"= {prof['in_loop_us_per_kernel_event']:.2f} µs/kernel event, plus {prof['at_stop_ms']:.0f} ms "
                       f"to stop ({prof['at_stop_us_per_kernel_event']:.2f} µs/kernel event)")  # fmt: skip
+    for row in results["models"]:
+        compile_ = row["compile"]
+        console.print(f"warm compile, {row['model']}: untraced with AOTAutograd's cache off (as traced runs) "
+                      f"{compile_['untraced_warm_no_aot_cache_s']:.2f} s, traced {compile_['warm_ratio_no_aot_cache'] * 100:+.0f}% "
+                      "against that")  # fmt: skip
     targets = results["targets"]
     console.print(f"targets: ≤ {targets['hot_path_us_per_kernel']} µs per kernel call, step time within "
                   f"{targets['step_ratio'] * 100:.0f}%, compile time within {targets['compile_ratio'] * 100:.0f}%")  # fmt: skip
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--best", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--compile-repeats", type=int, default=5)
+    parser.add_argument("--compile-repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats, for a smoke run")
     parser.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results", "inductor.json"))
     args = parser.parse_args(argv)

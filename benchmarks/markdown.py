@@ -53,6 +53,15 @@ def inductor_table(data: dict) -> str:
             f"| {compile_['untraced_cold_s']:.2f} → {compile_['traced_cold_s']:.2f} ({compile_['cold_ratio'] * 100:+.0f}%) "
             f"| {compile_['untraced_warm_s']:.2f} → {compile_['traced_warm_s']:.2f} ({compile_['warm_ratio'] * 100:+.0f}%) |"
         )
+    warm = [
+        f"{row['model'].split(' batch')[0].rstrip(', ')} {row['compile']['untraced_warm_no_aot_cache_s']:.2f} s "
+        f"({row['compile']['warm_ratio_no_aot_cache'] * 100:+.0f}% traced)"
+        for row in data["models"]
+        if "untraced_warm_no_aot_cache_s" in row["compile"]
+    ]
+    if warm:
+        lines.append("")
+        lines.append("Warm compile of the untraced step with AOTAutograd's cache off, as traced compiles run: " + "; ".join(warm) + ".")
     anchors = []
     for row in data["models"]:
         prof = row.get("torch_profiler")
