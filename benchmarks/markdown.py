@@ -53,6 +53,15 @@ def inductor_table(data: dict) -> str:
             f"| {compile_['untraced_cold_s']:.2f} → {compile_['traced_cold_s']:.2f} ({compile_['cold_ratio'] * 100:+.0f}%) "
             f"| {compile_['untraced_warm_s']:.2f} → {compile_['traced_warm_s']:.2f} ({compile_['warm_ratio'] * 100:+.0f}%) |"
         )
+    cpu = [
+        f"{row['model'].split(' batch')[0].rstrip(', ')} {row['compile']['untraced_cold_cpu_s']:.2f} → "
+        f"{row['compile']['traced_cold_cpu_s']:.2f} s ({row['compile']['cold_cpu_ratio'] * 100:+.0f}%)"
+        for row in data["models"]
+        if "cold_cpu_ratio" in row["compile"]
+    ]
+    if cpu:
+        lines.append("")
+        lines.append("Cold compile, CPU time of the compiling process (C++ compiles in inductor's workers left out): " + "; ".join(cpu) + ".")
     warm = [
         f"{row['model'].split(' batch')[0].rstrip(', ')} {row['compile']['untraced_warm_no_aot_cache_s']:.2f} s "
         f"({row['compile']['warm_ratio_no_aot_cache'] * 100:+.0f}% traced)"
@@ -67,9 +76,10 @@ def inductor_table(data: dict) -> str:
         prof = row.get("torch_profiler")
         if prof:
             anchors.append(
-                f"{row['model'].split(' batch')[0].rstrip(', ')}: {prof['kernel_events_per_step']:.0f} kernel events/step, "
-                f"{prof['in_loop_us_per_kernel_event']:.2f} µs/kernel event in the loop "
-                f"plus {prof['at_stop_us_per_kernel_event']:.2f} µs/kernel event when it stops"
+                f"{row['model'].split(' batch')[0].rstrip(', ')}: {prof['kernel_events_per_step']:.0f} kernel events "
+                f"of {prof['events_per_step']:.0f} events/step, {prof['in_loop_us_per_step']:.0f} µs/step in the loop "
+                f"({prof['in_loop_us_per_kernel_event']:.2f} µs/kernel event) plus {prof['at_stop_ms']:.0f} ms when it stops "
+                f"({prof['at_stop_us_per_kernel_event']:.2f} µs/kernel event)"
             )
     if anchors:
         lines.append("")
