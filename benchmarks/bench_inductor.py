@@ -18,6 +18,7 @@ and untraced interleaved, median over `--compile-repeats`, after one discarded w
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -167,6 +168,7 @@ def compile_once(factory, traced_: bool, workdir: str) -> tuple[float, float]:
 
     torch._dynamo.reset()
     clear_caches()  # inductor's in-memory caches, as in a new process
+    gc.collect()  # else a full collection (~0.3 s here) falls into some compiles and not others
     session = dynascope.session(os.path.join(workdir, "compile.pfw.gz"), flush_interval_s=3600) if traced_ else None
     started, cpu_started = time.perf_counter(), time.process_time()
     step = factory(traced() if traced_ else untraced())
