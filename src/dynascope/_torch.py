@@ -818,3 +818,26 @@ def metrics_record_recompile_reasons() -> bool:
     except TorchVersionError:
         return False
     return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Stepping (debug/stepping.py): replacing the code Dynamo installs. Checked on 2.5.1, 2.13.0, 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def register_replacing_bytecode_hook(hook: Any) -> Any:
+    """Call hook(old_code, new_code) for every frame Dynamo compiles (resume functions included); a code
+    object the hook returns is installed in the cache entry in place of Dynamo's `new_code`, None keeps
+    Dynamo's. Returns a function that removes the hook.
+
+    Private: torch._dynamo.convert_frame.register_bytecode_hook, whose result convert_frame uses as the
+    frame's code when it is not None (2.5.1 .. 2.15; checked in convert_frame's source on 2.5.1, 2.8.0,
+    2.13.0 and 2.15.0). Torch then checks that the returned code keeps the frame's argument names, free
+    and cell variables (an AssertionError there fails the compile): the hook must check that itself.
+    """
+    module = importlib.import_module("torch._dynamo.convert_frame")
+    reg = getattr(module, "register_bytecode_hook", None)
+    if reg is None or not hasattr(module, "_bytecode_hooks"):
+        raise moved("torch._dynamo.convert_frame.register_bytecode_hook (a hook that returns new code)")
+    handle = reg(hook)
+    return handle.remove
