@@ -33,6 +33,8 @@ _EXPORTS = {
     "RecompileError": "dynascope.debug.recompiles",
     "compile_profile": "dynascope.debug.profile",
     "CompileProfile": "dynascope.debug.profile",
+    "stepping": "dynascope.debug.stepping",
+    "Stepping": "dynascope.debug.stepping",
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",

@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dynascope.debug.profile_command",
         "run a script and show where compile time goes: frames, phases, your functions and lines, breaks",
     ),
+    "debug": (
+        "dynascope.debug.stepping_command",
+        "run a script with Dynamo's generated code as decompiled .py files where breakpoints stop",
+    ),
 }
 
 

@@ -30,6 +30,7 @@ from . import equivalence
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _UUID = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}\b")
 _BREAKPOINT = "breakpoint()"
+HEADER_START = "# dynascope debug: "
 
 
 @dataclass
@@ -115,6 +116,8 @@ class Stepping:
             return None
 
     def _replace(self, code: types.CodeType, new_code: types.CodeType) -> types.CodeType | None:
+        if (_read(new_code.co_filename) or "").startswith(HEADER_START):
+            return None  # another stepping hook (a nested `with stepping(...)`) installed it already
         name = new_code.co_name
         self._counts[name] = self._counts.get(name, 0) + 1
         safe = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "code"
@@ -231,7 +234,7 @@ def _find_code(code: types.CodeType, name: str) -> types.CodeType | None:
 def _header(record: SteppedCode, code: types.CodeType) -> str:
     what = "resume function" if record.kind == "resume function" else "transformed code"
     lines = [
-        f"# dynascope debug: Dynamo's {what} {record.code_name}, compile id {record.compile_id or '?'},",
+        f"{HEADER_START}Dynamo's {what} {record.code_name}, compile id {record.compile_id or '?'},",
         f"# for {code.co_name} at {code.co_filename}:{code.co_firstlineno}.",
     ]
     if record.installed:
