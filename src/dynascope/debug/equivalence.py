@@ -150,7 +150,7 @@ class _Machine:
             return ("event", value.index)
         if isinstance(value, tuple) and value and value[0] == "tuple":
             return ("tuple", *(self.render(v, st) for v in value[1:]))
-        if isinstance(value, tuple) and value and value[0] in ("item", "slice", "is", "star", "not", "truth"):
+        if isinstance(value, tuple) and value and value[0] in ("item", "slice", "is", "star", "not", "truth", "function"):
             return (value[0], *(self.render(v, st) for v in value[1:]))
         return value
 
@@ -268,7 +268,25 @@ class _Machine:
             del st.env[arg]
             return None
         if op == "LOAD_CONST":
-            stack.append(self.const(arg))
+            # a nested code object is compared by identity: stepping gives the installed code Dynamo's own
+            stack.append(("code", arg.co_name, id(arg)) if isinstance(arg, CodeType) else self.const(arg))
+            return None
+        if op == "MAKE_FUNCTION":
+            code_value = stack.pop()
+            parts: dict[int, Any] = {}
+            if VERSION < (3, 13):
+                for bit in (8, 4, 2, 1):
+                    if ins.arg & bit:
+                        parts[bit] = stack.pop()
+            stack.append(self.function(code_value, parts))
+            return None
+        if op == "SET_FUNCTION_ATTRIBUTE":
+            func, value = stack.pop(), stack.pop()
+            if not (isinstance(func, tuple) and func[:1] == ("function",)):
+                raise NotChecked("SET_FUNCTION_ATTRIBUTE on an unknown function")
+            parts = dict(zip((8, 4, 2, 1), func[2:], strict=True))
+            parts[ins.arg] = value
+            stack.append(self.function(func[1], {k: v for k, v in parts.items() if v != NULL}))
             return None
         if op == "RETURN_CONST":
             return (*st.events, ("return", self.const(arg)))
@@ -299,6 +317,9 @@ class _Machine:
             return None
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             obj = stack.pop()
+            if isinstance(obj, tuple) and obj[:1] == ("function",) and arg == "__closure__" and not ins.arg & 1:
+                stack.append(obj[2] if obj[2] != NULL else self.const(None))  # a function made here: its cells
+                return None
             method = op == "LOAD_METHOD" or (VERSION >= (3, 12) and bool(ins.arg & 1))
             value = self.event(st, "getattr", obj, arg)
             if method and VERSION < (3, 13):
@@ -408,9 +429,10 @@ class _Machine:
             keys = stack.pop()
             values = stack[len(stack) - arg:]
             del stack[len(stack) - arg:]
-            key_list = [self.const(k) for k in eval(keys[2], {})] if keys[:2] == ("const", "tuple") else None  # noqa: S307
-            if key_list is None:
+            if keys[:2] != ("const", "tuple"):
                 raise NotChecked("BUILD_CONST_KEY_MAP keys")
+            key_list = list(keys[2])
+            self._const_keys(key_list)
             stack.append(self.new_list([("tuple", k, v) for k, v in zip(key_list, values, strict=True)], "dict"))
             return None
         if op in ("DICT_MERGE", "DICT_UPDATE"):
@@ -513,6 +535,13 @@ class _Machine:
             stack.append(("assertion error",))
             return None
         raise NotChecked(f"opcode {op}")
+
+    @staticmethod
+    def function(code_value: Any, parts: dict[int, Any]) -> tuple:
+        """A function made in this frame: (function, code, closure, annotations, kwdefaults, defaults)."""
+        if not (isinstance(code_value, tuple) and code_value[:1] == ("code",)):
+            raise NotChecked("MAKE_FUNCTION without a code constant")
+        return ("function", code_value, *(parts.get(bit, NULL) for bit in (8, 4, 2, 1)))
 
     def _const_keys(self, keys: list[Any]) -> None:
         for key in keys:

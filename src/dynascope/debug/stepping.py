@@ -136,7 +136,10 @@ class Stepping:
         except Exception as exc:  # noqa: BLE001 - any decompiler failure: keep Dynamo's code
             record.reason = f"not decompiled ({type(exc).__name__}: {exc})"
         else:
-            text, ours, record.reason = self._build(record, code, new_code, body, path)
+            try:
+                text, ours, record.reason = self._build(record, code, new_code, body, path)
+            except Exception as exc:  # noqa: BLE001 - a bug of ours must leave Dynamo's code in place
+                text, ours, record.reason = None, None, f"stepping failed ({type(exc).__name__}: {exc})"
         if ours is None or text is None:
             _write(path, _header(record, code) + _bytecode_comment(new_code, record.reason))
             return None
@@ -190,10 +193,14 @@ def _decompiled(new_code: types.CodeType) -> str:
     tree = ast.parse(source)
     func = _target_def(tree, new_code)
     nargs = equivalence._total_args(new_code)
-    locals_ = [n for n in new_code.co_varnames[nargs:] if n.isidentifier()]
+    declared = [stmt for stmt in func.body if isinstance(stmt, (ast.Global, ast.Nonlocal))]
+    not_local = {n for stmt in declared for n in stmt.names}
+    locals_ = [n for n in new_code.co_varnames[nargs:] if n.isidentifier() and n not in not_local]
     if locals_:
         assign = ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store()) for n in locals_], value=ast.Constant(None))
-        func.body.insert(0, ast.If(test=ast.Constant(False), body=[assign], orelse=[]))
+        at = next((i for i, stmt in enumerate(func.body) if not isinstance(stmt, (ast.Global, ast.Nonlocal))),
+                  len(func.body))
+        func.body.insert(at, ast.If(test=ast.Constant(False), body=[assign], orelse=[]))
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
@@ -207,7 +214,9 @@ def _target_def(tree: ast.Module, new_code: types.CodeType) -> ast.FunctionDef:
 
 def _compile_function(text: str, path: str, new_code: types.CodeType) -> tuple[types.CodeType | None, str | None]:
     try:
-        module = compile(text, path, "exec", dont_inherit=True)
+        tree = ast.parse(text, path)
+        _preamble_on_def_line(tree, new_code)
+        module = compile(tree, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return None, f"the decompiled source does not compile ({exc.msg}, line {exc.lineno})"
     name = new_code.co_name if new_code.co_name.isidentifier() else "__decompiled__"
@@ -216,9 +225,46 @@ def _compile_function(text: str, path: str, new_code: types.CodeType) -> tuple[t
         return None, f"no code object {name} in the compiled file"
     if found.co_name != new_code.co_name:
         found = found.replace(co_name=new_code.co_name)
+    found = _share_nested_code(found, new_code)
     if found.co_varnames[:len(new_code.co_varnames)] != new_code.co_varnames:
         return None, "the decompiled code cannot keep Dynamo's local variables in order"
     return found, None
+
+
+def _preamble_on_def_line(tree: ast.Module, new_code: types.CodeType) -> None:
+    """The `if False:` preamble compiles to one NOP: give it the `def` line, so that stepping does not
+    stop on it."""
+    try:
+        func = _target_def(tree, new_code)
+    except DynascopeError:
+        return
+    for stmt in func.body:
+        if isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            continue
+        if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Constant) and stmt.test.value is False:
+            for node in ast.walk(stmt):
+                if hasattr(node, "lineno"):
+                    node.lineno = node.end_lineno = func.lineno
+        return
+
+
+def _share_nested_code(ours: types.CodeType, dynamo: types.CodeType) -> types.CodeType:
+    """Functions the code makes (MAKE_FUNCTION) are made from Dynamo's own nested code objects, matched
+    by name where each name is one code object on both sides; the check compares them by identity."""
+    def by_name(code: types.CodeType) -> dict[str, list[types.CodeType]]:
+        found: dict[str, list[types.CodeType]] = {}
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                found.setdefault(const.co_name, []).append(const)
+        return found
+
+    theirs, mine = by_name(dynamo), by_name(ours)
+    swap = {id(codes[0]): theirs[name][0] for name, codes in mine.items()
+            if len(codes) == 1 and len(theirs.get(name, [])) == 1}
+    if not swap:
+        return ours
+    return ours.replace(co_consts=tuple(swap.get(id(c), c) if isinstance(c, types.CodeType) else c
+                                        for c in ours.co_consts))
 
 
 def _find_code(code: types.CodeType, name: str) -> types.CodeType | None:
@@ -241,8 +287,8 @@ def _header(record: SteppedCode, code: types.CodeType) -> str:
         lines += [
             "# This decompiled code RUNS in place of Dynamo's bytecode (checked equivalent): breakpoints",
             "# work here (pdb `b this_file:LINE`, an IDE, or a `breakpoint()` line you add; it is kept",
-            "# when the file is rewritten). `if False: ...` at the top of the function only keeps Dynamo's",
-            "# local variable slots in order.",
+            "# when the file is rewritten). The `if False: ...` at the top of the function compiles to",
+            "# nothing: it keeps Dynamo's local variables in their slots.",
         ]
     else:
         lines += ["# NOT INSTALLED: Dynamo's own bytecode runs, so breakpoints here do not stop.",

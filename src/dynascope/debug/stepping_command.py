@@ -28,9 +28,17 @@ def skip_patterns() -> list[str]:
 
 
 def make_pdb() -> Any:
+    """A pdb whose `step` passes over torch, dynascope, the standard library and code compiled from
+    strings (what Dynamo evaluates while it compiles, namedtuple methods) without stopping."""
     import pdb
 
-    return pdb.Pdb(skip=skip_patterns())
+    class SteppingPdb(pdb.Pdb):
+        def stop_here(self, frame: Any) -> bool:
+            if frame.f_code.co_filename.startswith("<") and frame.f_code.co_filename != "<stdin>":
+                return False  # eval'd and generated code: Dynamo's guard text, namedtuple methods
+            return bool(super().stop_here(frame))
+
+    return SteppingPdb(skip=skip_patterns())
 
 
 def _breakpointhook(*args: Any, **kwargs: Any) -> None:
