@@ -7,6 +7,7 @@ with the locals in view and step from the main frame into a resume function.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -244,20 +245,29 @@ def _line_of(path, text):
     raise AssertionError(f"{text!r} not in {path}")
 
 
+def _files_in_process(script, out):
+    """Write the decompiled files the script's run will write, here (torch is imported already): the
+    script's function, compiled and run the same way under stepping."""
+    namespace = {"__name__": "not_main"}
+    exec(compile(script.read_text(), str(script), "exec"), namespace)
+    with Stepping(out) as stepping:
+        f = torch.compile(namespace["two_breaks"], backend="eager")
+        f(torch.ones(3), -torch.ones(3))
+    assert len(stepping.installed) == 3, [r.reason for r in stepping.results]
+    return out / "two_breaks_1.py", out / "torch_dynamo_resume_in_two_breaks_at_9_1.py"
+
+
 @pytest.mark.skipif(not VERIFIED, reason="stepping installs decompiled code only on verified Pythons")
-def test_pdb_stops_in_the_decompiled_file_and_steps_into_the_resume_function(tmp_path):
+def test_pdb_stops_in_the_decompiled_file_and_steps_into_the_resume_function(tmp_path, capsys):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
     out = tmp_path / "steps"
-    first = _python(str(script), str(out))  # writes the files pdb sets its breakpoints in
-    assert first.returncode == 0, first.stderr
-    assert "installed 3 of 3" in first.stdout
-    main = out / "two_breaks_1.py"
+    main, resume = _files_in_process(script, tmp_path / "lines")  # where the lines are
     graph_line = _line_of(main, "graph_out_0 = __compiled_fn_")
-    resume_line = _line_of(main, "return __resume_at_")
-    resume = out / "torch_dynamo_resume_in_two_breaks_at_9_1.py"
     resume_graph = _line_of(resume, "graph_out_0 = __compiled_fn_")
+    main, resume = out / main.name, out / resume.name
     commands = "\n".join([
+        "c",  # a first run writes the files (pdb can only set breakpoints in files that exist) and restarts
         f"b {main}:{graph_line}", "c", "c",  # the first call stops too: go on to the second
         "p a", "n", "n", "p __t1",
         f"b {resume}:{resume_graph}", "c",  # on into the resume function's decompiled file
@@ -265,6 +275,7 @@ def test_pdb_stops_in_the_decompiled_file_and_steps_into_the_resume_function(tmp
     ]) + "\n"
     run = _python("-m", "pdb", str(script), str(out), stdin=commands)
     text = run.stdout
+    assert "installed 3 of 3" in text
     assert f"{main}({graph_line})two_breaks()" in text
     assert "tensor([2., 2., 2.])" in text  # p a, on the second call
     assert "tensor([0.6667, 0.6667, 0.6667])" in text  # p __t1: the graph's output, 2 / (2 + 1)
@@ -274,30 +285,27 @@ def test_pdb_stops_in_the_decompiled_file_and_steps_into_the_resume_function(tmp
 
 
 @pytest.mark.skipif(not VERIFIED, reason="stepping installs decompiled code only on verified Pythons")
-def test_cli_debug_pdb_and_a_breakpoint_line_added_to_the_file(tmp_path):
+def test_cli_debug_keeps_a_breakpoint_line_added_to_the_file_and_steps_into_resume(tmp_path, capsys):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT.replace("with dynascope.stepping(sys.argv[1]) as steps:", "if True:")
                       .replace('print("installed", len(steps.installed), "of", len(steps.results))', ""))
     out = tmp_path / "steps"
-    first = _python("-m", "dynascope.cli", "debug", "--out", str(out), "--json", str(tmp_path / "d.json"),
-                    str(script), cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "3 compiled code objects written to" in first.stderr and "3 run as decompiled source" in first.stderr
-    main = out / "two_breaks_1.py"
+    main, resume = _files_in_process(script, out)  # as an earlier `dynascope debug` run would leave them
     lines = main.read_text().splitlines()
     at = _line_of(main, "__t1 = graph_out_0[0]")
     lines.insert(at, "    breakpoint()")  # the user's own breakpoint, after that line
     main.write_text("\n".join(lines) + "\n")
-    run = _python("-m", "dynascope.cli", "debug", "--out", str(out), str(script), cwd=tmp_path,
-                  stdin="p __t1\nn\ns\nn\np b\nc\nc\n")
+    run = _python("-m", "dynascope.cli", "debug", "--out", str(out), "--json", str(tmp_path / "d.json"),
+                  str(script), cwd=tmp_path, stdin="p __t1\nn\ns\nn\np b\nc\nc\n")
     assert run.returncode == 0, run.stderr
     assert f"{main}({at + 2})two_breaks()" in run.stdout  # stopped after breakpoint(), at `del graph_out_0`
     assert "tensor([0.5000, 0.5000, 0.5000])" in run.stdout
-    resume = out / "torch_dynamo_resume_in_two_breaks_at_9_1.py"
     assert f"--Call--\n> {resume}(" in run.stdout  # `s` went straight into the resume function
     assert "(Pdb) tensor([-1., -1., -1.])" in run.stdout  # p b, there
     assert "breakpoint()" in main.read_text()  # kept when the file was rewritten
-    assert "3 run as decompiled source" in run.stderr
+    assert "3 compiled code objects written to" in run.stderr and "3 run as decompiled source" in run.stderr
+    files = json.loads((tmp_path / "d.json").read_text())["files"]
+    assert [f["installed"] for f in files] == [True] * 3 and files[0]["breakpoints"] == [at + 1]
 
 
 def test_cli_lists_debug():

@@ -28,7 +28,7 @@ from ..errors import ConfigError, DynascopeError, TorchVersionError
 from . import equivalence
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
-_UUID = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}\b")
+_DYNAMO_NUMBERS = re.compile(r"\b(__[A-Za-z_]+?)(_+\d+)+(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})?\b")
 _BREAKPOINT = "breakpoint()"
 HEADER_START = "# dynascope debug: "
 
@@ -323,9 +323,9 @@ def _read(path: str) -> str | None:
 
 def _keep_breakpoints(previous: str, text: str) -> tuple[str, list[int]]:
     """`text` with the `breakpoint()` lines the user added to `previous` (the same file from an earlier
-    run) put back, when everything else matches line for line (graph names' uuids aside)."""
+    run) put back, when every line of code matches, line for line (see _comparable)."""
     old, new = previous.splitlines(), text.splitlines()
-    norm = [_UUID.sub(r"\1", ln) for ln in old], [_UUID.sub(r"\1", ln) for ln in new]
+    norm = [_comparable(ln) for ln in old], [_comparable(ln) for ln in new]
     out: list[str] = []
     added: list[int] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, *norm, autojunk=False).get_opcodes():
@@ -338,6 +338,13 @@ def _keep_breakpoints(previous: str, text: str) -> tuple[str, list[int]]:
         else:  # the code changed since: start afresh
             return text, []
     return "\n".join(out) + "\n", added
+
+
+def _comparable(line: str) -> str:
+    """A line as _keep_breakpoints compares it: comments (the header: compile ids) and the numbers and
+    uuids in the names of Dynamo's globals (`__compiled_fn_2_<uuid>`, `__resume_at_82_3`) change from
+    run to run."""
+    return "#" if line.lstrip().startswith("#") else _DYNAMO_NUMBERS.sub(r"\1", line)
 
 
 def _without_breakpoints(text: str, lines: list[int]) -> str:

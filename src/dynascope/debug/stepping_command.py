@@ -32,7 +32,12 @@ def make_pdb() -> Any:
     strings (what Dynamo evaluates while it compiles, namedtuple methods) without stopping."""
     import pdb
 
+    skipped = {p for p in skip_patterns() if "*" not in p}
+
     class SteppingPdb(pdb.Pdb):
+        def is_skipped_module(self, module_name: Any) -> bool:  # one set lookup, not 600 fnmatch calls
+            return isinstance(module_name, str) and module_name.split(".", 1)[0] in skipped
+
         def stop_here(self, frame: Any) -> bool:
             if frame.f_code.co_filename.startswith("<") and frame.f_code.co_filename != "<stdin>":
                 return False  # eval'd and generated code: Dynamo's guard text, namedtuple methods
