@@ -233,8 +233,8 @@ SCRIPT = textwrap.dedent('''
 
 def _python(*args, stdin=None, cwd=None):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(SRC), NO_COLOR="1", COLUMNS="200")
-    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    return subprocess.run([sys.executable, *args], check=False, input=stdin, capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
 
 
 def _line_of(path, text):

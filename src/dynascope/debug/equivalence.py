@@ -25,6 +25,7 @@ which of them it was checked against real Dynamo output (stepping installs nothi
 
 from __future__ import annotations
 
+import ast
 import copy
 import dis
 import itertools
@@ -38,6 +39,7 @@ VERIFIED = {(3, 11)}  # checked against Dynamo's code on torch 2.13 (see tests/d
 MAX_STEPS = 50_000  # instructions over all paths
 DYNAMO_GLOBALS = ("__compiled_fn_", "__resume_at_", "__import_", "__builtins_dict_")
 NULL = ("null",)
+_COMPOSITE = ("item", "slice", "is", "star", "not", "truth", "function")  # pure values made of other values
 
 
 class NotChecked(Exception):
@@ -150,7 +152,7 @@ class _Machine:
             return ("event", value.index)
         if isinstance(value, tuple) and value and value[0] == "tuple":
             return ("tuple", *(self.render(v, st) for v in value[1:]))
-        if isinstance(value, tuple) and value and value[0] in ("item", "slice", "is", "star", "not", "truth", "function"):
+        if isinstance(value, tuple) and value and value[0] in _COMPOSITE:
             return (value[0], *(self.render(v, st) for v in value[1:]))
         return value
 
@@ -170,7 +172,7 @@ class _Machine:
     def concrete(value: Any) -> Any:
         """The Python value of a constant int/None/slice-of-constants, else raise NotChecked."""
         if isinstance(value, tuple) and value[:1] == ("const",) and value[1] in ("int", "NoneType", "bool"):
-            return eval(value[2], {})  # noqa: S307 - the repr of an int, bool or None
+            return ast.literal_eval(value[2])
         if isinstance(value, tuple) and value[:1] == ("slice",):
             return slice(*(_Machine.concrete(v) for v in value[1:]))
         raise NotChecked("an index that is not a constant")
@@ -213,7 +215,7 @@ class _Machine:
         if not pop:
             st.stack.append(cond)
         if isinstance(cond, tuple) and cond[:1] == ("const",):
-            truth = bool(eval(cond[2], {})) if cond[1] in ("int", "bool", "NoneType", "str") else None  # noqa: S307
+            truth = bool(ast.literal_eval(cond[2])) if cond[1] in ("int", "bool", "NoneType", "str") else None
             if truth is not None:
                 if truth == jump_if:
                     self.jump_to(ins, st)
@@ -240,8 +242,9 @@ class _Machine:
         true_side, false_side = (on_jump, on_fall) if jump_if else (on_fall, on_jump)
         return ("branch", self.render(test, st), true_side, false_side)
 
-    def step(self, ins: dis.Instruction, st: State) -> tuple | None:  # noqa: C901, PLR0912, PLR0915
+    def step(self, ins: dis.Instruction, st: State) -> tuple | None:
         op, arg, stack = ins.opname, ins.argval, st.stack
+        oparg = ins.arg or 0
         if op in ("NOP", "RESUME", "PRECALL", "MAKE_CELL", "COPY_FREE_VARS", "END_FOR"):
             if op == "END_FOR":
                 raise NotChecked("loops")
@@ -276,7 +279,7 @@ class _Machine:
             parts: dict[int, Any] = {}
             if VERSION < (3, 13):
                 for bit in (8, 4, 2, 1):
-                    if ins.arg & bit:
+                    if oparg & bit:
                         parts[bit] = stack.pop()
             stack.append(self.function(code_value, parts))
             return None
@@ -285,7 +288,7 @@ class _Machine:
             if not (isinstance(func, tuple) and func[:1] == ("function",)):
                 raise NotChecked("SET_FUNCTION_ATTRIBUTE on an unknown function")
             parts = dict(zip((8, 4, 2, 1), func[2:], strict=True))
-            parts[ins.arg] = value
+            parts[oparg] = value
             stack.append(self.function(func[1], {k: v for k, v in parts.items() if v != NULL}))
             return None
         if op == "RETURN_CONST":
@@ -307,7 +310,7 @@ class _Machine:
             return None
         if op == "LOAD_GLOBAL":
             name = arg
-            push_null = bool(ins.arg & 1)
+            push_null = bool(oparg & 1)
             value = ("global", name) if name.startswith(DYNAMO_GLOBALS) else self.event(st, "load global", name)
             if push_null and VERSION < (3, 13):
                 stack.append(NULL)
@@ -317,10 +320,10 @@ class _Machine:
             return None
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             obj = stack.pop()
-            if isinstance(obj, tuple) and obj[:1] == ("function",) and arg == "__closure__" and not ins.arg & 1:
+            if isinstance(obj, tuple) and obj[:1] == ("function",) and arg == "__closure__" and not oparg & 1:
                 stack.append(obj[2] if obj[2] != NULL else self.const(None))  # a function made here: its cells
                 return None
-            method = op == "LOAD_METHOD" or (VERSION >= (3, 12) and bool(ins.arg & 1))
+            method = op == "LOAD_METHOD" or (VERSION >= (3, 12) and bool(oparg & 1))
             value = self.event(st, "getattr", obj, arg)
             if method and VERSION < (3, 13):
                 stack += [NULL, value]
@@ -369,7 +372,7 @@ class _Machine:
                                     graph_output=graph))
             return None
         if op == "CALL_FUNCTION_EX":
-            kwargs = stack.pop() if ins.arg & 1 else None
+            kwargs = stack.pop() if oparg & 1 else None
             args, func = stack.pop(), stack.pop()
             if VERSION >= (3, 13):
                 null = func
@@ -423,7 +426,8 @@ class _Machine:
             items = stack[len(stack) - 2 * arg:]
             del stack[len(stack) - 2 * arg:]
             self._const_keys(items[0::2])
-            stack.append(self.new_list([("tuple", k, v) for k, v in zip(items[0::2], items[1::2], strict=True)], "dict"))
+            pairs = [("tuple", k, v) for k, v in zip(items[0::2], items[1::2], strict=True)]
+            stack.append(self.new_list(pairs, "dict"))
             return None
         if op == "BUILD_CONST_KEY_MAP":
             keys = stack.pop()
@@ -530,7 +534,8 @@ class _Machine:
             del stack[len(stack) - arg:]
             return (*st.events, ("raise", *(self.render(v, st) for v in values)))
         if op in ("FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "CONVERT_VALUE", "BUILD_STRING"):
-            return self._strings(ins, st)
+            self._strings(ins, st)
+            return None
         if op == "LOAD_ASSERTION_ERROR":
             stack.append(("assertion error",))
             return None
@@ -578,4 +583,3 @@ class _Machine:
             stack.append(self.event(st, "format", stack.pop(), ("const", "int", "0"), spec))
         else:
             stack.append(self.event(st, "format", stack.pop(), ("const", "int", "0"), self.const("")))
-        return None

@@ -28,7 +28,8 @@ from ..errors import ConfigError, DynascopeError, TorchVersionError
 from . import equivalence
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
-_DYNAMO_NUMBERS = re.compile(r"\b(__[A-Za-z_]+?)(_+\d+)+(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12})?\b")
+_UUID = r"_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"
+_DYNAMO_NUMBERS = re.compile(rf"\b(__[A-Za-z_]+?)(_+\d+)+({_UUID})?\b")
 _BREAKPOINT = "breakpoint()"
 HEADER_START = "# dynascope debug: "
 
@@ -141,7 +142,7 @@ class Stepping:
             except Exception as exc:  # noqa: BLE001 - a bug of ours must leave Dynamo's code in place
                 text, ours, record.reason = None, None, f"stepping failed ({type(exc).__name__}: {exc})"
         if ours is None or text is None:
-            _write(path, _header(record, code) + _bytecode_comment(new_code, record.reason))
+            _write(path, _header(record, code) + _bytecode_comment(new_code))
             return None
         record.installed = True
         _write(path, text)
@@ -243,7 +244,7 @@ def _preamble_on_def_line(tree: ast.Module, new_code: types.CodeType) -> None:
             continue
         if isinstance(stmt, ast.If) and isinstance(stmt.test, ast.Constant) and stmt.test.value is False:
             for node in ast.walk(stmt):
-                if hasattr(node, "lineno"):
+                if isinstance(node, (ast.stmt, ast.expr)):
                     node.lineno = node.end_lineno = func.lineno
         return
 
@@ -296,12 +297,12 @@ def _header(record: SteppedCode, code: types.CodeType) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def _bytecode_comment(new_code: types.CodeType, reason: str | None) -> str:
+def _bytecode_comment(new_code: types.CodeType) -> str:
     from ..explain.code import decompile_code
 
     text, ok = decompile_code(new_code)
     if ok:
-        return "# The decompiled code, for reading:\n" + "\n".join(f"# {ln}".rstrip() for ln in text.splitlines()) + "\n"
+        text = "The decompiled code, for reading:\n" + text
     return "\n".join(f"# {ln}".rstrip() for ln in text.splitlines()) + "\n"
 
 

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", default="dynascope-debug",
                         help="where the .py files go (default ./dynascope-debug)")  # fmt: skip
     parser.add_argument("--pdb", action="store_true",
-                        help="run the script under pdb (stepping passes over torch and the standard library)")  # fmt: skip
+                        help="run the script under pdb; `step` passes over torch and the standard library")  # fmt: skip
     parser.add_argument("--json", metavar="OUT", help="write the list of files as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     parser.add_argument("script", help="the Python script to run")
@@ -103,8 +103,9 @@ def main(argv: list[str]) -> int:
 def summary_lines(stepping: Stepping) -> list[str]:
     results = stepping.results
     runs = len(stepping.installed)
-    lines = [f"{len(results)} compiled code objects written to {stepping.out_dir}: {runs} run as decompiled "
-             f"source, {len(results) - runs} keep Dynamo's bytecode"]  # fmt: skip
+    head = (f"{len(results)} compiled code objects written to {stepping.out_dir}: {runs} run as decompiled source, "
+            f"{len(results) - runs} keep Dynamo's bytecode")
+    lines = [head]
     width = max((len(os.path.basename(r.path)) for r in results), default=0)
     for r in results:
         state = "runs" if r.installed else "kept"
