@@ -35,7 +35,7 @@ from types import CodeType
 from typing import Any
 
 VERSION = sys.version_info[:2]
-VERIFIED = {(3, 11)}  # checked against Dynamo's code on torch 2.13 (see tests/debug/test_stepping.py)
+VERIFIED = {(3, 11), (3, 12), (3, 13)}  # checked against Dynamo's code on torch 2.13 (see tests/debug/test_stepping.py)
 MAX_STEPS = 50_000  # instructions over all paths
 DYNAMO_GLOBALS = ("__compiled_fn_", "__resume_at_", "__import_", "__builtins_dict_")
 NULL = ("null",)
@@ -320,10 +320,10 @@ class _Machine:
             return None
         if op in ("LOAD_ATTR", "LOAD_METHOD"):
             obj = stack.pop()
-            if isinstance(obj, tuple) and obj[:1] == ("function",) and arg == "__closure__" and not oparg & 1:
+            method = op == "LOAD_METHOD" or (VERSION >= (3, 12) and bool(oparg & 1))
+            if isinstance(obj, tuple) and obj[:1] == ("function",) and arg == "__closure__" and not method:
                 stack.append(obj[2] if obj[2] != NULL else self.const(None))  # a function made here: its cells
                 return None
-            method = op == "LOAD_METHOD" or (VERSION >= (3, 12) and bool(oparg & 1))
             value = self.event(st, "getattr", obj, arg)
             if method and VERSION < (3, 13):
                 stack += [NULL, value]
@@ -497,8 +497,9 @@ class _Machine:
             return None
         if op in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP"):
             right, left = stack.pop(), stack.pop()
-            if VERSION >= (3, 12) and op == "COMPARE_OP":  # 3.12+: bit 16 asks for a bool of the result
-                stack.append(self.event(st, op, ins.argrepr.replace("bool(", "").rstrip(")"), left, right))
+            if VERSION >= (3, 13) and op == "COMPARE_OP" and oparg & 16:  # 3.13: also the truth of the result
+                compared = self.event(st, op, ins.argrepr.replace("bool(", "").rstrip(")"), left, right)
+                stack.append(self.event(st, "truth", compared))
             else:
                 stack.append(self.event(st, op, ins.argrepr, left, right))
             return None
