@@ -122,9 +122,20 @@ def compile_profile_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def stepping_table(data: dict) -> str:
+    lines = [
+        "| case | frames run decompiled | Dynamo's bytecode µs/call | decompiled µs/call | ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in data["cases"]:
+        lines.append(f"| {row['case']} | {row['installed']}/{row['frames']} | {row['dynamo_us_per_call']:.1f} "
+                     f"| {row['stepping_us_per_call']:.1f} | {row['ratio']:.2f}× |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     capture, inductor = load("capture"), load("inductor")
-    analysis, profile = load("analysis"), load("compile_profile")
+    analysis, profile, stepping = load("analysis"), load("compile_profile"), load("stepping")
     if capture:
         print(capture_table(capture), end="\n\n")
     if inductor:
@@ -132,8 +143,12 @@ def main() -> int:
     if analysis:
         print(analysis_table(analysis), end="\n\n")
     if profile:
-        print(compile_profile_table(profile))
-    return 0 if capture or inductor or analysis or profile else 1
+        print(compile_profile_table(profile), end="
+
+")
+    if stepping:
+        print(stepping_table(stepping))
+    return 0 if capture or inductor or analysis or profile or stepping else 1
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from types import CodeType
 from typing import Any
 
 VERSION = sys.version_info[:2]
-VERIFIED = {(3, 11), (3, 12), (3, 13)}  # checked against Dynamo's code on torch 2.13 (see tests/debug/test_stepping.py)
+VERIFIED = {(3, 11), (3, 12), (3, 13)}  # run against Dynamo: 3.11 (torch 2.5.1 .. 2.15), 3.12, 3.13 (2.15)
 MAX_STEPS = 50_000  # instructions over all paths
 DYNAMO_GLOBALS = ("__compiled_fn_", "__resume_at_", "__import_", "__builtins_dict_")
 NULL = ("null",)

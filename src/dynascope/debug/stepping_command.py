@@ -38,6 +38,11 @@ def make_pdb() -> Any:
         def is_skipped_module(self, module_name: Any) -> bool:  # one set lookup, not 600 fnmatch calls
             return isinstance(module_name, str) and module_name.split(".", 1)[0] in skipped
 
+        def lookupmodule(self, filename: str, *rest: Any) -> Any:  # `b dynascope-debug/f_1.py:12` from cwd
+            if not os.path.isabs(filename) and os.path.isfile(filename):
+                return os.path.abspath(filename)
+            return super().lookupmodule(filename, *rest)
+
         def stop_here(self, frame: Any) -> bool:
             if frame.f_code.co_filename.startswith("<") and frame.f_code.co_filename != "<stdin>":
                 return False  # eval'd and generated code: Dynamo's guard text, namedtuple methods
@@ -80,8 +85,8 @@ def main(argv: list[str]) -> int:
     try:
         with stepping:
             if args.pdb:
-                say("debug", f"decompiled files go to {stepping.out_dir}; set breakpoints there with "
-                             f"`b {stepping.out_dir}{os.sep}<file>.py:LINE`, then `c`")  # fmt: skip
+                say("debug", f"decompiled files go to {args.out}; set breakpoints there with "
+                             f"`b {os.path.join(args.out, '<file>.py')}:LINE`, then `c`")  # fmt: skip
                 error = make_pdb().runcall(run_script, script, args.args)
                 if isinstance(error, bdb.BdbQuit):  # `q` in pdb: the user stopped the run
                     error = None
