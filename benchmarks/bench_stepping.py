@@ -64,7 +64,7 @@ def _cases():
     a, b = torch.randn(8), -torch.rand(8) - 0.1
     model, x = _model(), torch.randn(8, 16)
     return [
-        ("graph break + data-dependent branch (3 frames)", "graph_break_and_branch", lambda: (a, b)),
+        ("graph break + data-dependent branch (4 frames)", "graph_break_and_branch", lambda: (a, b)),
         ("replayed side effects across a graph break (2 frames)", "side_effects", lambda: (a, [])),
         ("20 x (Linear, ReLU), batch 8 (1 frame)", "mlp", lambda: (model, x)),
     ]

@@ -153,3 +153,21 @@ def test_compile_profile_hooks_see_every_step_and_go_away():
     assert ("branchy", branchy.__code__.co_firstlineno + 1) in seen and finished
     assert isinstance(_torch.has_dynamo_profiler(), bool)
     assert _torch.torch_package_dir().endswith("torch")
+
+
+def test_a_replacing_bytecode_hook_installs_the_code_it_returns():
+    torch._dynamo.reset()
+    made = []
+
+    def replace(old, new):
+        made.append(new.replace(co_name=new.co_name))  # an equal copy: a different code object
+        return made[-1]
+
+    remove = _torch.register_replacing_bytecode_hook(replace)
+    try:
+        torch.compile(branchy, backend="eager")(torch.randn(4), torch.randn(4))
+    finally:
+        remove()
+    (entry,) = _torch.cache_entries(branchy.__code__)
+    assert entry.code is made[0]
+    torch._dynamo.reset()
