@@ -48,7 +48,7 @@ def print_like(x):
 
 def _define() -> dict:
     namespace: dict = {}
-    exec(compile(SOURCE, "<bench_stepping>", "exec"), namespace)  # noqa: S102 - our own source
+    exec(compile(SOURCE, "<bench_stepping>", "exec"), namespace)
     return namespace
 
 
@@ -110,8 +110,8 @@ def measure(name: str, fn_name: str, args_of, args: argparse.Namespace, out_dir:
 
 def render(results: dict) -> str:
     lines = [
-        f"torch {results['torch']}, Python {results['python']}, {results['calls']} calls, best of "
-        f"{results['best']}, median of {results['repeats']}:",
+        (f"torch {results['torch']}, Python {results['python']}, {results['calls']} calls, best of "
+         f"{results['best']}, median of {results['repeats']}:"),
         "",
         "| case | frames run decompiled | Dynamo's bytecode µs/call | decompiled µs/call | ratio |",
         "|---|---:|---:|---:|---:|",
