@@ -199,6 +199,31 @@ def test_equivalence_check_refuses_what_it_cannot_model(capsys):
     assert "co_argcount" in equivalence.check(new, looping.__code__.replace(co_argcount=1))
 
 
+def _kept_list(f, x):
+    held = [x]
+    f(held)
+    return held[0]
+
+
+def _forgot_list(f, x):
+    held = [x]
+    f(held)
+    return x
+
+
+def _kept_list_twice(f, x):
+    held = [x]
+    f(held)
+    return held[0]
+
+
+@pytest.mark.skipif(not VERIFIED, reason="the equivalence check is verified on this Python only where listed")
+def test_a_list_handed_to_a_call_is_no_longer_known():
+    """f may change the list: after the call, held[0] is not x any more, as far as anyone knows."""
+    assert equivalence.check(_kept_list.__code__, _kept_list_twice.__code__) is None
+    assert equivalence.check(_kept_list.__code__, _forgot_list.__code__) is not None
+
+
 def test_unverified_python_installs_nothing(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(equivalence, "VERIFIED", set())
     with Stepping(tmp_path) as stepping:

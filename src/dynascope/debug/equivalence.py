@@ -53,6 +53,7 @@ class ListObj:
     uid: int
     items: list[Any]
     kind: str = "list"
+    escaped: bool = False  # handed to an event: who knows what changed it since, or holds it now
 
 
 @dataclass
@@ -93,6 +94,8 @@ def check(dynamo: CodeType, ours: CodeType) -> str | None:
         return f"not checked: {exc}"
     except RecursionError:
         return "not checked: too deeply nested"
+    except Exception as exc:  # noqa: BLE001 - code the model gets wrong (an index out of range) is not equal
+        return f"not checked: {type(exc).__name__}: {exc}"
     if a != b:
         return "the decompiled code does not do the same things in the same order" + _first_difference(a, b)
     return None
@@ -143,21 +146,29 @@ class _Machine:
 
     # ---- values ----------------------------------------------------------------------------------
 
-    def render(self, value: Any, st: State) -> Any:
-        """A value written out in full, the same way for both code objects."""
+    def render(self, value: Any, st: State, escape: bool = False) -> Any:
+        """A value written out in full, the same way for both code objects. `escape`: it goes to an
+        event, which may keep or change the lists in it (and a graph's output): from then on they are
+        opaque, shown by identity only."""
         if isinstance(value, ListObj):
             number = st.names.setdefault(value.uid, len(st.names))
-            return (value.kind, number, tuple(self.render(v, st) for v in value.items))
+            if value.escaped:
+                return (value.kind, number, "escaped")
+            shown = (value.kind, number, tuple(self.render(v, st, escape) for v in value.items))
+            value.escaped = value.escaped or escape
+            return shown
         if isinstance(value, Event):
+            if escape:
+                value.graph_output = False
             return ("event", value.index)
         if isinstance(value, tuple) and value and value[0] == "tuple":
-            return ("tuple", *(self.render(v, st) for v in value[1:]))
+            return ("tuple", *(self.render(v, st, escape) for v in value[1:]))
         if isinstance(value, tuple) and value and value[0] in _COMPOSITE:
-            return (value[0], *(self.render(v, st) for v in value[1:]))
+            return (value[0], *(self.render(v, st, escape) for v in value[1:]))
         return value
 
     def event(self, st: State, *what: Any, graph_output: bool = False) -> Event:
-        st.events.append(tuple(self.render(w, st) for w in what))
+        st.events.append(tuple(self.render(w, st, escape=True) for w in what))
         return Event(len(st.events) - 1, graph_output)
 
     @staticmethod
@@ -178,7 +189,7 @@ class _Machine:
         raise NotChecked("an index that is not a constant")
 
     def contents(self, value: Any) -> list | None:
-        if isinstance(value, ListObj) and value.kind == "list":
+        if isinstance(value, ListObj) and value.kind == "list" and not value.escaped:
             return list(value.items)
         if isinstance(value, tuple) and value[:1] == ("tuple",):
             return list(value[1:])
@@ -405,7 +416,7 @@ class _Machine:
         if op in ("LIST_EXTEND", "LIST_APPEND"):
             value = stack.pop()
             target = stack[-arg]
-            if not isinstance(target, ListObj):
+            if not isinstance(target, ListObj) or target.escaped:
                 raise NotChecked(f"{op} on an unknown list")
             known = self.contents(value) if op == "LIST_EXTEND" else [value]
             if known is None:
@@ -442,9 +453,9 @@ class _Machine:
         if op in ("DICT_MERGE", "DICT_UPDATE"):
             value = stack.pop()
             target = stack[-arg]
-            if not isinstance(target, ListObj) or target.kind != "dict":
+            if not isinstance(target, ListObj) or target.kind != "dict" or target.escaped:
                 raise NotChecked(f"{op} on an unknown dict")
-            if isinstance(value, ListObj) and value.kind == "dict":
+            if isinstance(value, ListObj) and value.kind == "dict" and not value.escaped:
                 target.items.extend(value.items)
             else:
                 target.items.append(("star", self.event(st, "merge mapping", value)))
@@ -466,7 +477,7 @@ class _Machine:
                 value = stack.pop()
             else:
                 key, obj, value = stack.pop(), stack.pop(), stack.pop()
-            if isinstance(obj, ListObj) and obj.kind == "list":
+            if isinstance(obj, ListObj) and obj.kind == "list" and not obj.escaped:
                 index = self.concrete(key)
                 if isinstance(index, slice):
                     known = self.contents(value)
@@ -480,7 +491,7 @@ class _Machine:
             return None
         if op == "DELETE_SUBSCR":
             key, obj = stack.pop(), stack.pop()
-            if isinstance(obj, ListObj) and obj.kind == "list":
+            if isinstance(obj, ListObj) and obj.kind == "list" and not obj.escaped:
                 del obj.items[self.concrete(key)]
             else:
                 self.event(st, "delitem", obj, key)
