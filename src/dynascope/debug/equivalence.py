@@ -155,7 +155,7 @@ class _Machine:
             if value.escaped:
                 return (value.kind, number, "escaped")
             shown = (value.kind, number, tuple(self.render(v, st, escape) for v in value.items))
-            value.escaped = value.escaped or escape
+            value.escaped = escape
             return shown
         if isinstance(value, Event):
             if escape:
