@@ -234,6 +234,40 @@ def test_unverified_python_installs_nothing(monkeypatch, capsys, tmp_path):
     assert stepping.notes and "Dynamo's own code runs everywhere" in stepping.notes[0]
 
 
+# ---- debuggers ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not VERIFIED, reason="stepping installs decompiled code only on verified Pythons")
+def test_a_settrace_debugger_sees_the_decompiled_lines_with_their_locals(tmp_path, capsys):
+    """What an IDE's debugger sees (they are built on sys.settrace): line events in the written files."""
+    out = str(tmp_path)
+    seen = []
+
+    def tracer(frame, event, arg):
+        if not frame.f_code.co_filename.startswith(out):
+            return None
+        if event == "line":
+            seen.append((os.path.basename(frame.f_code.co_filename), frame.f_lineno, dict(frame.f_locals)))
+        return tracer
+
+    with Stepping(tmp_path):
+        compiled = torch.compile(helpers.two_breaks, backend="eager")
+        a, b = torch.full((3,), 2.0), -torch.ones(3)
+        compiled(a, b)
+        sys.settrace(tracer)
+        try:
+            compiled(a, b)
+        finally:
+            sys.settrace(None)
+    files = {name for name, _, _ in seen}
+    assert "two_breaks_1.py" in files and any(f.startswith("torch_dynamo_resume_in_two_breaks_at_") for f in files)
+    main_line = _line_of(tmp_path / "two_breaks_1.py", "__compiled_fn_")
+    (here,) = [loc for name, line, loc in seen if name == "two_breaks_1.py" and line == main_line]
+    assert here["a"] is a and here["b"] is b
+    in_resume = [loc for name, _, loc in seen if name.startswith("torch_dynamo_resume_in_two_breaks_at_") and "x" in loc]
+    assert torch.equal(in_resume[0]["x"], a / (a.abs() + 1))
+
+
 # ---- pdb, through a subprocess --------------------------------------------------------------------
 
 SCRIPT = textwrap.dedent('''
