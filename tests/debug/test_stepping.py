@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -183,6 +184,26 @@ def test_equivalence_check_refuses_changed_code(capsys):
                 assert equivalence.check(new, changed) is not None, (old, replacement)
                 tried += 1
     assert tried >= 2  # how many apply depends on the code the installed torch generates
+
+
+@pytest.mark.skipif(not VERIFIED, reason="the equivalence check is verified on this Python only where listed")
+def test_equivalence_check_follows_try_finally_and_refuses_changes_to_it(capsys):
+    """A graph break inside `with torch.no_grad()`: Dynamo's code restores grad mode in a try/finally."""
+    (new, *_) = _dynamo_codes(dyn.grad_break, [(torch.randn(5, requires_grad=True),)])
+    source = _decompiled(new)
+    code, why = _compile_function(source, "<test>", new)
+    assert why is None and equivalence.check(new, code) is None
+    block = re.search(r"( +)try:\n +(__t\d+ = .*)\n +finally:\n +(.*__exit__\(None, None, None\))\n", source)
+    assert block, source
+    indent, body, exit_call = block.group(1), block.group(2).strip(), block.group(3).strip()
+    no_try = source.replace(block.group(0), f"{indent}{body}\n{indent}{exit_call}\n")
+    exit_first = source.replace(block.group(0), f"{indent}try:\n{indent}    {exit_call}\n{indent}    {body}\n"
+                                                f"{indent}finally:\n{indent}    {exit_call}\n")
+    for changed in (no_try, exit_first):
+        changed_code, why = _compile_function(changed, "<test>", new)
+        assert why is None
+        reason = equivalence.check(new, changed_code)
+        assert reason is not None and reason.startswith("the decompiled code does not do"), reason
 
 
 @pytest.mark.skipif(not VERIFIED, reason="the equivalence check is verified on this Python only where listed")

@@ -16,8 +16,9 @@ variables, building tuples and slices, building lists and dicts and indexing, sl
 with constant indices (they are real lists made in this frame), reads of the globals Dynamo installs
 for itself (`__compiled_fn_*`, `__resume_at_*`, `__import_*`, `__builtins_dict_*`, never rebound while a
 frame runs), and indexing the result of a compiled graph with a constant (Dynamo's graphs return a
-tuple or list). Anything the model does not know (loops, exception handlers, nested functions, an
-opcode not listed here) makes the answer "not checked", never "equal".
+tuple or list). Anything the model does not know (loops, `with` statements, generators, an
+opcode not listed here) makes the answer "not checked", never "equal". Inside a `try` (the exception
+table), every event may raise: both ways are followed, the handler's with the exception of that event.
 
 Imports nothing from torch. The opcode handling covers CPython 3.11, 3.12 and 3.13; VERIFIED says on
 which of them it was checked against real Dynamo output (stepping installs nothing on the others).
@@ -39,7 +40,7 @@ VERIFIED = {(3, 11), (3, 12), (3, 13)}  # run against Dynamo: 3.11 (torch 2.5.1 
 MAX_STEPS = 50_000  # instructions over all paths
 DYNAMO_GLOBALS = ("__compiled_fn_", "__resume_at_", "__import_", "__builtins_dict_")
 NULL = ("null",)
-_COMPOSITE = ("item", "slice", "is", "star", "not", "truth", "function")  # pure values made of other values
+_COMPOSITE = ("item", "slice", "is", "star", "not", "truth", "function", "exc")  # pure values made of other values
 
 
 class NotChecked(Exception):
@@ -128,18 +129,27 @@ def trace(code: CodeType) -> tuple:
     ("branch", condition, tree if true, tree if false)."""
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise NotChecked("generators and coroutines")
-    if getattr(code, "co_exceptiontable", b""):
-        raise NotChecked("exception handlers (try, with)")
     instrs = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
-    machine = _Machine(code, instrs)
+    machine = _Machine(code, instrs, _handlers(code))
     env: dict[str, Any] = {name: ("arg", name) for name in code.co_varnames[:_total_args(code)]}
     return machine.run(State(pc=0, stack=[], env=env, events=[]))
 
 
+def _handlers(code: CodeType) -> list[tuple[int, int, int, int, bool]]:
+    """The exception table: (start, end, handler, stack depth, push lasti), innermost first."""
+    if not getattr(code, "co_exceptiontable", b""):
+        return []
+    parse = getattr(dis, "_parse_exception_table", None)  # CPython 3.11 .. 3.13
+    if parse is None:
+        raise NotChecked("exception handlers (no reader for this Python's exception table)")
+    return [(e.start, e.end, e.target, e.depth, bool(e.lasti)) for e in parse(code)]
+
+
 class _Machine:
-    def __init__(self, code: CodeType, instrs: list[dis.Instruction]):
+    def __init__(self, code: CodeType, instrs: list[dis.Instruction], handlers: list[tuple[int, int, int, int, bool]]):
         self.code = code
         self.instrs = instrs
+        self.handlers = handlers
         self.at = {ins.offset: n for n, ins in enumerate(instrs)}
         self.steps = 0
         self.uids = itertools.count()
@@ -211,9 +221,33 @@ class _Machine:
                 raise NotChecked("ran off the end of the code")
             ins = self.instrs[st.pc]
             st.pc += 1
+            before = len(st.events)
             result = self.step(ins, st)
             if result is not None:
                 return result
+            handler = self.handler_for(ins) if len(st.events) > before else None
+            if handler is not None:  # the event may raise: the handler runs instead of what follows
+                if len(st.events) - before > 1:
+                    raise NotChecked("an instruction with two events inside a try block")
+                return self.may_raise(st, handler, ("exc", len(st.events) - 1))
+
+    def handler_for(self, ins: dis.Instruction) -> tuple[int, int, int, int, bool] | None:
+        return next((h for h in self.handlers if h[0] <= ins.offset < h[1]), None)
+
+    def go_to_handler(self, st: State, handler: tuple[int, int, int, int, bool], exc: Any) -> None:
+        _, _, target, depth, lasti = handler
+        if target not in self.at or depth > len(st.stack):
+            raise NotChecked("an exception handler the model cannot follow")
+        del st.stack[depth:]
+        if lasti:
+            st.stack.append(("lasti",))
+        st.stack.append(exc)
+        st.pc = self.at[target]
+
+    def may_raise(self, st: State, handler: tuple[int, int, int, int, bool], exc: Any) -> tuple:
+        raised = copy.deepcopy(st)
+        self.go_to_handler(raised, handler, exc)
+        return ("branch", ("raises", exc), self.run(raised), self.run(st))
 
     def jump_to(self, ins: dis.Instruction, st: State) -> None:
         target = self.at.get(ins.argval)
@@ -245,6 +279,8 @@ class _Machine:
             test = cond
         else:
             test = self.event(st, "truth", cond)
+            if self.handler_for(ins) is not None:
+                raise NotChecked("a truth test inside a try block")
         taken = copy.deepcopy(st)
         self.jump_to(ins, taken)
         if not pop:
@@ -541,7 +577,32 @@ class _Machine:
         if op in ("JUMP_FORWARD", "JUMP", "JUMP_NO_INTERRUPT"):
             self.jump_to(ins, st)
             return None
+        if op == "PUSH_EXC_INFO":
+            exc = stack.pop()
+            self.event(st, "push exc info", exc)
+            stack += [("previous exc info",), exc]
+            return None
+        if op == "POP_EXCEPT":
+            if stack.pop() != ("previous exc info",):
+                raise NotChecked("POP_EXCEPT of something else")
+            self.event(st, "pop except")
+            return None
+        if op == "CHECK_EXC_MATCH":
+            kind = stack.pop()
+            stack.append(self.event(st, "exception matches", stack[-1], kind))
+            return None
+        if op == "RERAISE":
+            exc = stack.pop()
+            if oparg:
+                stack.pop()  # the lasti the handler was given
+            handler = self.handler_for(ins)
+            if handler is None:
+                return (*st.events, ("raise", self.render(exc, st)))
+            self.go_to_handler(st, handler, exc)
+            return None
         if op == "RAISE_VARARGS":
+            if self.handler_for(ins) is not None:
+                raise NotChecked("raise inside a try block")
             values = stack[len(stack) - arg:]
             del stack[len(stack) - arg:]
             return (*st.events, ("raise", *(self.render(v, st) for v in values)))
