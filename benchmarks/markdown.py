@@ -143,9 +143,7 @@ def main() -> int:
     if analysis:
         print(analysis_table(analysis), end="\n\n")
     if profile:
-        print(compile_profile_table(profile), end="
-
-")
+        print(compile_profile_table(profile), end="\n\n")
     if stepping:
         print(stepping_table(stepping))
     return 0 if capture or inductor or analysis or profile or stepping else 1
