@@ -109,12 +109,15 @@ def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
     }  # fmt: skip
     if found:
         row["outcome"] = f"names {result.get('target')} in layer {result.get('layer')}"
+        row["short"] = f"names `{result.get('target')}`, layer {result.get('layer')}"
     elif result["first_bad_stage"]:
         detail = next((s["detail"] for s in result["stages"] if s["status"] != "ok"), "")
         row["outcome"] = f"stops at stage {result['first_bad_stage']} ({result['kind']}: {detail})" + (
             "" if result.get("target") else "; no op isolated")
+        row["short"] = f"stops at stage {result['first_bad_stage']} ({detail.split(':')[0]} wrong)" + (
+            "" if result.get("target") else ", no op isolated")
     else:
-        row["outcome"] = "every stage agrees"
+        row["outcome"] = row["short"] = "every stage agrees"
     if result.get("repro"):
         _, repro_code, repro_out = _run([sys.executable, os.path.join(result["repro"], "repro.py")], workdir,
                                         _env(os.path.join(workdir, "count-repro")), timeout=300)  # fmt: skip
@@ -179,7 +182,8 @@ def minifier_plain(case: str, workdir: str) -> dict:
     said = outcome.get("raised") or "runs to the end, says nothing"
     return {"tool": "torch minifier", "how": "REPRO_AFTER=aot", "wall_s": wall,
             "compiles": sum(1 for c in counted if c.startswith("fw")), "found": False,
-            "outcome": said + ("" if launcher else "; writes no repro (the aot hook wraps inductor only)")}  # fmt: skip
+            "outcome": said + ("" if launcher else "; writes no repro (the aot hook wraps inductor only)"),
+            "short": "silent" if not outcome.get("raised") and not launcher else said}  # fmt: skip
 
 
 def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
@@ -194,7 +198,8 @@ def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
     launcher = _launcher(workdir)
     if launcher is None:
         row.update(wall_s=wall, compiles=len([c for c in _counted(count_file) if c.startswith("fw")]),
-                   outcome=f"{outcome.get('raised') or 'no accuracy failure seen'}; no launcher written")  # fmt: skip
+                   outcome=f"{outcome.get('raised') or 'no accuracy failure seen'}; no launcher written",
+                   short="no launcher written")  # fmt: skip
         return row
     cmd = [sys.executable, launcher]
     if edit:
@@ -215,6 +220,7 @@ def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
     row.update(wall_s=wall + minify_s, minify_s=minify_s, minify_exit=minify_code,
                compiles=1 + minify_compiles, queries=int(queries.group(1)) if queries else None)  # fmt: skip
     said = _last_message(minify_out) if minify_code is not None else f"timed out after {MINIFIER_TIMEOUT_S} s"
+    short = f"detects; launcher: {said}"
     repro = os.path.join(workdir, "repro.py")
     if minify_code == 0 and queries and os.path.exists(repro):
         ops = _graph_ops(repro)
@@ -224,7 +230,9 @@ def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
         said = f"minified to {len(ops)} ops; " + (
             f"the op the backend gets wrong there is {planted} ({target})" if row["found"]
             else f"the op the backend gets wrong there is {culprit}, not {planted}: it drifted")  # fmt: skip
+        short = f"minified to {len(ops)} ops around `{culprit}`" + ("" if row["found"] else f", not `{planted}`")
     row["outcome"] = f"detects ({outcome.get('raised')}); launcher: {said}"
+    row["short"] = short
     return row
 
 
@@ -238,7 +246,9 @@ def minifier_dynamo(case: str, workdir: str) -> dict:
         said += "; its accuracy check fails inside torch" + (f" ({error.group(1)})" if error else "") + ", 'Skipping this graph'"
     return {"tool": "torch minifier", "how": "REPRO_AFTER=dynamo, backend by name", "wall_s": wall,
             "compiles": sum(1 for c in _counted(count_file) if c == "dynamo"), "found": False,
-            "outcome": said + ("" if _launcher(workdir) else "; writes no repro")}  # fmt: skip
+            "outcome": said + ("" if _launcher(workdir) else "; writes no repro"),
+            "short": ("its own check fails inside torch" if skipped else "silent")
+                     + (f"; the run raises {outcome['raised'].split(':')[0]}" if outcome.get("raised") else "")}  # fmt: skip
 
 
 # ---------------------------------------------------------------- report

@@ -133,9 +133,40 @@ def stepping_table(data: dict) -> str:
     return "\n".join(lines)
 
 
+MINIFIER_HOW = {
+    "REPRO_AFTER=aot": "minifier, `REPRO_AFTER=aot`",
+    "REPRO_AFTER=aot, hook on the backend, launcher as written": "minifier, aot hook on the backend, launcher as written",
+    "REPRO_AFTER=aot, hook on the backend, launcher edited to test it": "minifier, aot hook, launcher edited to test the backend",
+    "REPRO_AFTER=dynamo, backend by name": "minifier, `REPRO_AFTER=dynamo`",
+}
+
+
+def bisect_table(data: dict) -> str:
+    lines = [
+        "| model (planted bug) | tool | wall s | compilations | op found | repro ops | what it says |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    for case in data["cases"]:
+        model = f"{case['title']} ({case['planted']})"
+        for row in case["rows"]:
+            tool = f"dynascope {row['how']}" if row["tool"] == "dynascope" else MINIFIER_HOW.get(row["how"], row["how"])
+            if row.get("repro_size") is None:
+                repro = "–"
+            elif row.get("graph_size"):
+                repro = f"{row['graph_size']} → {row['repro_size']}"
+            else:
+                repro = str(row["repro_size"])
+            lines.append(
+                f"| {model} | {tool} | {row['wall_s']:.1f} | {row.get('compiles', '–')} "
+                f"| {'yes' if row['found'] else 'no'} | {repro} | {row.get('short', row.get('outcome', ''))} |"
+            )
+            model = ""
+    return "\n".join(lines)
+
+
 def main() -> int:
     capture, inductor = load("capture"), load("inductor")
-    analysis, profile, stepping = load("analysis"), load("compile_profile"), load("stepping")
+    analysis, profile, stepping, bisect = load("analysis"), load("compile_profile"), load("stepping"), load("bisect")
     if capture:
         print(capture_table(capture), end="\n\n")
     if inductor:
@@ -145,8 +176,10 @@ def main() -> int:
     if profile:
         print(compile_profile_table(profile), end="\n\n")
     if stepping:
-        print(stepping_table(stepping))
-    return 0 if capture or inductor or analysis or profile or stepping else 1
+        print(stepping_table(stepping), end="\n\n")
+    if bisect:
+        print(bisect_table(bisect))
+    return 0 if capture or inductor or analysis or profile or stepping or bisect else 1
 
 
 if __name__ == "__main__":
