@@ -18,7 +18,12 @@ takes it (minifier_case.py is the user's script):
   dynamo        TORCHDYNAMO_REPRO_AFTER=dynamo TORCHDYNAMO_REPRO_LEVEL=4, the backend by name
 Wall time: all steps of a row together. Compilations: graphs handed to a compiler (the planted
 compilers count their calls in a file; the stock launcher's inductor queries come from its log).
-Found: the minified graph still contains the node the backend got wrong (by name) and is smaller.
+Op found: dynascope names the layer the bug is in; the op the backend gets wrong in the minifier's
+minified graph is the one it gets wrong in the model (the same node), not another one.
+
+The ConvNet is bisected twice: with every stage, and with the inductor stage left out (a switch of
+this benchmark only), because torch 2.13's inductor itself gets this model's conv gradients wrong
+and the bisect stops there, before it reaches the planted backend.
 """
 
 from __future__ import annotations
