@@ -119,8 +119,8 @@ def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
         detail = next((s["detail"] for s in result["stages"] if s["status"] != "ok"), "")
         row["outcome"] = f"stops at stage {result['first_bad_stage']} ({result['kind']}: {detail})" + (
             "" if result.get("target") else "; no op isolated")
-        row["short"] = f"stops at stage {result['first_bad_stage']} ({detail.split(':')[0]} wrong)" + (
-            "" if result.get("target") else ", no op isolated")
+        row["short"] = f"stops at stage {result['first_bad_stage']}: `{detail.split(':')[0]}` differs" + (
+            "" if result.get("target") else "; no op isolated")
     else:
         row["outcome"] = row["short"] = "every stage agrees"
     if result.get("repro"):
@@ -235,7 +235,8 @@ def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
         said = f"minified to {len(ops)} ops; " + (
             f"the op the backend gets wrong there is {planted} ({target})" if row["found"]
             else f"the op the backend gets wrong there is {culprit}, not {planted}: it drifted")  # fmt: skip
-        short = f"minified to {len(ops)} ops around `{culprit}`" + ("" if row["found"] else f", not `{planted}`")
+        short = f"minified to {len(ops)} op{'s' if len(ops) != 1 else ''}; the op wrong there is `{culprit}`" + (
+            "" if row["found"] else f", not the model's `{planted}`")
     row["outcome"] = f"detects ({outcome.get('raised')}); launcher: {said}"
     row["short"] = short
     return row
@@ -249,11 +250,15 @@ def minifier_dynamo(case: str, workdir: str) -> dict:
     said = outcome.get("raised") or "runs to the end"
     if skipped:
         said += "; its accuracy check fails inside torch" + (f" ({error.group(1)})" if error else "") + ", 'Skipping this graph'"
+    short = "silent"
+    if skipped:
+        short = f"its accuracy check fails inside torch ({error.group(1).split(':')[0] if error else 'an error'})"
+    if outcome.get("raised"):
+        short += f"; the run raises {outcome['raised'].split(':')[0]}"
     return {"tool": "torch minifier", "how": "REPRO_AFTER=dynamo, backend by name", "wall_s": wall,
             "compiles": sum(1 for c in _counted(count_file) if c == "dynamo"), "found": False,
             "outcome": said + ("" if _launcher(workdir) else "; writes no repro"),
-            "short": ("its own check fails inside torch" if skipped else "silent")
-                     + (f"; the run raises {outcome['raised'].split(':')[0]}" if outcome.get("raised") else "")}  # fmt: skip
+            "short": short + ("" if _launcher(workdir) else "; nothing written")}  # fmt: skip
 
 
 # ---------------------------------------------------------------- report

@@ -147,7 +147,7 @@ def bisect_table(data: dict) -> str:
         "|---|---|---:|---:|---|---:|---|",
     ]
     for case in data["cases"]:
-        model = f"{case['title']} ({case['planted']})"
+        model = f"{case['title']}; planted: {case['planted']}"
         for row in case["rows"]:
             tool = f"dynascope {row['how']}" if row["tool"] == "dynascope" else MINIFIER_HOW.get(row["how"], row["how"])
             if row.get("repro_size") is None:
