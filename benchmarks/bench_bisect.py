@@ -279,7 +279,8 @@ def render(results: dict) -> str:
                           "yes" if row["found"] else "no", _repro_cell(row), row.get("outcome", ""))  # fmt: skip
         console.print(table)
     console.print(f"torch {results['torch']}, python {results['python']}, {results['threads']} threads; "
-                  f"minifier steps time out after {MINIFIER_TIMEOUT_S} s")  # fmt: skip
+                  f"minifier steps time out after {MINIFIER_TIMEOUT_S} s; load average "
+                  f"{results['load_before'][0]:.1f} before, {results['load_after'][0]:.1f} after")  # fmt: skip
     return console.export_text()
 
 
@@ -332,9 +333,10 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = args.cases or (["linear"] if args.quick else ["linear", "convnet"])
     results: dict = {"torch": torch.__version__, "python": sys.version.split()[0], "threads": torch.get_num_threads(),
-                     "cpus": os.cpu_count(), "quick": args.quick, "cases": []}  # fmt: skip
+                     "cpus": os.cpu_count(), "quick": args.quick, "load_before": os.getloadavg(), "cases": []}  # fmt: skip
     for case in cases:
         results["cases"].append(measure(case, args.quick))
+    results["load_after"] = os.getloadavg()  # a shared machine: how busy it was (1, 5, 15 min)
     print(render(results))
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as handle:
