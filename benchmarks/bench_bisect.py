@@ -21,9 +21,9 @@ compilers count their calls in a file; the stock launcher's inductor queries com
 Op found: dynascope names the layer the bug is in; the op the backend gets wrong in the minifier's
 minified graph is the one it gets wrong in the model (the same node), not another one.
 
-The ConvNet is bisected twice: with every stage, and with the inductor stage left out (a switch of
-this benchmark only), because torch 2.13's inductor itself gets this model's conv gradients wrong
-and the bisect stops there, before it reaches the planted backend.
+The ConvNet is bisected twice: with every stage, and with `stages=` leaving inductor out, because
+torch 2.13's inductor itself gets this model's conv gradients wrong and the bisect stops there (and
+reports that bug), before it reaches the planted backend.
 """
 
 from __future__ import annotations
@@ -80,13 +80,10 @@ def dynascope_worker(case: str, skip_inductor: bool, repro: str) -> None:
 
     import dynascope
 
-    if skip_inductor:
-        from dynascope.debug import stages
-
-        stages.BUILTIN = tuple(s for s in stages.BUILTIN if s.name != "inductor")
     make_model, make_input, backend, _, _ = planted_bugs.CASES[case]
     model, x = make_model(), make_input()
-    result = dynascope.bisect(model, x, backends=(backend,), repro=repro, progress=False)
+    builtin = ("eager", "aot_eager", "aot_eager_decomp_partition") if skip_inductor else None
+    result = dynascope.bisect(model, x, backends=(backend,), repro=repro, progress=False, stages=builtin)
     print(json.dumps(result.to_dict(), default=str))
 
 
@@ -110,6 +107,7 @@ def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
         "first_bad_stage": result["first_bad_stage"], "kind": result["kind"], "op": result.get("target"),
         "node": result.get("node"), "layer": result.get("layer"), "found": found,
         "graph_size": result["graph_size"], "repro_size": result["repro_size"],
+        "inductor_subsystem": result.get("inductor_subsystem"), "where": result.get("where"),
         "stages": [(s["stage"], s["status"]) for s in result["stages"]],
     }  # fmt: skip
     if found:
@@ -119,8 +117,11 @@ def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
         detail = next((s["detail"] for s in result["stages"] if s["status"] != "ok"), "")
         row["outcome"] = f"stops at stage {result['first_bad_stage']} ({result['kind']}: {detail})" + (
             "" if result.get("target") else "; no op isolated")
-        row["short"] = f"stops at stage {result['first_bad_stage']}: `{detail.split(':')[0]}` differs" + (
-            "" if result.get("target") else "; no op isolated")
+        row["short"] = f"stops at stage {result['first_bad_stage']}: `{detail.split(':')[0]}` differs; " + (
+            f"names `{result['target']}`" + (f", layer {result['layer']}" if result.get("layer") else "")
+            if result.get("target") else "no op isolated")
+        if result.get("inductor_subsystem"):
+            row["short"] += f"; narrowed to {result['inductor_subsystem'].split(' ')[0]}"
     else:
         row["outcome"] = row["short"] = "every stage agrees"
     if result.get("repro"):
@@ -132,7 +133,7 @@ def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
 
 
 def _how(skip_inductor: bool) -> str:
-    return "bisect, inductor stage left out" if skip_inductor else "bisect (all stages)"
+    return "bisect, stages= without inductor" if skip_inductor else "bisect (all stages)"
 
 
 # ---------------------------------------------------------------- torch's minifier
