@@ -233,3 +233,28 @@ def test_stages_can_be_limited_to_skip_one_known_to_be_broken(capsys):
     assert result.first_bad_stage == "perturb_relu_large"
     with pytest.raises(dynascope.DynascopeError, match="no built-in stage nope"):
         dynascope.bisect(Tail(), torch.randn(4, 8), stages=("nope",))
+
+
+def test_the_compilations_of_the_inductor_narrowing_are_counted(tmp_path, monkeypatch):
+    from dynascope.debug import bisect as bisect_module
+    from dynascope.debug.stages import resolve
+
+    def narrowing(tries):
+        def narrow(gm, inputs, fails):
+            for _ in range(tries):
+                fails(gm, inputs, resolve("inductor"))
+
+        return narrow
+
+    counts = []
+    for tries in (0, 3):
+        monkeypatch.setattr(bisect_module, "inductor_subsystem", narrowing(tries))
+        torch.manual_seed(0)
+        saved = planted.break_relu_lowering()
+        try:
+            result = dynascope.bisect(Tail(), torch.randn(4, 8), repro=str(tmp_path / f"r{tries}"), progress=False)
+        finally:
+            planted.restore_relu_lowering(saved)
+        assert result.first_bad_stage == "inductor"
+        counts.append(result.compiles)
+    assert counts[1] - counts[0] == 3

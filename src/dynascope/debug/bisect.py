@@ -132,10 +132,15 @@ def _blame(result: BisectResult, stage: Stage, status: StageResult, record: RunR
         result.compiles += written.compiles
         if stage.name == "inductor" and result.kind == "accuracy":
             say("narrowing to an inductor subsystem (torch's CompilerBisector) ...")
-            result.inductor_subsystem = inductor_subsystem(written.gm, written.inputs, _accuracy_fails)
+            narrowing = Search()
+            result.inductor_subsystem = inductor_subsystem(
+                written.gm, written.inputs, lambda gm, inputs, stage: _accuracy_fails(gm, inputs, stage, narrowing)
+            )
+            result.compiles += narrowing.compiles
 
 
-def _accuracy_fails(gm: Any, inputs: list, stage: Stage) -> bool:
+def _accuracy_fails(gm: Any, inputs: list, stage: Stage, search: Search) -> bool:
+    search.compiles += 1
     staged = run(gm, inputs, stage)
     return staged.failed or differs(run(gm, inputs), staged) is not None
 
