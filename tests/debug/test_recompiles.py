@@ -83,7 +83,8 @@ def test_recompiles_lists_them_afterwards():
         return
     (constant,) = dynascope.recompiles(scaled)
     # the second compile treats n as dynamic: its entry no longer pins one value
-    assert (constant.guard, constant.old, constant.new) == ("n == 2", "2", "any int (now dynamic)")
+    assert (constant.guard, constant.old) == ("n == 2", "2")
+    assert constant.new in ("any int (now dynamic)", "any value of its type (now dynamic)")  # 2.13+, 2.8
     (shape,) = dynascope.recompiles(shaped)
     assert (shape.subject, shape.old, shape.new) == ("x.size(0)", "4", "8")
     if GUARD_LINES:

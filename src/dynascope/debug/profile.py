@@ -457,8 +457,8 @@ def _new_rows(start: float, count: int) -> list[dict[str, Any]]:
     except TorchVersionError:
         return []
     timed = [r for r in rows if isinstance(r.get("start_time"), (int, float))]
-    if len(timed) == len(rows):
-        return [r for r in rows if r["start_time"] >= start - 1e-3]
+    if timed:  # by start time: the count moves no more once torch's deque is full (a long process)
+        return [r for r in timed if r["start_time"] >= start - 1e-3]
     return rows[count:]
 
 

@@ -212,9 +212,11 @@ def _guarded_value(groups: list[GuardGroup] | None, subject: str | None) -> str 
         if m:
             return m.group(1).strip()
     for guard in group.guards if group is not None else []:
-        m = re.match(rf"^type\({re.escape(subject or '')}\) is (\w+)$", guard.text)
-        if m:
-            return f"any {m.group(1)} (now dynamic)"
+        m = re.match(rf"^type\({re.escape(subject or '')}\) is (.+)$", guard.text)
+        if m:  # "int" (2.13), "the type seen at compile time" (2.8)
+            kind = m.group(1).strip()
+            named = kind if _NAME.fullmatch(kind) else "value of its type"
+            return f"any {named} (now dynamic)"
     return None
 
 
