@@ -367,15 +367,7 @@ def find_compile_profile(trace_paths: Iterable[str | Path]) -> Path | None:
 
 def load_compile_profile(path: str | Path) -> dict:
     """Read compile_profile.json (plain data: the profile section reads its keys, missing ones empty)."""
-    path = Path(path)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        return {"notes": [f"could not read {path}: {exc}"], "_path": str(path)}
-    if not isinstance(data, dict):
-        return {"notes": [f"{path} does not hold a JSON object; compile profile skipped"], "_path": str(path)}
-    data.setdefault("_path", str(path))
-    return data
+    return _load_json_object(path, "compile profile skipped")
 
 
 def _profile_view(profile: dict | None, rows: int) -> dict | None:
@@ -393,13 +385,19 @@ def _profile_view(profile: dict | None, rows: int) -> dict | None:
 
 def load_explanation(path: str | Path) -> dict:
     """Read explanation.json. A file that is not readable JSON becomes a report with one note."""
+    return _load_json_object(path, "explanation sections skipped")
+
+
+def _load_json_object(path: str | Path, skipped: str) -> dict:
+    """A JSON object file beside a trace, with its path as `_path`; one that cannot be read becomes
+    an object holding one note (the report is written without that section)."""
     path = Path(path)
     try:
         data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         return {"notes": [f"could not read {path}: {exc}"], "_path": str(path)}
     if not isinstance(data, dict):
-        return {"notes": [f"{path} does not hold a JSON object; explanation sections skipped"], "_path": str(path)}
+        return {"notes": [f"{path} does not hold a JSON object; {skipped}"], "_path": str(path)}
     data.setdefault("_path", str(path))
     return data
 
