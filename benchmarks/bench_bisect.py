@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from results_io import publish
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
@@ -338,11 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         results["cases"].append(measure(case, args.quick))
     results["load_after"] = os.getloadavg()  # a shared machine: how busy it was (1, 5, 15 min)
-    print(render(results))
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {args.json}")
+    publish(render(results), results, args.json)
     return 0
 
 

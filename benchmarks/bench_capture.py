@@ -17,6 +17,7 @@ import tempfile
 import time
 
 import torch
+from results_io import publish
 
 import dynascope
 from dynascope.trace import buffers
@@ -233,11 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     results["torch_profiler"] = profiler_anchor(args)
     if args.anchor_python:
         results["pydftracer"] = pydftracer_anchor(args.anchor_python)
-    print(render(results))
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {args.json}")
+    publish(render(results), results, args.json)
     return 0
 
 

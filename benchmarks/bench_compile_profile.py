@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import gc
 import io
-import json
 import os
 import resource
 import statistics
@@ -27,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from results_io import publish
 from torch import nn
 
 import dynascope
@@ -129,11 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             for model_name in MODELS:
                 results["cases"].append(measure(model_name, backend, rounds))
                 print(f"  {model_name} ({backend}) done", file=sys.stderr)
-    print(render(results))
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {args.json}")
+    publish(render(results), results, args.json)
     return 0
 
 

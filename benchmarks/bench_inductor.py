@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
@@ -30,6 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from bench_capture import discard_buffers, make_model
+from results_io import publish
 
 import dynascope
 from dynascope.trace import buffers
@@ -331,11 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             results["models"].append(row)
         for row, (_, factory, _) in zip(results["models"], MODELS, strict=True):
             row["compile"] = measure_compile(factory, args, workdir)
-    print(render(results))
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as handle:
-        json.dump(results, handle, indent=2)
-    print(f"wrote {args.json}")
+    publish(render(results), results, args.json)
     return 0
 
 
