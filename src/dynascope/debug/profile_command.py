@@ -15,6 +15,7 @@ import orjson
 
 from ..console import make_console, say, script_exit_status
 from ..errors import ConfigError
+from ..scriptrun import trailing_options
 from .profile import CompileProfile
 
 USAGE = "dynascope compile-profile [--json OUT] [--pstats FILE] [--top N] script.py [script args]"
@@ -41,33 +42,16 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
         raise ConfigError(f"give the script to run: {USAGE}")
     ns = _parser().parse_args(argv)
-    rest = list(ns.args)
-    theirs: list[str] = []
-    if "--" in rest:
-        cut = rest.index("--")
-        rest, theirs = rest[:cut], rest[cut + 1:]
-    script_args: list[str] = []
-    i = 0
-    while i < len(rest):
-        arg = rest[i]
-        name, eq, value = arg.partition("=")
-        if name in _OURS:
-            if not eq:
-                if i + 1 >= len(rest):
-                    raise ConfigError(f"{name} needs a value: {USAGE}")
-                value = rest[i + 1]
-                i += 1
-            if name == "--top":
-                try:
-                    ns.top = int(value)
-                except ValueError as exc:
-                    raise ConfigError(f"--top takes a number of rows, not {value!r}") from exc
-            else:
-                setattr(ns, name[2:], value)
+    values, script_args = trailing_options(list(ns.args), _OURS, USAGE)
+    for name, value in values.items():
+        if name == "--top":
+            try:
+                ns.top = int(value)
+            except ValueError as exc:
+                raise ConfigError(f"--top takes a number of rows, not {value!r}") from exc
         else:
-            script_args.append(arg)
-        i += 1
-    return ns, script_args + theirs
+            setattr(ns, name[2:], value)
+    return ns, script_args
 
 
 def main(argv: list[str]) -> int:

@@ -14,6 +14,7 @@ import sys
 
 from ..console import make_console, print_lines, print_rule, say, script_exit_status
 from ..errors import ConfigError
+from ..scriptrun import trailing_options
 from .model import (
     CacheEntry,
     Explanation,
@@ -46,29 +47,9 @@ def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
         raise ConfigError(f"give the script to run: {USAGE}")
     ns = _parser().parse_args(argv)
-    script_args: list[str] = list(ns.args)
-    if "--" in script_args:
-        cut = script_args.index("--")
-        ours, theirs = script_args[:cut], script_args[cut + 1:]
-    else:
-        ours, theirs = script_args, []
-    rest: list[str] = []
-    i = 0
-    while i < len(ours):
-        a = ours[i]
-        if a == "--out":
-            if i + 1 >= len(ours):
-                raise ConfigError("--out needs a directory: dynascope explain script.py --out DIR")
-            ns.out = ours[i + 1]
-            i += 2
-            continue
-        if a.startswith("--out="):
-            ns.out = a.split("=", 1)[1]
-            i += 1
-            continue
-        rest.append(a)
-        i += 1
-    return ns, rest + theirs
+    values, script_args = trailing_options(list(ns.args), ("--out",), USAGE)
+    ns.out = values.get("--out", ns.out)
+    return ns, script_args
 
 
 def main(argv: list[str]) -> int:
