@@ -841,3 +841,56 @@ def register_replacing_bytecode_hook(hook: Any) -> Any:
         raise moved("torch._dynamo.convert_frame.register_bytecode_hook (a hook that returns new code)")
     handle = reg(hook)
     return handle.remove
+
+
+# ---------------------------------------------------------------------------------------------
+# The training step (capture/training.py): DataLoader internals, which have no public hook for a
+# batch. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0 (torch/utils/data/dataloader.py and _utils/worker.py).
+# ---------------------------------------------------------------------------------------------
+
+
+def dataloader_iterator_classes() -> tuple[type, type]:
+    """(_BaseDataLoaderIter, _MultiProcessingDataLoaderIter): every DataLoader iterator's `__next__` is
+    the base class's; the multi-process one starts the workers in its `__init__` with
+    `loader.worker_init_fn` (read there, once per iterator)."""
+    module = importlib.import_module("torch.utils.data.dataloader")
+    base = getattr(module, "_BaseDataLoaderIter", None)
+    multi = getattr(module, "_MultiProcessingDataLoaderIter", None)
+    if base is None or multi is None or "__next__" not in vars(base):
+        raise moved("torch.utils.data.dataloader._BaseDataLoaderIter.__next__")
+    return base, multi
+
+
+def dataloader_batch_index(iterator: Any) -> int | None:
+    """The task index of the batch `__next__` just returned: with workers, `_rcvd_idx - 1` (the index
+    the workers were given, in order; with `in_order=False` a batch that arrives early is returned
+    before `_rcvd_idx` reaches it, and this names the one it waits for next); without, `_num_yielded - 1`.
+    Both restart at 0 for each pass over the loader."""
+    try:
+        if iterator._num_workers > 0:
+            return int(iterator._rcvd_idx) - 1
+        return int(iterator._num_yielded) - 1
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def dataloader_fetcher_classes() -> tuple[type, ...]:
+    """The fetchers a DataLoader worker calls once per batch: `fetcher.fetch(index)` in `_worker_loop`."""
+    module = importlib.import_module("torch.utils.data._utils.fetch")
+    classes = tuple(getattr(module, name, None) for name in ("_MapDatasetFetcher", "_IterableDatasetFetcher"))
+    if any(cls is None or "fetch" not in vars(cls) for cls in classes):
+        raise moved("torch.utils.data._utils.fetch._MapDatasetFetcher.fetch")
+    return classes  # type: ignore[return-value]
+
+
+def worker_task_index(frame: Any) -> int | None:
+    """In a DataLoader worker, the task index of the batch being fetched: the local `idx` of
+    `_worker_loop` (`idx, index = r`), the frame that calls `fetcher.fetch(index)`."""
+    code = getattr(frame, "f_code", None)
+    if code is None or code.co_name != "_worker_loop":
+        return None
+    try:
+        value = frame.f_locals.get("idx")
+    except Exception:  # noqa: BLE001 - a frame we cannot read gives no index, never an error in the worker
+        return None
+    return value if isinstance(value, int) else None

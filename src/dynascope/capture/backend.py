@@ -122,6 +122,10 @@ class TracingBackend:
         if not self.enabled:
             return self._untraced(gm, example_inputs, **kwargs)
         session = current_session() or ensure_session()
+        from . import training
+
+        if session.config.step_events and not training.installed():
+            training.install()  # a session opened before torch was imported has them from here on
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 

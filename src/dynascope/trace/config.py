@@ -55,6 +55,7 @@ class TraceConfig:
     record_shapes: bool = False  # DFTRACER_INC_METADATA: input shapes/dtypes per op
     flush_interval_s: float = 0.5  # a SIGKILL loses at most this much
     disable_io: bool = False  # accepted for pydftracer compatibility; dynascope traces no I/O
+    step_events: bool = True  # data loading, backward, optimizer, torch.save/load (capture/training.py)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> TraceConfig:
@@ -65,6 +66,7 @@ class TraceConfig:
             record_shapes=env_flag("INC_METADATA", False),
             flush_interval_s=env_int("FLUSH_INTERVAL_MS", 500) / 1000.0,
             disable_io=env_flag("DISABLE_IO", False),
+            step_events=env_flag("STEP_EVENTS", True),
         )
         overrides = {k: v for k, v in overrides.items() if v is not None}
         config = replace(config, **overrides)

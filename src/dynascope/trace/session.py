@@ -8,6 +8,7 @@ on their way out. A forked child opens a file of its own.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import signal
 import socket
@@ -123,6 +124,7 @@ class TraceSession:
             self._writer.start(self._header_lines(hostname))
             _active = self
             _install_exit_hooks()
+            _torch_side_events("install", self)
         return self
 
     def finalize(self) -> str:
@@ -135,6 +137,7 @@ class TraceSession:
             self.closed = True
             if _active is self:
                 _active = None
+                _torch_side_events("uninstall", self)
             final_buffers = buffers.stop_recording()
             if self._writer is not None and self.pid == os.getpid():
                 self._writer.close(final_buffers, self._end_line)
@@ -273,6 +276,44 @@ def ensure_session() -> TraceSession:
             file=sys.stderr,
         )
         return started
+
+
+def child_spec() -> tuple | None:
+    """What a child process started by spawn or forkserver needs to trace like this one (picklable):
+    None when no session is open. A forked child needs nothing: it opens its own file at fork."""
+    active = _active
+    if active is None or active.closed:
+        return None
+    return (active.requested_path, active.config, active.data_dir, active.extension_decides)
+
+
+def open_in_child(spec: tuple) -> TraceSession | None:
+    """In a spawned child: open a session like the parent's (`child_spec`), into a file of its own, closed
+    on the child's way out. The active session if there is one already (a forked child has)."""
+    if _active is not None:
+        return _active
+    path, config, data_dir, extension_decides = spec
+    child = TraceSession(path, config=config, data_dir=data_dir, extension_decides=extension_decides)
+    try:
+        child.open()
+    except Exception as exc:  # noqa: BLE001 - the child runs on untraced rather than failing
+        print(f"dynascope: the child process {os.getpid()} cannot trace: {exc}", file=sys.stderr)
+        return None
+    _register_multiprocessing_exit()
+    return child
+
+
+def _torch_side_events(action: str, session: TraceSession) -> None:
+    """Install (or remove) the automatic training-step events (capture/training.py) where torch is
+    already imported. Imported by name: this package stays torch-free, and a process without torch
+    never loads them. A session opened before torch was imported gets them at the first compile."""
+    if "torch" not in sys.modules or not session.config.step_events:
+        return
+    try:
+        training = importlib.import_module("dynascope.capture.training")
+        getattr(training, action)()
+    except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
+        print(f"dynascope: no automatic step events ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 # -- exit, signals, fork --------------------------------------------------------------------------

@@ -1,0 +1,147 @@
+"""The whole training step as events (capture/training.py), on real DataLoaders, optimizers and files.
+
+Each test runs tests/capture/scripts/whole_step.py in a subprocess (DataLoader workers are real
+processes), traced by `dynascope run`, by `dynascope.session()` or by the pydftracer drop-in, and
+counts the events of each kind in every process's file against what the script says it did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import tracecheck
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
+
+
+def run(tmp_path, *script_args, api="run", env=None, expect_ok=True):
+    out = tmp_path / "out"
+    data = tmp_path / "data"
+    args = ["--data", str(data), *script_args]
+    if api == "run":
+        command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain",
+                   SCRIPT, *args]  # fmt: skip
+    else:
+        command = [sys.executable, SCRIPT, *args, "--api", api, "--trace", str(out / "trace.pfw.gz")]
+    full_env = {**os.environ, "DFTRACER_ENABLE": "1", **(env or {})}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=full_env, check=False)
+    if expect_ok:
+        assert done.returncode == 0, done.stderr[-3000:]
+    said = next((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), None)
+    files = {path: tracecheck.load(path) for path in tracecheck.trace_files(str(out))}
+    return done, said, files
+
+
+def events(records):
+    return [r for r in records if r.get("ph") == "X" and r["name"] not in ("start", "end")]
+
+
+def split(files):
+    """(the main process's events, every worker's events) by who iterated the DataLoader."""
+    main = [path for path, records in files.items() if any(e["name"] == "dataloader.next" for e in events(records))]
+    assert len(main) == 1, list(files)
+    workers = [events(records) for path, records in files.items() if path != main[0]]
+    return events(files[main[0]]), workers
+
+
+def named(evs, name):
+    return [e for e in evs if e["name"] == name]
+
+
+def check_whole_step(said, files, workers, optimizer="SGD", persistent=False):
+    for records in files.values():
+        tracecheck.check(records)  # every process's file is complete and well formed
+    main, worker_files = split(files)
+    # workers start for each pass over a loader, unless they persist (then once per loader)
+    assert len(worker_files) == workers * (said["passes"] // said["epochs"] if persistent else said["passes"])
+    nexts = named(main, "dataloader.next")
+    assert sum(e["args"]["batch"] is not None for e in nexts) == said["batches"]
+    assert len(nexts) == said["batches"] + said["passes"]  # each pass ends with the call that stops it
+    for name in ("optimizer.step", "optimizer.zero_grad", "backward"):
+        assert len(named(main, name)) == said["steps"], name
+    assert {e["args"]["optimizer"] for e in named(main, "optimizer.step")} == {optimizer}
+    everywhere = [e for evs in [main, *worker_files] for e in evs]
+    loads = named(everywhere, "torch.load")
+    assert len(loads) == said["samples_read"]
+    assert len(named(main, "torch.save")) == said["saved"]
+    assert all(e["args"]["bytes"] > 0 for e in loads + named(main, "torch.save"))
+    fetches = [e for evs in worker_files for e in named(evs, "dataloader.fetch")]
+    if workers:
+        assert len(fetches) == said["batches"]
+        assert not named(main, "torch.load")  # the workers read the samples, in their own files
+        received = Counter((e["args"]["loader"], e["args"]["batch"]) for e in nexts if e["args"]["batch"] is not None)
+        fetched = Counter((e["args"]["loader"], e["args"]["batch"]) for e in fetches)
+        assert received == fetched  # each batch the main process waited for names the fetch that made it
+    else:
+        assert not fetches
+    return main, worker_files
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dynascope_run_records_data_backward_optimizer_and_files(tmp_path, workers):
+    _, said, files = run(tmp_path, "--workers", str(workers))
+    main, _ = check_whole_step(said, files, workers)
+    step = named(main, "optimizer.step")[0]
+    assert step["cat"] == "optimizer" and step["args"]["opt"] == 1
+    backward = named(main, "backward")[0]
+    inside = [e for e in main if e["cat"] == "dynamo.graph" and e["name"].endswith(".backward")
+              and backward["ts"] <= e["ts"] <= backward["ts"] + backward["dur"]]  # fmt: skip
+    assert inside, "the backward graph call runs inside the backward region"
+
+
+def test_spawned_persistent_workers_of_two_loaders_with_adam(tmp_path):
+    _, said, files = run(tmp_path, "--workers", "2", "--context", "spawn", "--persistent", "--loaders", "2",
+                         "--optimizer", "adam", "--epochs", "2")  # fmt: skip
+    main, worker_files = check_whole_step(said, files, workers=2, optimizer="Adam", persistent=True)
+    assert len({e["args"]["loader"] for e in named(main, "dataloader.next")}) == 2
+    per_worker = [len(named(evs, "dataloader.fetch")) for evs in worker_files]
+    assert all(n > 0 for n in per_worker)  # the same persistent workers fetched in both epochs
+
+
+@pytest.mark.parametrize("api", ["session", "dftracer"])
+def test_python_api_and_drop_in_record_the_step_too(tmp_path, api):
+    _, said, files = run(tmp_path, "--workers", "2", api=api)
+    check_whole_step(said, files, workers=2)
+
+
+def test_step_events_can_be_turned_off(tmp_path):
+    _, _, files = run(tmp_path, "--workers", "2", env={"DYNASCOPE_STEP_EVENTS": "0"})
+    cats = {e["cat"] for records in files.values() for e in events(records)}
+    assert not cats & {"dataloader", "autograd", "optimizer", "torch.io"}
+    assert "dynamo" in cats
+
+
+def test_a_crash_mid_epoch_leaves_every_process_file_readable(tmp_path):
+    done, _, files = run(tmp_path, "--workers", "2", "--crash-at", "2", expect_ok=False)
+    assert done.returncode != 0 and "planted crash at step 2" in done.stderr
+    assert len(files) == 3
+    for records in files.values():
+        tracecheck.check(records, complete=False)
+    main, worker_files = split(files)
+    assert len(named(main, "optimizer.step")) == 2
+    assert all(named(evs, "dataloader.fetch") for evs in worker_files)
+
+
+def test_tracing_changes_nothing_the_loop_computes(tmp_path):
+    """Same data, same model, same loss with and without the step events."""
+    import torch
+
+    weights = []
+    for step_events in ("1", "0"):
+        out = tmp_path / f"out{step_events}"
+        done = subprocess.run(
+            [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain", SCRIPT,
+             "--data", str(tmp_path / "data"), "--workers", "2"],
+            capture_output=True, text=True, timeout=600, env={**os.environ, "DYNASCOPE_STEP_EVENTS": step_events},
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        weights.append(torch.load(tmp_path / "data" / "checkpoint-1.pt"))
+    assert weights[0].keys() == weights[1].keys()
+    for key in weights[0]:
+        assert torch.equal(weights[0][key], weights[1][key]), key
