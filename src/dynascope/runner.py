@@ -34,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
              "call and fallback; eager, aot_eager: each op); aot_eager traces the same graphs as ATen ops",
     )  # fmt: skip
     parser.add_argument("--shapes", action="store_true", help="record input shapes and dtypes of every op")
+    parser.add_argument("--no-io", action="store_true",
+                        help="do not trace file I/O (open/read/write/close, torch.save/load); as DFTRACER_DISABLE_IO=1")
+    parser.add_argument("--no-step-events", action="store_true",
+                        help="do not record DataLoader batches, backward, optimizer steps and torch.save/load")
     parser.add_argument(
         "--no-explain", action="store_true", help="do not observe compilation or write explanation.json"
     )
@@ -132,9 +136,10 @@ def main(argv: list[str]) -> int:
     stale_profile = os.path.join(out_dir, "compile_profile.json")
     if not ns.compile_profile and os.path.isfile(stale_profile):  # report --html would show an old one
         os.remove(stale_profile)
-    session = TraceSession(
-        os.path.join(out_dir, stem + ".pfw.gz"), config=TraceConfig.from_env(record_shapes=ns.shapes or None)
+    config = TraceConfig.from_env(  # None: the environment decides
+        record_shapes=ns.shapes or None, disable_io=ns.no_io or None, step_events=False if ns.no_step_events else None
     )
+    session = TraceSession(os.path.join(out_dir, stem + ".pfw.gz"), config=config)
     session.open()
     observer = None
     if not ns.no_explain:

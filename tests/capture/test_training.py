@@ -19,13 +19,13 @@ import tracecheck
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
 
 
-def run(tmp_path, *script_args, api="run", env=None, expect_ok=True):
+def run(tmp_path, *script_args, api="run", env=None, expect_ok=True, run_options=()):
     out = tmp_path / "out"
     data = tmp_path / "data"
     args = ["--data", str(data), *script_args]
     if api == "run":
         command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain",
-                   SCRIPT, *args]  # fmt: skip
+                   *run_options, SCRIPT, *args]  # fmt: skip
     else:
         command = [sys.executable, SCRIPT, *args, "--api", api, "--trace", str(out / "trace.pfw.gz")]
     full_env = {**os.environ, "DFTRACER_ENABLE": "1", **(env or {})}
@@ -109,8 +109,12 @@ def test_python_api_and_drop_in_record_the_step_too(tmp_path, api):
     check_whole_step(said, files, workers=2)
 
 
-def test_step_events_can_be_turned_off(tmp_path):
-    _, _, files = run(tmp_path, "--workers", "2", env={"DYNASCOPE_STEP_EVENTS": "0"})
+@pytest.mark.parametrize("how", ["environment", "option"])
+def test_step_events_can_be_turned_off(tmp_path, how):
+    if how == "environment":
+        _, _, files = run(tmp_path, "--workers", "2", env={"DYNASCOPE_STEP_EVENTS": "0"})
+    else:
+        _, _, files = run(tmp_path, "--workers", "2", run_options=["--no-step-events"])
     cats = {e["cat"] for records in files.values() for e in events(records)}
     assert not cats & {"dataloader", "autograd", "optimizer", "torch.io"}
     assert "dynamo" in cats

@@ -70,8 +70,9 @@ def test_demo(tmp_path):
     index = check(load(trace_files(str(tmp_path / "demo"))[0]))
     kernels = {e["name"] for e in index["events"] if e["cat"] == "dynamo"}
     assert "extern_kernels.convolution" in kernels  # which kernels make the top 8 depends on the machine
-    steps = [e for e in index["events"] if e["name"] == "step"]
-    assert [s["args"]["step"] for s in steps] == [0, 1]
+    names = [e["name"] for e in index["events"]]  # a plain loop: its steps come from its own calls
+    assert names.count("optimizer.step") == names.count("backward") == 2
+    assert names.count("torch.save") == 1 and names.count("dataloader.next") == 3
 
 
 INTERRUPTED_SCRIPT = '''

@@ -1,15 +1,21 @@
 """dynascope's built-in demo: a small ConvNet trained for a few steps on synthetic MNIST-shaped data.
 
-It is an ordinary torch.compile script, with no dynascope code in it: `dynascope demo` runs it
-under `dynascope run`. The last batch of each epoch is smaller, as with a real DataLoader without
-drop_last, so Dynamo recompiles once and the explanation has a recompile to show.
+It is an ordinary torch.compile training loop, with no dynascope code in it: a DataLoader, forward,
+backward, optimizer, and a checkpoint saved at the end of each epoch. `dynascope demo` runs it under
+`dynascope run`, which finds its steps, data waits and checkpoints by itself. The last batch of each
+epoch is smaller (the DataLoader keeps it: no drop_last), so Dynamo recompiles once and the
+explanation has a recompile to show.
 """
 
 import argparse
+import os
+import shutil
+import tempfile
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 class ConvNet(nn.Module):
@@ -29,10 +35,12 @@ class ConvNet(nn.Module):
         return self.fc2(x)
 
 
-def synthetic_batches(steps: int, batch_size: int, generator: torch.Generator):
-    for step in range(steps):
-        size = batch_size if step < steps - 1 else batch_size // 2
-        yield torch.randn(size, 1, 28, 28, generator=generator), torch.randint(0, 10, (size,), generator=generator)
+def synthetic_dataset(steps: int, batch_size: int, seed: int = 0) -> TensorDataset:
+    """Samples for `steps` batches a pass, the last one half full."""
+    count = batch_size * (steps - 1) + max(batch_size // 2, 1)
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randn(count, 1, 28, 28, generator=generator)
+    return TensorDataset(images, torch.randint(0, 10, (count,), generator=generator))
 
 
 def main() -> None:
@@ -43,26 +51,22 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(0)
     model = ConvNet()
     compiled = torch.compile(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    try:  # mark epochs and steps when dynascope is there; the script runs without it too
-        from dynascope import region
-    except ImportError:
-        region = None
-    for epoch in range(args.epochs):
-        for step, (images, labels) in enumerate(synthetic_batches(args.steps, args.batch_size, generator)):
-            span = region("step", epoch=epoch, step=step) if region else None
-            if span:
-                span.__enter__()
-            optimizer.zero_grad()
-            loss = F.cross_entropy(compiled(images), labels)
-            loss.backward()
-            optimizer.step()
-            if span:
-                span.__exit__(None, None, None)
-        print(f"epoch {epoch}: loss {loss.item():.3f}")
+    loader = DataLoader(synthetic_dataset(args.steps, args.batch_size), batch_size=args.batch_size)
+    checkpoints = tempfile.mkdtemp(prefix="dynascope-demo-")
+    try:
+        for epoch in range(args.epochs):
+            for images, labels in loader:
+                optimizer.zero_grad()
+                loss = F.cross_entropy(compiled(images), labels)
+                loss.backward()
+                optimizer.step()
+            torch.save({"model": model.state_dict(), "epoch": epoch}, os.path.join(checkpoints, f"epoch-{epoch}.pt"))
+            print(f"epoch {epoch}: loss {loss.item():.3f}")
+    finally:
+        shutil.rmtree(checkpoints, ignore_errors=True)
 
 
 if __name__ == "__main__":
