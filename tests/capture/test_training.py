@@ -120,6 +120,19 @@ def test_step_events_can_be_turned_off(tmp_path, how):
     assert "dynamo" in cats
 
 
+def test_disable_io_removes_exactly_the_io_events(tmp_path):
+    kinds = []
+    for disable in ("0", "1"):
+        _, said, files = run(tmp_path / disable, "--workers", "2", env={"DFTRACER_DISABLE_IO": disable})
+        kinds.append(Counter((e["cat"], e["name"]) for records in files.values() for e in events(records)
+                             if e["cat"] not in ("dynamo.compile",)))  # fmt: skip
+    io_cats = {"POSIX", "torch.io"}
+    with_io = {kind: n for kind, n in kinds[0].items() if kind[0] not in io_cats}
+    assert with_io == dict(kinds[1])  # everything else, event for event
+    assert kinds[0][("torch.io", "torch.load")] == said["samples_read"]
+    assert not any(kind[0] in io_cats for kind in kinds[1])
+
+
 def test_a_crash_mid_epoch_leaves_every_process_file_readable(tmp_path):
     done, _, files = run(tmp_path, "--workers", "2", "--crash-at", "2", expect_ok=False)
     assert done.returncode != 0 and "planted crash at step 2" in done.stderr

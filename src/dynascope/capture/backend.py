@@ -125,7 +125,7 @@ class TracingBackend:
         from . import training
 
         if session.config.step_events and not training.installed():
-            training.install()  # a session opened before torch was imported has them from here on
+            training.install(io=not session.config.disable_io)  # a session opened before torch was imported
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 

@@ -51,14 +51,16 @@ def installed() -> bool:
     return bool(_undo)
 
 
-def install() -> None:
-    """Patch the step entry points and register the optimizer hooks (again: nothing)."""
+def install(io: bool = True) -> None:
+    """Patch the step entry points and register the optimizer hooks (again: nothing). `io=False`
+    (DFTRACER_DISABLE_IO) leaves torch.save/torch.load alone: they are file I/O."""
     with _lock:
         if _undo:
             return
         _install_optimizer()
         _install_backward()
-        _install_serialization()
+        if io:
+            _install_serialization()
         _install_dataloader()
 
 
@@ -298,7 +300,8 @@ class WorkerStart:
 def install_worker(loader: int, worker_id: int) -> None:
     """In a DataLoader worker: one `dataloader.fetch` event per batch, named by the same loader key and
     batch index as the main process's `dataloader.next` that receives it."""
-    install()
+    active = _session.current_session()
+    install(io=not (active is not None and active.config.disable_io))
     _worker.update(loader=loader, worker=worker_id)
     with _lock:
         if _worker.get("fetch_installed"):

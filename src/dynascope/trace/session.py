@@ -311,7 +311,10 @@ def _torch_side_events(action: str, session: TraceSession) -> None:
         return
     try:
         training = importlib.import_module("dynascope.capture.training")
-        getattr(training, action)()
+        if action == "install":
+            training.install(io=not session.config.disable_io)
+        else:
+            training.uninstall()
     except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
         print(f"dynascope: no automatic step events ({type(exc).__name__}: {exc})", file=sys.stderr)
 
