@@ -9,17 +9,27 @@ __all__ = ["dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
 
 INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
-    "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid",
+    "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid", "opt", "loader", "batch",
+    "worker", "workers",
 }  # fmt: skip
 CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
     "op_type", "target", "layer", "module_type", "file", "code", "backend", "tracer", "shapes", "dtypes",
 }  # fmt: skip
-# event categories: op events, graph calls, compile phases; any other cat but these is a user region
+# event categories: op events, graph calls, compile phases, the whole step's automatic events (data
+# loading, backward, optimizer, file I/O); any other cat but these is a user region
 OP_CAT = "dynamo"
 GRAPH_CAT = "dynamo.graph"
 COMPILE_CAT = "dynamo.compile"
-NON_REGION_CATS = [OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope"]
+DATA_CAT = "dataloader"
+AUTOGRAD_CAT = "autograd"
+OPTIMIZER_CAT = "optimizer"
+TORCH_IO_CAT = "torch.io"
+POSIX_CAT = "POSIX"
+NON_REGION_CATS = [
+    OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,
+    POSIX_CAT,
+]  # fmt: skip
 
 BASE_COLUMNS = ["trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur"]
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from .partial import KERNEL_KEYS, Partial
+from .stepparts import LIST_COLUMNS, PART_COLUMNS
+from .stepstats import slow_steps, step_stats
 from .summary import Summary, summary_meta
 
 __all__ = ["finish"]
@@ -52,8 +54,9 @@ def finish(p: Partial, top: int = 20) -> Summary:
         .select("compile_id", "graph", "phase", "calls", "ops_per_call", "total_us", "mean_call_us", "ops")
     )
     by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(
-        "epoch", "step", "total_us", "op_us", "op_count", "regions"
+        "epoch", "step", "total_us", "op_us", "op_count", "regions", *PART_COLUMNS, "compiles", *LIST_COLUMNS
     )
+    stats = step_stats(by_step)
     by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
         "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"
     )
@@ -95,6 +98,8 @@ def finish(p: Partial, top: int = 20) -> Summary:
         top_ops=by_op.head(top),
         by_kernel=by_kernel,
         sources=dict(m.sources),
+        step_stats=stats,
+        slow_steps=slow_steps(by_step, stats),
     )
 
 

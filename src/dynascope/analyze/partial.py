@@ -23,7 +23,8 @@ import polars as pl
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
 from .reader import FileReader, ReadInfo, read_file_reduced
 from .resolve import graph_refs, norm_hash
-from .steps import TIME_COLUMNS, ops_per_region, regions
+from .stepparts import LIST_COLUMNS, PART_COLUMNS, op_windows, step_parts, step_sources, step_windows
+from .steps import TIME_COLUMNS, ops_per_region
 
 __all__ = [
     "SUMMARY_COLUMNS",
@@ -42,12 +43,14 @@ KERNEL_FIELDS = ["kernel_kind", "target", "layers", "lines", "code", "kernel_cod
 # what summaries read; read_file(columns=SUMMARY_COLUMNS) keeps only these
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
-    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS,
+    "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
 ]  # fmt: skip
 
 _STR_KEYS = [
     "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
 ]  # fmt: skip
+# the integer columns of SUMMARY_COLUMNS
+_INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt")
 
 @dataclass
 class PartialMeta:
@@ -94,7 +97,7 @@ class Partial:
     kernel: pl.DataFrame  # KERNEL_KEYS, dur, n   (inductor kernel events only)
     layer: pl.DataFrame  # layer, module_type, phase, count, total_us
     graph: pl.DataFrame  # compile_id, graph, phase, calls, total_us, ops
-    step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count
+    step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count, <part>_us..., compiles, compile_ids, saved
     process: pl.DataFrame  # host, pid, rank, world_size, events, op_us, compile_us, run_us
     compile: pl.DataFrame  # compile_id, total_us
     meta: PartialMeta = field(default_factory=PartialMeta)
@@ -109,7 +112,7 @@ _KEYS = {
     "process": ["host", "pid", "rank", "world_size"],
     "compile": ["compile_id"],
 }
-_SCHEMAS: dict[str, dict[str, type[pl.DataType]]] = {
+_SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
     "kernel": {**dict.fromkeys(KERNEL_KEYS, pl.String), "dur": pl.Int64, "n": pl.Int64},
     "layer": {"layer": pl.String, "module_type": pl.String, "phase": pl.String,
@@ -117,7 +120,9 @@ _SCHEMAS: dict[str, dict[str, type[pl.DataType]]] = {
     "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String,
               "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
     "step": {"epoch": pl.Int64, "step": pl.Int64,
-             "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64},
+             "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64,
+             **dict.fromkeys(PART_COLUMNS, pl.Int64), "compiles": pl.Int64,
+             **dict.fromkeys(LIST_COLUMNS, pl.List(pl.String))},
     "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64,
                 "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
     "compile": {"compile_id": pl.String, "total_us": pl.Int64},
@@ -264,12 +269,12 @@ def _ensure(frame: pl.DataFrame) -> pl.DataFrame:
     exprs = []
     for c in SUMMARY_COLUMNS:
         if c not in frame.columns:
-            dt = pl.Int64 if c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size") else pl.String
+            dt = pl.Int64 if c in _INT_KEYS else pl.String
             exprs.append(pl.lit(None, dtype=dt).alias(c))
     if exprs:
         frame = frame.with_columns(exprs)
     casts = []
-    for c in ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size"):
+    for c in _INT_KEYS:
         if frame.schema[c] != pl.Int64:
             casts.append(pl.col(c).cast(pl.Int64, strict=False))
     for c in ("cat",):
@@ -318,13 +323,13 @@ def partial(frame: pl.DataFrame, info: ReadInfo | None = None) -> Partial:
             lf.filter(is_op).select(pl.col("ts").min().alias("a"), (pl.col("ts") + pl.col("dur")).max().alias("b")),
         ]
     )
-    # op times are needed only where there are regions, and one file at a time bounds the memory
-    found = regions(others)
+    # op times are needed only where there are steps, and one file at a time bounds the memory
+    found = step_sources(others)
     steps = []
     for name in found.get_column("trace_file").cast(pl.String).unique().sort().to_list():
         times = lf.filter(is_op & (pl.col("trace_file").cast(pl.String) == name)).select(TIME_COLUMNS).collect()
         steps.append(_step_partial(others.filter(pl.col("trace_file").cast(pl.String) == name), times))
-    step = _sum_by(pl.concat(steps), _KEYS["step"]) if steps else pl.DataFrame(schema=_SCHEMAS["step"])
+    step = _sum_by(pl.concat(steps), _KEYS["step"]) if steps else _empty("step")
     return _core(hist, None, others, info, step=step, op_span=span.row(0))
 
 
@@ -431,27 +436,56 @@ def _core(
     )
 
 
+def _empty(name: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=_SCHEMAS[name])
+
+
 def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per `keys`: numbers summed, lists (of names) joined into their sorted distinct items."""
     vals = [c for c in df.columns if c not in keys]
-    return df.group_by(keys).agg([pl.col(c).sum() for c in vals])
+    return df.group_by(keys).agg(
+        [
+            _joined(c) if isinstance(df.schema[c], pl.List) else pl.col(c).sum()
+            for c in vals
+        ]
+    )
+
+
+def _joined(c: str) -> pl.Expr:
+    """A list column's items, over a group: sorted, each once."""
+    return pl.col(c).list.explode(keep_nulls=False, empty_as_null=False).drop_nulls().unique().sort()
 
 
 def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """by_step rows from the regions in `f` and the op times `ops` (TIME_COLUMNS), both of one file."""
-    found = regions(f)
-    if found.height == 0:
-        return pl.DataFrame(schema=_SCHEMAS["step"])
-    op_us, op_count = ops_per_region(found, ops)
+    """by_step rows from the steps in `f` (user regions, or optimizer steps: stepparts) and the op times
+    `ops` (TIME_COLUMNS), both of one file."""
+    windows = step_windows(f)
+    if windows.height == 0:
+        return _empty("step")
+    op_us, op_count = ops_per_region(op_windows(windows), ops)
+    numbers, listed = step_parts(f, windows)
+    keys = ["epoch", "step"]
+    found = pl.concat([windows, numbers], how="horizontal")
     out = (
         found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count))
-        .group_by(["epoch", "step"])
+        .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("regions"),
             pl.col("dur").sum().alias("total_us"),
             pl.col("op_us").sum(),
             pl.col("op_count").sum(),
+            *(pl.col(c).sum() for c in (*PART_COLUMNS, "compiles")),
         )
     )
+    # the names (compile ids, files) of each window, as list columns of its (epoch, step)
+    none = pl.lit([], dtype=pl.List(pl.String))
+    if listed.height == 0:
+        return _conform("step", out.with_columns(none.alias(c) for c in LIST_COLUMNS))
+    step_of = windows.select(keys).with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    items = listed.join(step_of, on="row").group_by([*keys, "column"]).agg(pl.col("item").unique().sort())
+    for c in LIST_COLUMNS:
+        one = items.filter(pl.col("column") == c).select(*keys, pl.col("item").alias(c))
+        out = out.join(one, on=keys, how="left", nulls_equal=True).with_columns(pl.col(c).fill_null(none))
     return _conform("step", out)
 
 
@@ -539,7 +573,7 @@ def merge(partials: Iterable[Partial]) -> Partial:
     tables = {}
     for name, keys in _KEYS.items():
         parts = [getattr(p, name) for p in partials]
-        parts = [p for p in parts if p.height] or [pl.DataFrame(schema=_SCHEMAS[name])]
+        parts = [p for p in parts if p.height] or [_empty(name)]
         tables[name] = _sum_by(pl.concat(parts, how="vertical_relaxed"), keys)
     meta = PartialMeta.merged(p.meta for p in partials)
     return Partial(meta=meta, **tables)

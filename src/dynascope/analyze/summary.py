@@ -71,9 +71,12 @@ class Summary:
     # compile_id, graph, phase, calls, ops_per_call, total_us, mean_call_us
     #   + ops (op events attributed to the graph).  calls/total_us from "dynamo.graph" events.
     by_graph: pl.DataFrame
-    # epoch, step, total_us, op_us, op_count   (from user regions; empty frame when there are none)
-    #   + regions (how many regions carry this epoch/step; total_us is the sum of their durations).
-    #   Sorted by epoch, step.
+    # epoch, step, total_us, op_us, op_count   (steps: user regions with an epoch or step, else automatic
+    #   steps closed by optimizer steps (epoch null); empty frame when there are none)
+    #   + regions (how many step windows carry this epoch/step; total_us is the sum of their durations)
+    #   + data_us, forward_us, backward_us, optimizer_us, io_us, compile_us, other_us (the parts of the
+    #   windows, adding up to total_us), compiles (compile ids begun in them), compile_ids (list), saved
+    #   (list of files torch.save'd or written in them).  Sorted by epoch, step.  (analyze/stepparts.py)
     by_step: pl.DataFrame
     # pid, host, rank, events, op_us, compile_us
     #   + world_size, run_us.  Sorted by rank, host, pid.
@@ -92,6 +95,13 @@ class Summary:
     by_kernel: pl.DataFrame = field(default_factory=_empty)
     # the code each kernel row runs (a generated kernel's C++/Triton source, else its wrapper line), by hash
     sources: dict[str, str] = field(default_factory=dict)
+    # part ("total", then data, forward, backward, optimizer, io, compile, other), median_us, p95_us, mean_us,
+    #   total_us, share (of the steps' wall time), max_us: over the by_step rows that are steps
+    #   (analyze/stepstats.py).  Empty without steps.
+    step_stats: pl.DataFrame = field(default_factory=_empty)
+    # epoch, step, total_us, over_us (over the median step), part (the one that stands out, or null),
+    #   excess_us (over its median), why (plain words): the slowest steps, slowest first (up to 3).
+    slow_steps: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -102,4 +112,5 @@ class Summary:
 
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
+    "step_stats", "slow_steps",
 )  # fmt: skip
