@@ -155,7 +155,7 @@ def test_two_optimizers_tied_the_later_one_closes_the_step(tmp_path):
     s = _summary([path])
     assert s.by_step.height == 4
     closing = [t for opt, t in ends if opt == 2]
-    starts = [st.T0] + closing[:-1]
+    starts = [st.T0, *closing[:-1]]
     assert s.by_step.get_column("total_us").to_list() == [b - a for a, b in zip(starts, closing, strict=True)]
     _adds_up(s)
     # both optimizers' steps are optimizer time of the step they fall in
