@@ -19,7 +19,9 @@ from ._fmt import TABLES
 
 __all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 
-SUMMARY_TABLES = tuple(spec.attr for spec in TABLES)
+# the per-step breakdown first (by_step, step_stats, slow_steps), then the other tables in TABLES order
+_FIRST = ("by_step", "step_stats", "slow_steps")
+SUMMARY_TABLES = _FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in _FIRST)
 
 
 def summarize_paths(
@@ -42,8 +44,9 @@ def _jsonable(value: Any) -> Any:
 
 
 def summary_to_dict(summary: Summary) -> dict:
-    """{"meta": ..., "top": N, "by_op": [rows], ..., "kernel_sources": {hash: code}}: what
-    `dynascope report --json` prints."""
+    """{"meta": ..., "top": N, "by_step": [rows], "step_stats": [rows], "slow_steps": [rows], "by_op": [rows],
+    ..., "kernel_sources": {hash: code}}: what `dynascope report --json` prints (the per-step breakdown
+    first: by_step with its part columns, the statistics over the steps, the slowest steps and why)."""
     out: dict[str, Any] = {"top": summary.top, "meta": dict(summary.meta)}
     for attr in SUMMARY_TABLES:
         out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in summary.table(attr).to_dicts()]
@@ -52,10 +55,13 @@ def summary_to_dict(summary: Summary) -> dict:
 
 
 def _csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
-    """Nested columns (lists, structs) become JSON-ish text, which CSV can hold."""
+    """Nested columns become text, which CSV can hold: a list of strings (by_step's compile ids and saved
+    files) joined with "; ", anything else nested as JSON-ish text."""
     casts = []
     for name, dtype in frame.schema.items():
-        if isinstance(dtype, (pl.List, pl.Struct, pl.Array, pl.Object)):
+        if isinstance(dtype, pl.List) and dtype.inner == pl.String:
+            casts.append(pl.col(name).list.join("; ").alias(name))
+        elif isinstance(dtype, (pl.List, pl.Struct, pl.Array, pl.Object)):
             casts.append(pl.col(name).map_elements(str, return_dtype=pl.String).alias(name))
     return frame.with_columns(casts) if casts else frame
 

@@ -20,7 +20,19 @@ from ..analyze.summary import Summary
 class Col:
     key: str  # column name in the Summary frame
     label: str  # header shown to people
-    kind: str = "text"  # text | id | int | us | share | ratio | float
+    kind: str = "text"  # text | id | int | us | share | ratio | float | names (a list of paths)
+
+
+# the parts of a step (by_step's `<part>_us` columns, analyze/stepparts.py) and their labels, in column order
+STEP_PARTS = (
+    ("data", "data"),
+    ("forward", "forward"),
+    ("backward", "backward"),
+    ("optimizer", "optimizer"),
+    ("io", "I/O"),
+    ("compile", "compile"),
+    ("other", "other"),
+)
 
 
 @dataclass(frozen=True)
@@ -105,9 +117,36 @@ TABLES: tuple[TableSpec, ...] = (
             Col("epoch", "epoch", "id"),
             Col("step", "step", "id"),
             Col("total_us", "wall", "us"),
+            *(Col(f"{part}_us", label, "us") for part, label in STEP_PARTS),
+            Col("compiles", "compiles", "int"),
+            Col("saved", "saved", "names"),
             Col("op_us", "op time", "us"),
             Col("op_count", "ops", "int"),
         ),
+    ),
+    TableSpec(
+        "step_stats",
+        "Step parts over the steps",
+        (
+            Col("part", "part"),
+            Col("median_us", "median", "us"),
+            Col("p95_us", "p95", "us"),
+            Col("mean_us", "mean", "us"),
+            Col("share", "share", "share"),
+        ),
+        limit_to_top=False,
+    ),
+    TableSpec(
+        "slow_steps",
+        "Slowest steps",
+        (
+            Col("epoch", "epoch", "id"),
+            Col("step", "step", "id"),
+            Col("total_us", "wall", "us"),
+            Col("over_us", "over median", "us"),
+            Col("why", "what was different"),
+        ),
+        limit_to_top=False,
     ),
     TableSpec(
         "by_process",
@@ -195,7 +234,17 @@ def fmt_ratio(value: Any) -> str:
     return f"{v:.2f}×"
 
 
+def fmt_names(value: Any) -> str:
+    """A list of paths as their file names: "ckpt-1.pt, ckpt-2.pt"."""
+    if value is None or isinstance(value, str):
+        return "–" if not value else str(value)
+    names = [str(v).replace("\\", "/").rsplit("/", 1)[-1] or str(v) for v in value if v is not None]
+    return ", ".join(names) if names else "–"
+
+
 def fmt_value(value: Any, kind: str) -> str:
+    if kind == "names":
+        return fmt_names(value)
     if kind == "us":
         return fmt_us(value)
     if kind == "share":
@@ -217,6 +266,35 @@ def fmt_value(value: Any, kind: str) -> str:
 
 def frame_of(summary: Summary, attr: str) -> pl.DataFrame:
     return summary.table(attr)
+
+
+def step_cols(summary: Summary) -> list[Col]:
+    """The by_step columns worth showing: a part, `compiles` or `saved` that is empty in every row is left
+    out, and so is an epoch column with no epoch (automatic steps)."""
+    frame = frame_of(summary, "by_step")
+    cols = []
+    for col in present_cols(frame, SPEC_BY_ATTR["by_step"].cols):
+        series = frame.get_column(col.key)
+        if col.kind == "names":
+            empty = series.null_count() == frame.height or not series.list.len().fill_null(0).sum()
+        elif (col.key.endswith("_us") and col.key not in ("total_us", "op_us")) or col.key == "compiles":
+            empty = not series.fill_null(0).sum()
+        elif col.key == "epoch":
+            empty = series.null_count() == frame.height
+        else:
+            empty = False
+        if not empty:
+            cols.append(col)
+    return cols
+
+
+def step_part_totals(summary: Summary) -> list[tuple[str, str, float]]:
+    """(part, label, µs over all steps) for each part with time, from step_stats."""
+    stats = frame_of(summary, "step_stats")
+    if stats.height == 0 or not {"part", "total_us"} <= set(stats.columns):
+        return []
+    totals = dict(stats.select("part", "total_us").iter_rows())
+    return [(p, label, float(totals.get(p) or 0)) for p, label in STEP_PARTS if totals.get(p)]
 
 
 def present_cols(frame: pl.DataFrame, cols: Iterable[Col]) -> list[Col]:

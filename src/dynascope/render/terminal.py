@@ -1,7 +1,8 @@
 """Summaries as rich tables in the terminal.
 
-`render_summary` prints every table; `render_short` prints the compact end-of-run summary that
-`dynascope demo` and `dynascope run` show (top ops, forward vs backward, compile vs run).
+`render_summary` prints every table, the per-step breakdown first; `render_short` prints the compact
+end-of-run summary that `dynascope demo` and `dynascope run` show (a few lines on the steps, top ops,
+forward vs backward, compile vs run).
 Both stay readable when piped: colour is dropped when the output is not a terminal, tables keep a
 width wide enough for op names, and every cell is plain text (op names are never read as markup).
 """
@@ -28,11 +29,16 @@ from ._fmt import (
     meta_warnings,
     op_tables,
     phase_totals,
+    step_cols,
+    step_part_totals,
     summary_top,
     table_rows,
 )
 
-__all__ = ["make_console", "render_short", "render_summary", "short_text", "summary_table", "summary_text"]
+__all__ = [
+    "make_console", "render_short", "render_steps", "render_summary", "short_text", "step_table", "summary_table",
+    "summary_text",
+]  # fmt: skip
 
 
 
@@ -98,9 +104,79 @@ def _headline(summary: Summary) -> Text | None:
     return Text("  |  ".join(parts))
 
 
+def step_table(summary: Summary, limit: int | None = None) -> Table | None:
+    """The per-step breakdown: one row per step (wall time and its parts), then the median, p95 and share
+    rows over the steps. None without steps."""
+    frame = summary.table("by_step")
+    cols = step_cols(summary)
+    if frame.height == 0 or not cols:
+        return None
+    n = frame.height
+    shown = frame.head(limit) if limit is not None and n > limit else frame
+    title = "Steps: where each step's time goes"
+    if shown.height < n:
+        title += f" (first {shown.height} of {n:,})"
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in cols:
+        numeric = col.kind not in ("text", "names")
+        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
+                         min_width=len(col.label) if numeric else None, max_width=None if numeric else 40,
+                         overflow="fold" if numeric else "ellipsis")  # fmt: skip
+    for row in shown.select([c.key for c in cols]).iter_rows(named=True):
+        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
+    stats = summary.table("step_stats")
+    if stats.height and {"part", "median_us", "p95_us", "share"} <= set(stats.columns):
+        by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
+        table.add_section()
+        for label, key, kind in (("median", "median_us", "us"), ("p95", "p95_us", "us"), ("share", "share", "share")):
+            cells = []
+            for i, col in enumerate(cols):
+                part = "total" if col.key == "total_us" else col.key[: -len("_us")] if col.key.endswith("_us") else None
+                if part in by_part and col.key != "op_us":
+                    cells.append(Text(fmt_value(by_part[part][key], kind), style="bold"))
+                else:
+                    cells.append(Text(label if i == 0 else "", style="bold"))
+            table.add_row(*cells)
+    return table
+
+
+def slow_step_lines(summary: Summary) -> list[str]:
+    """One line per slow step: which, how long, and what was different about it."""
+    slow = summary.table("slow_steps")
+    if slow.height == 0 or "why" not in slow.columns:
+        return []
+    lines = []
+    for r in slow.iter_rows(named=True):
+        lines.append(f"{_step_name(r)} took {fmt_us(r.get('total_us'))} (+{fmt_us(r.get('over_us'))} over the "
+                     f"median step): {r.get('why')}")  # fmt: skip
+    return lines
+
+
+def _step_name(row: dict) -> str:
+    epoch, step = row.get("epoch"), row.get("step")
+    parts = [f"epoch {epoch}" if epoch is not None else "", f"step {step}" if step is not None else ""]
+    return " ".join(p for p in parts if p) or "step"
+
+
+def render_steps(summary: Summary, console: Console, top: int | None = None) -> bool:
+    """The per-step breakdown and the slowest steps; False (nothing printed) without steps."""
+    table = step_table(summary, top)
+    if table is None:
+        return False
+    console.print()
+    console.print(table)
+    lines = slow_step_lines(summary)
+    if lines:
+        console.print(Text("Slowest steps", style="bold"))
+        for line in lines:
+            console.print(Text(f"  {line}"))
+    return True
+
+
 def render_summary(summary: Summary, console: Console | None = None, top: int | None = None) -> None:
-    """Print every non-empty table of `summary`: header, compile vs run, phases, ops, layers, graphs, steps,
-    processes."""
+    """Print every non-empty table of `summary`: header, the per-step breakdown (first: where each step's
+    time goes, the median and p95 step, the slowest steps and why), compile vs run, phases, ops, layers,
+    graphs, processes."""
     console = console or make_console()
     top = top or summary_top(summary)
     console.print(_header(summary))
@@ -109,8 +185,8 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(headline)
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
-    order = ("compile_vs_run", "by_phase", *op_tables(summary), "by_layer", "by_graph", "by_step", "by_process")
-    printed = 0
+    printed = int(render_steps(summary, console, top))
+    order = ("compile_vs_run", "by_phase", *op_tables(summary), "by_layer", "by_graph", "by_process")
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
         table = summary_table(summary, spec, top if spec.limit_to_top else None)
@@ -133,6 +209,8 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(headline)
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
+    for line in short_step_lines(summary):
+        console.print(Text(line))
     attr = op_tables(summary)[0]
     spec = SPEC_BY_ATTR[attr]
     spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
@@ -143,6 +221,23 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(table)
     else:
         console.print("no op events in the trace")
+
+
+def short_step_lines(summary: Summary, slowest: int = 2) -> list[str]:
+    """A few lines on the steps for the end-of-run summary: how many, median and p95, where the time of
+    all steps went, and the slowest steps with why. None without steps."""
+    stats = summary.table("step_stats")
+    if stats.height == 0 or "part" not in stats.columns:
+        return []
+    n = summary.table("by_step").height
+    total = next(r for r in stats.iter_rows(named=True) if r["part"] == "total")
+    lines = [f"Steps: {n:,} · median {fmt_us(total['median_us'])}, p95 {fmt_us(total['p95_us'])} per step"]
+    wall = sum(v for _, _, v in step_part_totals(summary))
+    if wall:
+        shares = sorted(step_part_totals(summary), key=lambda t: -t[2])
+        lines.append("  time in steps: " + ", ".join(f"{label} {fmt_share(v / wall)}" for _, label, v in shares))
+    lines += [f"  {line}" for line in slow_step_lines(summary)[:slowest]]
+    return lines
 
 
 def _to_text(fn, summary: Summary, width: int, **kwargs) -> str:
