@@ -103,5 +103,8 @@ def test_report_from_a_real_trace_via_cli(browser, tmp_path):
     rows = page.evaluate("Array.from(document.querySelectorAll('#by-op tbody tr')).map(r => [r.cells[0].textContent, r.cells[2].textContent])")
     assert rows[0] == ["function.addmm.default", "3"]
     assert [f"{EVIL}.Linear_addmm", "3"] in rows
-    assert page.evaluate("document.querySelectorAll('#chart-steps svg rect.wall').length") == 3
+    # a trace's steps have their parts: one stacked bar per step, before the other sections
+    assert page.evaluate("document.querySelectorAll('#chart-step-parts svg g.step-bar').length") == 3
+    assert page.evaluate("document.querySelector('main > section').id") == "steps"
+    assert page.evaluate("document.querySelectorAll('#chart-steps').length") == 0
     assert page.evaluate("document.scripts.length") == 1

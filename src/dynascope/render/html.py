@@ -36,7 +36,10 @@ from ._fmt import (
     meta_files,
     meta_warnings,
     op_tables,
+    STEP_PARTS,
+    TableSpec,
     phase_totals,
+    step_cols,
     summary_top,
     table_rows,
 )
@@ -90,8 +93,8 @@ def _sort_key(value: Any, kind: str) -> str:
     return str(value)
 
 
-def _table_view(summary: Summary, attr: str, limit: int | None) -> dict | None:
-    spec = SPEC_BY_ATTR[attr]
+def _table_view(summary: Summary, attr: str, limit: int | None, spec: TableSpec | None = None) -> dict | None:
+    spec = spec or SPEC_BY_ATTR[attr]
     cols, rows, n = table_rows(summary, spec, limit)
     if not rows:
         return None
@@ -296,6 +299,102 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     }
 
 
+# the step parts bottom to top in a step's bar: compile last, so that a bar cut at the top (a first step that
+# compiles) loses compile time, not the parts a reader compares
+_STACK_ORDER = ("data", "forward", "backward", "optimizer", "io", "other", "compile")
+_PART_LABELS = dict(STEP_PARTS)
+
+
+def _step_label(epoch: Any, step: Any, i: int) -> str:
+    parts = (f"epoch {epoch}" if not is_missing(epoch) else "", f"step {step}" if not is_missing(step) else "")
+    return " ".join(p for p in parts if p) or f"#{i}"
+
+
+def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
+    """The per-step breakdown section: a stacked bar per step (one colour per part), the legend with each
+    part's total and share, the statistics over the steps, the slowest steps and why, the table of steps.
+    None when the summary has no step parts (no steps, or a Summary from before them)."""
+    frame = frame_of(summary, "by_step")
+    stats = frame_of(summary, "step_stats")
+    parts = [p for p in _STACK_ORDER if f"{p}_us" in frame.columns]
+    if frame.height == 0 or stats.height == 0 or not parts:
+        return None
+    if "step" in frame.columns and frame["step"].null_count() < frame.height:
+        frame = frame.filter(pl.col("step").is_not_null())  # epoch-only regions are not steps
+    by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
+    slow = {(r.get("epoch"), r.get("step")): r for r in frame_of(summary, "slow_steps").iter_rows(named=True)}
+    rows = frame.head(limit).to_dicts()
+    totals = sorted(_num(r.get("total_us")) for r in rows)
+    peak = totals[-1] if totals else 0.0
+    if peak <= 0:
+        return None
+    typical = totals[(len(totals) * 3) // 4] if len(totals) >= 4 else peak
+    scale = min(peak, 5 * typical) if typical > 0 else peak
+    width, height, pad_left, pad_bottom, pad_top = 760.0, 230.0, 56.0, 22.0, 18.0
+    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
+    slot = plot_w / len(rows)
+    bar_w = min(max(1.0, slot * 0.8), 36.0)
+    epochs = {r.get("epoch") for r in rows if not is_missing(r.get("epoch"))}
+    base = pad_top + plot_h
+    bars, cut = [], 0
+    for i, r in enumerate(rows):
+        total = _num(r.get("total_us"))
+        x = pad_left + i * slot + (slot - bar_w) / 2
+        segs, level = [], 0.0
+        for p in parts:
+            v = _num(r.get(f"{p}_us"))
+            lo, hi = min(level, scale), min(level + v, scale)
+            level += v
+            if hi > lo:
+                h = (hi - lo) / scale * plot_h
+                segs.append({"cls": f"sp-{p}", "y": round(base - hi / scale * plot_h, 2), "h": round(h, 2)})
+        clipped = total > scale
+        cut += clipped
+        name = _step_label(r.get("epoch"), r.get("step"), i)
+        spent = ", ".join(f"{_PART_LABELS[p]} {fmt_us(r.get(f'{p}_us'))}" for p, _ in STEP_PARTS
+                          if p in parts and _num(r.get(f"{p}_us")) > 0)  # fmt: skip
+        why = slow.get((r.get("epoch"), r.get("step")))
+        title = f"{name}: wall {fmt_us(total)} · {spent}" + (f" · {why['why']}" if why else "")
+        bars.append({
+            "x": round(x, 2), "w": round(bar_w, 2), "cx": round(x + bar_w / 2, 2), "segs": segs, "clipped": clipped,
+            "top": round(base - min(total, scale) / scale * plot_h, 2), "value": fmt_us(total), "title": title,
+        })  # fmt: skip
+    ticks = [{"y": round(base - f * plot_h, 2), "label": fmt_us(scale * f)} for f in (0.0, 0.5, 1.0)]
+    every = max(1, math.ceil(len(rows) / 14))
+    xlabels = []
+    for i in range(0, len(rows), every):
+        epoch, step = rows[i].get("epoch"), rows[i].get("step")
+        label = str(i if is_missing(step) else step)
+        if len(epochs) > 1 and not is_missing(epoch):
+            label = f"{epoch}:{label}"
+        xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": label})
+    legend = [
+        {"cls": f"sp-{p}", "label": label, "total": fmt_us(by_part[p]["total_us"]), "share": fmt_share(by_part[p]["share"]),
+         "median": fmt_us(by_part[p]["median_us"]), "p95": fmt_us(by_part[p]["p95_us"])}
+        for p, label in STEP_PARTS if p in by_part and p in parts
+    ]  # fmt: skip
+    total = by_part.get("total", {})
+    slowest = [
+        {"name": _step_label(r.get("epoch"), r.get("step"), 0), "total": fmt_us(r.get("total_us")),
+         "over": fmt_us(r.get("over_us")), "why": r.get("why") or ""}
+        for r in frame_of(summary, "slow_steps").iter_rows(named=True)
+    ]  # fmt: skip
+    spec = SPEC_BY_ATTR["by_step"]
+    table = _table_view(summary, "by_step", None, TableSpec(spec.attr, "Steps", tuple(step_cols(summary))))
+    return {
+        "n": frame.height,
+        "median": fmt_us(total.get("median_us")),
+        "p95": fmt_us(total.get("p95_us")),
+        "chart": {
+            "width": width, "height": height, "pad_left": pad_left, "base_y": base, "bars": bars, "ticks": ticks,
+            "xlabels": xlabels, "cut": cut, "epoch_labels": len(epochs) > 1, "more": max(0, frame.height - len(rows)),
+        },
+        "legend": legend,
+        "slowest": slowest,
+        "table": table,
+    }  # fmt: skip
+
+
 def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     """Op time and compile time per process (rank), when there is more than one: stragglers stand out."""
     frame = frame_of(summary, "by_process")
@@ -462,6 +561,8 @@ def render_html(
         cards.append({"label": "backward / forward", "value": f"{phases['backward'] / phases['forward']:.2f}×"})
     expl = _explanation_view(explanation)
     files = meta_files(summary)
+    steps = _steps_view(summary)
+    order = [*op_tables(summary), "by_layer", "by_graph", "by_step", "by_process"]
     context = {
         "title": title or "trace report",
         "nonce": secrets.token_urlsafe(16),
@@ -471,13 +572,14 @@ def render_html(
         "files": files,
         "warnings": meta_warnings(summary),
         "tables": tables,
-        "top_table_order": [*op_tables(summary), "by_layer", "by_graph", "by_step", "by_process"],
+        "top_table_order": [a for a in order if not (steps and a == "by_step")],
+        "steps": steps,
         "kernel_code": _kernel_code(summary),
         "charts": {
             "compile": _compile_chart(summary),
             "phase": _phase_chart(summary),
             "layers": _layer_chart(summary),
-            "steps": _step_chart(summary),
+            "steps": None if steps else _step_chart(summary),
             "processes": _process_chart(summary),
         },
         "expl": expl,

@@ -1,0 +1,125 @@
+"""The per-step breakdown in `dynascope report` (terminal, --json, --csv, --html) and in the end-of-run
+summary, from a synthetic training trace with the issue-15 events (tests/step_trace.py)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+import step_trace as st
+
+from dynascope.cli import main as cli_main
+from dynascope.render._analysis import summarize_paths
+from dynascope.render.html import render_html
+from dynascope.render.terminal import short_text, summary_text
+
+
+@pytest.fixture
+def trace(tmp_path):
+    tr, _ = st.training_trace()
+    return tr.write(tmp_path / "train-4242.pfw.gz", gz=True)
+
+
+@pytest.fixture
+def summary(trace):
+    return summarize_paths([trace])
+
+
+def test_terminal_puts_the_steps_first(trace, capsys):
+    assert cli_main(["report", str(trace)]) == 0
+    out = capsys.readouterr().out
+    first = out.index("Steps: where each step's time goes")
+    for later in ("Compile vs run", "Forward vs backward", "Ops", "Layers", "Compiled graphs", "Processes"):
+        assert out.index(later) > first, later
+    table = out[first : out.index("Slowest steps")]
+    header = next(ln for ln in table.splitlines() if "wall" in ln)
+    assert re.split(r"\s{2,}", header.strip())[:10] == [
+        "step", "wall", "data", "forward", "backward", "optimizer", "I/O", "compile", "other", "compiles",
+    ]  # fmt: skip
+    assert "epoch" not in header  # automatic steps have none
+    step5 = next(ln for ln in table.splitlines() if ln.strip().startswith("5 "))
+    assert re.split(r"\s{2,}", step5.strip())[:4] == ["5", "2.1 ms", "2 ms", "34 µs"]
+    median = next(ln for ln in table.splitlines() if ln.strip().startswith("median"))
+    assert re.split(r"\s{2,}", median.strip())[:3] == ["median", "155 µs", "50 µs"]
+    assert any(ln.strip().startswith("p95") for ln in table.splitlines())
+    assert "ckpt-3.pt" in table
+    slow = out[out.index("Slowest steps") :].splitlines()[1:4]
+    assert slow[0].strip() == "step 5 took 2.1 ms (+1.95 ms over the median step): data wait +1.95 ms (data stall)"
+    assert "recompile: 1 compile started: 0/1" in slow[2]
+
+
+def test_json_has_the_parts_the_statistics_and_the_slowest_steps(trace, capsys):
+    assert cli_main(["report", str(trace), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc)[2:5] == ["by_step", "step_stats", "slow_steps"]
+    row = doc["by_step"][4]
+    assert set(row) >= {
+        "epoch", "step", "total_us", "op_us", "op_count", "regions", "data_us", "forward_us", "backward_us",
+        "optimizer_us", "io_us", "compile_us", "other_us", "compiles", "saved",
+    }  # fmt: skip
+    assert row["saved"] == ["/tmp/run/ckpt-3.pt"] and row["io_us"] == 30
+    for r in doc["by_step"]:
+        assert sum(r[f"{p}_us"] for p in st.PARTS) == r["total_us"]
+    stats = {r["part"]: r for r in doc["step_stats"]}
+    assert list(stats) == ["total", *st.PARTS]
+    assert stats["total"]["median_us"] == 155 and stats["total"]["p95_us"] == 2105
+    assert [r["step"] for r in doc["slow_steps"]] == [5, 0, 6]
+    assert doc["slow_steps"][0]["why"] == "data wait +1.95 ms (data stall)"
+
+
+def test_csv_per_table(trace, tmp_path):
+    d = tmp_path / "csv"
+    assert cli_main(["report", str(trace), "--csv", str(d), "-q"]) == 0
+    assert {"by_step.csv", "step_stats.csv", "slow_steps.csv"} <= {p.name for p in d.iterdir()}
+    rows = list(csv.DictReader((d / "by_step.csv").open()))
+    assert rows[4]["saved"] == "/tmp/run/ckpt-3.pt" and rows[6]["compile_ids"] == "0/1"
+    assert [r["part"] for r in csv.DictReader((d / "step_stats.csv").open())][:2] == ["total", "data"]
+
+
+def test_html_stacked_bars_first(summary):
+    html = render_html(summary)
+    main = html[html.index("<main>") :]
+    assert main.index('<section id="steps">') < main.index('<section id="overview">')
+    assert '<a href="#steps">Steps</a>' in html
+    chart = html.split('id="chart-step-parts"', 1)[1].split("</svg>", 1)[0]
+    bars = re.findall(r'<g class="step-bar"><title>(.*?)</title>(.*?)</g>', chart)
+    assert len(bars) == 8
+    title5, rects5 = bars[5]
+    assert title5.startswith("step 5: wall 2.1 ms · data 2 ms, forward 34 µs, backward 40 µs")
+    assert title5.endswith("data wait +1.95 ms (data stall)")
+    assert re.findall(r'class="(sp-[a-z]+)"', rects5) == [
+        "sp-data", "sp-forward", "sp-backward", "sp-optimizer", "sp-other",
+    ]  # fmt: skip
+    # one colour per part, in the legend with its total and share
+    legend = html.split('id="chart-step-parts"', 1)[1].split("<svg", 1)[0]
+    assert re.findall(r'<i class="(sp-[a-z]+)"></i>', legend) == [f"sp-{p}" for p in st.PARTS]
+    assert "data <b>2.35 ms</b>" in legend
+    for p in st.PARTS:
+        assert re.search(rf"\.sp-{p} {{[^}}]*fill:", html), p
+    # the statistics, the slowest steps, the table of steps (once: not again among the other tables)
+    assert 'id="step-stats"' in html and "data wait +1.95 ms (data stall)" in html
+    assert html.count('data-table="by-step"') == 1
+    # still self-contained under its CSP
+    assert "Content-Security-Policy" in html and "http://" not in html.replace("http://www.w3.org", "")
+    assert 'id="chart-steps"' not in html
+
+
+def test_short_summary_has_a_few_step_lines(summary):
+    text = short_text(summary, top=2)
+    lines = text.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("Steps: 8"))
+    assert lines[i] == "Steps: 8 · median 155 µs, p95 2.1 ms per step"
+    assert lines[i + 1].startswith("  time in steps: data 48.8%, compile 33.2%")
+    assert lines[i + 2].strip().startswith("step 5 took 2.1 ms")
+    assert "Top 2 ops by total time" in text
+
+
+def test_no_steps_no_step_section(tmp_path):
+    tr = st.Trace(7)
+    tr.graph_call("forward", st.T0, 10)
+    tr.end(st.T0 + 100)
+    s = summarize_paths([tr.write(tmp_path / "t-7.pfw")])
+    assert "Steps" not in summary_text(s) and "Steps:" not in short_text(s)
+    assert '<section id="steps">' not in render_html(s)
