@@ -26,6 +26,8 @@ from ..analyze.summary import Summary
 from ..explain.model import CompileTime, Report
 from ._fmt import (
     SPEC_BY_ATTR,
+    STEP_PARTS,
+    TableSpec,
     compile_run_totals,
     fmt_share,
     fmt_us,
@@ -36,8 +38,6 @@ from ._fmt import (
     meta_files,
     meta_warnings,
     op_tables,
-    STEP_PARTS,
-    TableSpec,
     phase_totals,
     step_cols,
     summary_top,
@@ -369,11 +369,12 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
             label = f"{epoch}:{label}"
         xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": label})
     legend = [
-        {"cls": f"sp-{p}", "label": label, "total": fmt_us(by_part[p]["total_us"]), "share": fmt_share(by_part[p]["share"]),
-         "median": fmt_us(by_part[p]["median_us"]), "p95": fmt_us(by_part[p]["p95_us"])}
+        {"cls": f"sp-{p}", "label": label, "total": fmt_us(by_part[p]["total_us"]),
+         "share": fmt_share(by_part[p]["share"]), "median": fmt_us(by_part[p]["median_us"]),
+         "p95": fmt_us(by_part[p]["p95_us"])}
         for p, label in STEP_PARTS if p in by_part and p in parts
     ]  # fmt: skip
-    total = by_part.get("total", {})
+    wall = by_part.get("total", {})
     slowest = [
         {"name": _step_label(r.get("epoch"), r.get("step"), 0), "total": fmt_us(r.get("total_us")),
          "over": fmt_us(r.get("over_us")), "why": r.get("why") or ""}
@@ -383,8 +384,8 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
     table = _table_view(summary, "by_step", None, TableSpec(spec.attr, "Steps", tuple(step_cols(summary))))
     return {
         "n": frame.height,
-        "median": fmt_us(total.get("median_us")),
-        "p95": fmt_us(total.get("p95_us")),
+        "median": fmt_us(wall.get("median_us")),
+        "p95": fmt_us(wall.get("p95_us")),
         "chart": {
             "width": width, "height": height, "pad_left": pad_left, "base_y": base, "bars": bars, "ticks": ticks,
             "xlabels": xlabels, "cut": cut, "epoch_labels": len(epochs) > 1, "more": max(0, frame.height - len(rows)),
