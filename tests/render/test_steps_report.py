@@ -123,3 +123,48 @@ def test_no_steps_no_step_section(tmp_path):
     s = summarize_paths([tr.write(tmp_path / "t-7.pfw")])
     assert "Steps" not in summary_text(s) and "Steps:" not in short_text(s)
     assert '<section id="steps">' not in render_html(s)
+
+
+def test_convert_links_each_next_to_its_workers_fetch(tmp_path):
+    """Flow events (s/f sharing an id) from a worker's dataloader.fetch to the main process's
+    dataloader.next of the same (main pid, loader, batch): the latest fetch that began before the next
+    ended (a second pass over the loader reuses the batch numbers)."""
+    from dynascope.render.chrome import convert
+
+    main = st.Trace(100)
+    for ts, batch in ((1000, 0), (2000, 1), (5000, 0)):
+        main.event("dataloader.next", "dataloader", st.T0 + ts, 100, {"loader": 3, "batch": batch, "workers": 1})
+    main.event("dataloader.next", "dataloader", st.T0 + 7000, 10, {"loader": 3, "batch": None, "workers": 1})
+    main.end(st.T0 + 9000)
+    worker = st.Trace(200, ppid=100)
+    for ts, batch in ((500, 0), (600, 1), (4000, 0), (4100, 1), (6000, 0)):
+        worker.event("dataloader.fetch", "dataloader", st.T0 + ts, 40, {"loader": 3, "batch": batch, "worker": 0})
+    worker.end(st.T0 + 9000)
+    stranger = st.Trace(300, ppid=999)  # another parent's worker: same loader and batch numbers
+    stranger.event("dataloader.fetch", "dataloader", st.T0 + 900, 40, {"loader": 3, "batch": 0, "worker": 0})
+    stranger.end(st.T0 + 9000)
+    paths = [t.write(tmp_path / f"t-{t.pid}.pfw") for t in (main, worker, stranger)]
+    stats = convert(paths, tmp_path / "out.json")
+    doc = json.loads((tmp_path / "out.json").read_text())
+    flows = [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f")]
+    assert stats.flows == 3 and doc["otherData"]["batch_flows"] == 3 and len(flows) == 6
+    by_id: dict[int, dict] = {}
+    for e in flows:
+        by_id.setdefault(e["id"], {})[e["ph"]] = e
+    pairs = sorted(
+        (f["ts"] - st.T0, s["ts"] - st.T0, s["pid"], f["pid"], f["args"]["batch"], f.get("bp"))
+        for f, s in ((v["f"], v["s"]) for v in by_id.values())
+    )
+    assert pairs == [(1099, 500, 200, 100, 0, "e"), (2099, 600, 200, 100, 1, "e"), (5099, 4000, 200, 100, 0, "e")]
+    # the flow's ends lie inside the slices they bind to
+    slices = {(e["pid"], e["ts"]): e for e in doc["traceEvents"] if e.get("ph") == "X"}
+    for v in by_id.values():
+        assert (v["s"]["pid"], v["s"]["ts"]) in slices
+
+
+def test_convert_without_workers_has_no_flows(trace, tmp_path):
+    from dynascope.render.chrome import convert
+
+    stats = convert([trace], tmp_path / "out.json")
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert stats.flows == 0 and not [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f")]

@@ -19,7 +19,11 @@ What the output guarantees:
   `dynamo.graph,backward`, `dynamo.compile`) and `cname` colours them in chrome://tracing;
 - each slice's args: its resolved attribution (layer, module type, `source` as file:line, code,
   target, node, graph, compile id, phase, shapes where recorded) and its own args (epoch, step, ...);
-  bookkeeping (`hhash`, `p_idx`, `level`, `op`, ids, the process's rank and host) is left out.
+  bookkeeping (`hhash`, `p_idx`, `level`, `op`, ids, the process's rank and host) is left out;
+- a flow arrow (`"s"`/`"f"` events sharing an id, name "batch") from each DataLoader worker's
+  `dataloader.fetch` to the main process's `dataloader.next` that received that batch: the main process
+  is the worker's parent (`ppid` of its `start` record), the key (host, main pid, loader, batch), and each
+  next is linked to the latest fetch of its key that began before the next ended.
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class ConvertStats:
     truncated: list[str] = field(default_factory=list)  # files whose gzip stream was cut short
     processes: int = 0
     threads: int = 0
+    flows: int = 0  # flow arrows from a worker's batch fetch to the main process's next()
     warnings: list[str] = field(default_factory=list)  # what reading skipped, as `dynascope report` says it
 
 
@@ -113,6 +118,9 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             info = ReadInfo.merged(r.info for r in reads)
             tracks = _Tracks.of(reads)
             writer.write_all(tracks.records())
+            flows = _batch_flows(reads, tracks)
+            stats.flows = len(flows) // 2
+            writer.write_all(flows)
             writer.write_all(orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS) for m in info.marks)
             _add_read_findings(stats, info, tracks)
             writer.close(_other_data(stats))
@@ -128,7 +136,7 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     groups = _with_identity(read.groups)
     events = _events(read.events, groups)
     parts = _parts(groups)
-    facts = _FileRead(read.info, *_track_facts(events, groups))
+    facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups))
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
     written, clipped = _write_slices(writer, events, parts)
@@ -159,6 +167,7 @@ def _other_data(stats: ConvertStats) -> dict:
         "skipped_lines": stats.bad_lines,
         "unsupported_events": stats.unsupported,
         "truncated_files": stats.truncated,
+        "batch_flows": stats.flows,
     }
 
 
@@ -181,6 +190,8 @@ class _FileRead:
     threads: list[tuple[Any, Any]] = field(default_factory=list)
     process_names: dict[Any, str] = field(default_factory=dict)
     starts: dict[Any, dict] = field(default_factory=dict)  # pid -> its start record's row
+    fetches: pl.DataFrame | None = None  # the file's dataloader.fetch events (_loader_events)
+    nexts: pl.DataFrame | None = None  # the file's dataloader.next events with a batch
 
 
 def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict, dict]:
@@ -370,6 +381,72 @@ def _write_slices(writer: _EventWriter, events: pl.DataFrame, parts: list[tuple[
             )  # fmt: skip
         writer.write_all(lines)
     return written, clipped
+
+
+# ------------------------------------------------------------------------------------------ flows
+
+_FETCH, _NEXT = "dataloader.fetch", "dataloader.next"
+_FLOW_KEY = ["host", "main", "loader", "batch"]
+
+
+def _loader_events(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
+    """A file's dataloader.fetch and dataloader.next events (with a loader and a batch): host, pid, tid, ts,
+    end, loader, batch."""
+    if not {"loader", "batch"} <= set(groups.columns) or events.height == 0:
+        return None, None
+    facts = groups.select(
+        pl.col("cat").cast(pl.String).alias("__cat"),
+        (pl.col("host").cast(pl.String) if "host" in groups.columns else pl.lit(None, dtype=pl.String)).alias("host"),
+        pl.col("loader").cast(pl.Int64, strict=False),
+        pl.col("batch").cast(pl.Int64, strict=False),
+    )
+    rows = pl.concat([events.select("pid", "tid", "ts", "dur", "name"), facts.gather(events.get_column("__s"))],
+                     how="horizontal")  # fmt: skip
+    rows = rows.filter(
+        (pl.col("__cat") == "dataloader") & pl.col("name").is_in([_FETCH, _NEXT])
+        & pl.col("loader").is_not_null() & pl.col("batch").is_not_null()
+    ).select(
+        "name", pl.col("host").fill_null(""), pl.col("pid").cast(pl.Int64, strict=False), "tid",
+        pl.col("ts").cast(pl.Int64), (pl.col("ts") + pl.col("dur")).cast(pl.Int64).alias("end"), "loader", "batch",
+    )  # fmt: skip
+    if rows.height == 0:
+        return None, None
+    return rows.filter(pl.col("name") == _FETCH).drop("name"), rows.filter(pl.col("name") == _NEXT).drop("name")
+
+
+def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
+    """Flow events from each worker's fetch of a batch to the main process's next() that received it."""
+    fetches = [r.fetches for r in reads if r.fetches is not None and r.fetches.height]
+    nexts = [r.nexts for r in reads if r.nexts is not None and r.nexts.height]
+    if not fetches or not nexts:
+        return []
+    parents = {pid: row.get("ppid") for pid, row in tracks.starts.items() if isinstance(row.get("ppid"), int)}
+    if not parents:
+        return []
+    parent = pl.DataFrame(
+        {"pid": list(parents), "main": list(parents.values())}, schema={"pid": pl.Int64, "main": pl.Int64}
+    )
+    fetch = pl.concat(fetches).join(parent, on="pid").sort("ts")
+    nxt = pl.concat(nexts).with_columns(pl.col("pid").alias("main"), (pl.col("end") - 1).alias("__before"))
+    # each next: the latest fetch of its key that began before the next ended (ts <= end - 1)
+    linked = (
+        nxt.sort("__before")
+        .join_asof(
+            fetch.select(*_FLOW_KEY, pl.col("pid").alias("w_pid"), pl.col("tid").alias("w_tid"),
+                         pl.col("ts").alias("w_ts")),
+            left_on="__before", right_on="w_ts", by=_FLOW_KEY, strategy="backward", check_sortedness=False,
+        )
+        .filter(pl.col("w_ts").is_not_null())
+        .sort(["pid", "tid", "ts", "w_pid", "w_ts"])
+    )  # fmt: skip
+    out = []
+    for i, r in enumerate(linked.iter_rows(named=True)):
+        args = {"loader": r["loader"], "batch": r["batch"]}
+        out.append(orjson.dumps({"name": "batch", "cat": "dataloader", "ph": "s", "id": i + 1, "pid": r["w_pid"],
+                                 "tid": r["w_tid"], "ts": r["w_ts"], "args": args}))  # fmt: skip
+        out.append(orjson.dumps({"name": "batch", "cat": "dataloader", "ph": "f", "bp": "e", "id": i + 1,
+                                 "pid": r["pid"], "tid": r["tid"], "ts": max(r["ts"], r["end"] - 1), "args": args}))  # fmt: skip
+    return out
 
 
 # ------------------------------------------------------------------------------------------ output
