@@ -441,11 +441,12 @@ def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
     )  # fmt: skip
     out = []
     for i, r in enumerate(linked.iter_rows(named=True)):
-        args = {"loader": r["loader"], "batch": r["batch"]}
-        out.append(orjson.dumps({"name": "batch", "cat": "dataloader", "ph": "s", "id": i + 1, "pid": r["w_pid"],
-                                 "tid": r["w_tid"], "ts": r["w_ts"], "args": args}))  # fmt: skip
-        out.append(orjson.dumps({"name": "batch", "cat": "dataloader", "ph": "f", "bp": "e", "id": i + 1,
-                                 "pid": r["pid"], "tid": r["tid"], "ts": max(r["ts"], r["end"] - 1), "args": args}))  # fmt: skip
+        common = {"name": "batch", "cat": "dataloader", "id": i + 1, "args": {"loader": r["loader"], "batch": r["batch"]}}
+        # "s" at the fetch's start (its slice is the deepest open there), "f" just before the next's end
+        # (bound to the enclosing slice, "bp":"e"), never before the "s"
+        out.append(orjson.dumps({**common, "ph": "s", "pid": r["w_pid"], "tid": r["w_tid"], "ts": r["w_ts"]}))
+        end = max(r["ts"], r["end"] - 1)
+        out.append(orjson.dumps({**common, "ph": "f", "bp": "e", "pid": r["pid"], "tid": r["tid"], "ts": end}))
     return out
 
 
