@@ -441,7 +441,8 @@ def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
     )  # fmt: skip
     out = []
     for i, r in enumerate(linked.iter_rows(named=True)):
-        common = {"name": "batch", "cat": "dataloader", "id": i + 1, "args": {"loader": r["loader"], "batch": r["batch"]}}
+        args = {"loader": r["loader"], "batch": r["batch"]}
+        common = {"name": "batch", "cat": "dataloader", "id": i + 1, "args": args}
         # "s" at the fetch's start (its slice is the deepest open there), "f" just before the next's end
         # (bound to the enclosing slice, "bp":"e"), never before the "s"
         out.append(orjson.dumps({**common, "ph": "s", "pid": r["w_pid"], "tid": r["w_tid"], "ts": r["w_ts"]}))
