@@ -3,7 +3,8 @@
 Reading (one job per module): paths -> lines (bytes, gzip, sniffing) -> records (what a record means) /
 templates (the CSV fast path) -> resolve (hashes, attribution) -> reader (drives them: read_trace).
 Summarising: partial (mergeable Partial, OpReducer) <- fastpath (byte scanner, _scan) / dask;
-steps (step attribution); finish (Partial -> Summary); summarize (entry points); diff (A vs B).
+steps (step attribution); stepparts (automatic steps, the parts of each step); stepstats (statistics
+over the steps, the slowest steps and why); finish (Partial -> Summary); summarize (entry points); diff (A vs B).
 
     read_trace(paths, *, columns=None) -> polars.DataFrame        (reader)
     read_trace_with_info(paths, *, columns=None) -> (frame, ReadInfo)

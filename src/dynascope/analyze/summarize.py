@@ -11,6 +11,10 @@ Conventions:
   events last <= d.
 - an op belongs to the innermost user region that has an `epoch` or `step` arg on the same
   (trace_file, pid, tid) and whose [ts, ts+dur] interval contains the op's start (`steps`).
+- a thread without such regions has automatic steps when it has `optimizer.step` events, and every
+  step's wall time is split into parts (data, forward, backward, optimizer, io, compile, other) that add
+  up to it exactly (`stepparts`; docs/trace-format.md, "Steps"); `stepstats` gives their median, p95
+  and share over the steps and names the slowest steps with why.
 - compile time per compile id is the union of its compile-phase intervals in each process (nested
   phases are not counted twice). Run time per process is the sum of its graph calls, or of its op
   events when it has no graph events.
