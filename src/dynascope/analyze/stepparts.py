@@ -74,6 +74,8 @@ def _name() -> pl.Expr:
 
 
 def _optimizer_steps(f: pl.DataFrame) -> pl.DataFrame:
+    if not (f.get_column("cat") == OPTIMIZER_CAT).any():  # one comparison: most traces have none
+        return f.clear()
     return f.filter(
         (_cat() == OPTIMIZER_CAT) & (_name() == OPTIMIZER_STEP) & pl.col("ts").is_not_null()
         & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
@@ -309,20 +311,19 @@ def _forward_runs(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) 
 
 
 def _compiles_in(
-    ev: _PaintEvents,
-    rows: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    windows: np.ndarray,
-    compiles: np.ndarray,
+    ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarray, windows: np.ndarray, compiles: np.ndarray,
     names: list,
 ) -> None:
     """Count each compile id in the windows where its first compile event (on this thread) starts."""
     if not ev.has["compile_id"]:
         return
     ids = ev.frame.get_column("compile_id").gather(rows)
-    begun = pl.DataFrame({"id": ids, "ts": ev.ts[rows]}).drop_nulls().group_by("id").agg(pl.col("ts").min())
-    for cid, t in begun.iter_rows():
+    known = ids.is_not_null().to_numpy()
+    first: dict[str, int] = {}
+    for cid, t in zip(ids.filter(known).to_list(), ev.ts[rows][known].tolist(), strict=True):
+        if t < first.get(cid, t + 1):
+            first[cid] = t
+    for cid, t in first.items():
         for r in windows[(a <= t) & (t < b)].tolist():
             compiles[r] += 1
             names.append((r, "compile_ids", cid))
