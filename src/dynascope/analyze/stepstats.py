@@ -22,6 +22,7 @@ __all__ = ["PART_LABELS", "SLOW_STEPS", "slow_steps", "step_rows", "step_stats"]
 
 SLOW_STEPS = 3  # how many slow steps are named
 STANDS_OUT = 0.1  # a part's excess over its median, as a share of the median step, that names it
+ALSO = 2  # how many other parts that stand out too are named after the first
 PART_LABELS = {
     "data": "data wait",
     "forward": "forward",
@@ -122,7 +123,7 @@ def _why(part: str, excess: dict[str, int], row: dict, typical: int) -> str:
         f"{PART_LABELS[p]} +{_ms(excess[p])}"
         for p in sorted(PARTS, key=lambda p: -excess[p])
         if p != part and excess[p] > 0 and excess[p] >= STANDS_OUT * typical
-    ]
+    ][:ALSO]
     if also:
         text += "; also " + ", ".join(also)
     return text
