@@ -68,3 +68,55 @@ def test_perfetto_ui_loads_converted_trace(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
+
+
+def test_perfetto_binds_the_batch_flows(tmp_path):
+    """Each flow of the export (a worker's dataloader.fetch to the main process's dataloader.next) is bound
+    by Perfetto's own trace processor to those two slices (asked through the UI's engine)."""
+    import step_trace as st
+
+    main, _ = st.training_trace(pid=4242, steps=4, slow_data=None, recompile=None, save_after=None)
+    traces = [main.write(tmp_path / "train-4242.pfw.gz", gz=True)]
+    for w in range(2):
+        worker = st.worker_trace(5000 + w, 4242, w, list(range(w, 4, 2)), st.T0 - 500)
+        traces.append(worker.write(tmp_path / f"train-{5000 + w}.pfw"))
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dynascope.cli", "view", *map(str, traces), "-o", str(tmp_path / "t.json"),
+         "--no-browser", "--port", str(port), "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    query = """(async () => {
+      const app = window.app;
+      const engine = app && app.trace && app.trace.engine;
+      if (!engine) return null;
+      const r = await engine.query("select s1.name as a, s2.name as b, count(*) as n from flow f "
+        + "join slice s1 on f.slice_out = s1.id join slice s2 on f.slice_in = s2.id group by 1, 2");
+      const out = [];
+      for (const it = r.iter({a: 'str', b: 'str', n: 0}); it.valid(); it.next()) out.push([it.a, it.b, Number(it.n)]);
+      return out;
+    })()"""
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(proc.communicate()[0])
+                time.sleep(0.3)
+        with HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
+            page = browser.open(f"http://127.0.0.1:{port}/")
+            flows = None
+            end = time.monotonic() + 60
+            while time.monotonic() < end and not flows:
+                time.sleep(1)
+                flows = page.evaluate(query)
+            if flows is None:
+                pytest.skip("this Perfetto UI does not expose its trace processor (window.app.trace.engine)")
+            assert flows == [["dataloader.fetch", "dataloader.next", 4]]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
