@@ -168,3 +168,16 @@ def test_convert_without_workers_has_no_flows(trace, tmp_path):
     stats = convert([trace], tmp_path / "out.json")
     doc = json.loads((tmp_path / "out.json").read_text())
     assert stats.flows == 0 and not [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f")]
+
+
+def test_user_step_regions_are_painted_too(tmp_path):
+    """A trace with epoch and step regions and no new events (render_fixtures.build_trace): its steps get
+    parts from graph calls and compile alone; the epoch region is no step."""
+    from render_fixtures import build_trace
+
+    s = summarize_paths([build_trace(steps=3).write(tmp_path / "train-4242.pfw.gz")])
+    assert short_text(s).splitlines()[2].startswith("Steps: 3 · median 4 ms")
+    steps = s.by_step.filter(s.by_step["step"].is_not_null())
+    assert steps.get_column("forward_us").to_list()[1:] == [2000, 2000]
+    assert steps.get_column("backward_us").to_list() == [1000, 1000, 1000]
+    assert '<section id="steps">' in render_html(s)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..analyze.stepstats import step_rows
 from ..analyze.summary import Summary
 from ..console import PIPE_WIDTH, make_console
 from ._fmt import (
@@ -229,7 +230,7 @@ def short_step_lines(summary: Summary, slowest: int = 2) -> list[str]:
     stats = summary.table("step_stats")
     if stats.height == 0 or "part" not in stats.columns:
         return []
-    n = summary.table("by_step").height
+    n = step_rows(summary.table("by_step")).height  # epoch-only regions are not steps
     total = next(r for r in stats.iter_rows(named=True) if r["part"] == "total")
     lines = [f"Steps: {n:,} · median {fmt_us(total['median_us'])}, p95 {fmt_us(total['p95_us'])} per step"]
     wall = sum(v for _, _, v in step_part_totals(summary))
