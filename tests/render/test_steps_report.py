@@ -180,4 +180,7 @@ def test_user_step_regions_are_painted_too(tmp_path):
     steps = s.by_step.filter(s.by_step["step"].is_not_null())
     assert steps.get_column("forward_us").to_list()[1:] == [2000, 2000]
     assert steps.get_column("backward_us").to_list() == [1000, 1000, 1000]
-    assert '<section id="steps">' in render_html(s)
+    html = render_html(s)
+    assert '<section id="steps">' in html
+    legend = html.split('id="chart-step-parts"', 1)[1].split("<svg", 1)[0]
+    assert re.findall(r'<i class="(sp-[a-z]+)"></i>', legend) == ["sp-forward", "sp-backward", "sp-other"]

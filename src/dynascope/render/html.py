@@ -372,7 +372,7 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
         {"cls": f"sp-{p}", "label": label, "total": fmt_us(by_part[p]["total_us"]),
          "share": fmt_share(by_part[p]["share"]), "median": fmt_us(by_part[p]["median_us"]),
          "p95": fmt_us(by_part[p]["p95_us"])}
-        for p, label in STEP_PARTS if p in by_part and p in parts
+        for p, label in STEP_PARTS if p in by_part and p in parts and by_part[p]["total_us"]
     ]  # fmt: skip
     wall = by_part.get("total", {})
     slowest = [
