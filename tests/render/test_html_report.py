@@ -116,7 +116,7 @@ def test_step_chart_cuts_outliers_and_labels_them():
     assert ">5 ms</text>" in chart
     assert re.findall(r'class="cutlabel"[^>]*>([^<]*)<', chart) == ["1 s", "250 ms"]
     assert ">0:0</text>" in chart and ">1:5</text>" in chart  # epoch:step labels with several epochs
-    assert "2 steps cut at 5× a typical step" in html
+    assert "2 steps cut at 5× the median step" in html
 
 
 def test_process_chart_only_with_several_processes():

@@ -231,7 +231,7 @@ def _layer_chart(summary: Summary, limit: int = 15) -> dict | None:
 
 def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     """Columns per step: wall time, with the op time inside it. Outliers (a first step that compiles)
-    would flatten the rest, so the scale stops at 5× the typical step and taller bars are cut and
+    would flatten the rest, so the scale stops at 5× the median step and taller bars are cut and
     labelled with their value."""
     frame = frame_of(summary, "by_step")
     if frame.height == 0 or "total_us" not in frame.columns:
@@ -243,7 +243,7 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     peak = totals[-1] if totals else 0.0
     if peak <= 0:
         return None
-    typical = totals[(len(totals) * 3) // 4] if len(totals) >= 4 else peak
+    typical = totals[len(totals) // 2] if len(totals) >= 4 else peak  # the median: a quarter may compile
     scale = min(peak, 5 * typical) if typical > 0 else peak
     width, height, pad_left, pad_bottom, pad_top = 760.0, 210.0, 56.0, 22.0, 18.0
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
@@ -328,7 +328,7 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
     peak = totals[-1] if totals else 0.0
     if peak <= 0:
         return None
-    typical = totals[(len(totals) * 3) // 4] if len(totals) >= 4 else peak
+    typical = totals[len(totals) // 2] if len(totals) >= 4 else peak  # the median: a quarter may compile
     scale = min(peak, 5 * typical) if typical > 0 else peak
     width, height, pad_left, pad_bottom, pad_top = 760.0, 230.0, 56.0, 22.0, 18.0
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
