@@ -36,6 +36,7 @@ class _ThreadState(threading.local):
     append = staticmethod(_discard)
     side = staticmethod(_discard)
     sequence = 0
+    muted = False  # discard_this_thread(): nothing this thread records is kept
 
 
 _state = _ThreadState()
@@ -55,7 +56,7 @@ def sink():
 
 def _attach(state: _ThreadState) -> None:
     state.generation = _generation
-    if not _recording:
+    if not _recording or state.muted:
         state.append = state.side = _discard
         return
     records: list = []
@@ -85,6 +86,18 @@ def stop_recording() -> list[ThreadBuffer]:
         buffers = list(_buffers)
         _buffers.clear()
     return buffers
+
+
+def discard_this_thread() -> None:
+    """Keep nothing the calling thread records, in this session and every later one.
+
+    The writer thread calls it first: whatever it does itself (numba loading its cache, and any file
+    I/O that implies) is dynascope's own work, not the program's.
+    """
+    state = _state
+    state.muted = True
+    state.generation = _generation
+    state.append = state.side = _discard
 
 
 def forget_after_fork() -> None:

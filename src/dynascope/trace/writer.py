@@ -7,6 +7,7 @@ killed process leaves every earlier line readable.
 
 from __future__ import annotations
 
+import _io
 import sys
 import threading
 import zlib
@@ -32,7 +33,8 @@ class TraceWriter:
         self.level = level
         self.interval_s = interval_s
         self.decoder = decoder
-        self._file = open(path, "wb")  # noqa: SIM115 - the writer's own file, closed by close()
+        # CPython's own open, never the tracing one (fileio.py): the trace file's writes are not the program's I/O
+        self._file = _io.open(path, "wb")  # the writer's own file, closed by close()
         self._streams: dict[int, ThreadStream] = {}
         self._named_threads: set[int] = set()
         self._flush_lock = threading.Lock()
@@ -46,6 +48,7 @@ class TraceWriter:
         self._thread.start()
 
     def _run(self) -> None:
+        buffers.discard_this_thread()  # what this thread does (numba's cache files) is not the program's
         try:
             from . import oplines
 
