@@ -8,11 +8,23 @@ and, in a side list, (n, tuple) for each MARK - n in the int stream:
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
   ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
+  ("I", name, path, fd, ret, start_ns, end_ns)
+                                           one raw file call (fileio.py): name is open, read,
+                                           write or close; a cat "POSIX" event with args fhash, fd,
+                                           ret (bytes, the fd for open, -1 on failure)
 Runs of ints are formatted by a compiled loop (oplines.py) off the GIL; lines are bytes.
+
+Files are interned as DFTracer does: the first event naming a path is preceded by one `FH` record
+(args name = the path, value = its 16-hex hash), and events carry `fhash` = that hash. Region and
+complete-event args (B, X, P) can name a file the same way: an arg `"__path"` (a str, bytes or
+path-like; fileio.file_path makes a path absolute) is replaced by `fhash`, with its FH record written
+before the event; a `"__path"` of None is dropped. (Pass it with `**{"__path": p}` or in an args dict:
+a `__path=` keyword written inside a class body is name-mangled by Python.)
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,9 +33,12 @@ import orjson
 
 from . import layout
 from .buffers import MARK
+from .hashing import hash16
 from .ops import TABLE
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
+IO_CAT = "POSIX"
 Emit = Callable[[bytes | memoryview], None]  # takes whole lines
 
 
@@ -61,6 +76,7 @@ class Decoder:
         self.sources_written: set[str] = set()  # kernel sources whose KS record is in the file
         self._texts: dict[str, bytes] = {}  # event names and categories as JSON
         self._hhash_bytes = hhash.encode()
+        self.file_hashes: dict[str, str] = {}  # paths whose FH record is in the file -> their hash
 
     # -- static strings -------------------------------------------------------------------------
 
@@ -226,6 +242,8 @@ class Decoder:
 
     def _python_record(self, stream: ThreadStream, record: tuple) -> bytes | None:
         kind = record[0]
+        if kind == "I":
+            return self._io_line(stream, record)
         if kind == "B":
             _, name, cat, args, start_ns = record
             stream.regions.append(OpenRegion(self._take_id(), name, cat, args, start_ns))
@@ -243,17 +261,60 @@ class Decoder:
             dur_us = (end_ns + self.offset_ns) // 1000 - ts_us
         if kind in ("X", "P"):
             parent, depth = self._parent(stream)
-            return self.event_line(self._take_id(), name, cat, stream.tid, ts_us, dur_us, parent, depth + 1, args)
+            files, args = self._file_args(stream.tid, args)
+            line = self.event_line(self._take_id(), name, cat, stream.tid, ts_us, dur_us, parent, depth + 1, args)
+            return files + line
         self.dropped += 1
         return None
+
+    def _io_line(self, stream: ThreadStream, record: tuple) -> bytes:
+        _, name, path, fd, ret, start_ns, end_ns = record
+        ts = (start_ns + self.offset_ns) // 1000
+        dur = (end_ns + self.offset_ns) // 1000 - ts
+        args: dict = {}
+        files = b""
+        if path is not None:
+            fhash, files = self.file_hash(path, stream.tid)
+            args["fhash"] = fhash
+        args["fd"] = fd
+        args["ret"] = -1 if ret is None else ret  # None: a non-blocking file had nothing (EAGAIN)
+        parent, depth = self._parent(stream)
+        return files + self.event_line(self._take_id(), name, IO_CAT, stream.tid, ts, dur, parent, depth + 1, args)
+
+    def file_hash(self, path: str, tid: int) -> tuple[str, bytes]:
+        """The hash events use for `path`, and its FH record if this file has not written it yet."""
+        fhash = self.file_hashes.get(path)
+        if fhash is not None:
+            return fhash, b""
+        fhash = self.file_hashes[path] = hash16(path)
+        args = {"hhash": self.hhash, "name": path, "value": fhash}
+        record = {"name": "FH", "cat": "dftracer", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
+        return fhash, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+
+    def _file_args(self, tid: int, args: dict | None) -> tuple[bytes, dict | None]:
+        """Args with a `__path` replaced by `fhash`, and the FH record that must come first (or b"")."""
+        if not args or PATH_ARG not in args:
+            return b"", args
+        args = dict(args)
+        path = args.pop(PATH_ARG)
+        if path is None:
+            return b"", args
+        if not isinstance(path, str):
+            try:
+                path = os.fsdecode(os.fspath(path))
+            except TypeError:
+                path = str(path)
+        fhash, files = self.file_hash(path, tid)
+        return files, {"fhash": fhash, **args}
 
     def _region_line(self, stream: ThreadStream, end_ns: int) -> bytes:
         region = stream.regions.pop()
         parent, depth = self._parent(stream)
         ts = (region.start_ns + self.offset_ns) // 1000
         dur = (end_ns + self.offset_ns) // 1000 - ts
-        return self.event_line(
-            region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, region.args
+        files, args = self._file_args(stream.tid, region.args)
+        return files + self.event_line(
+            region.event_id, region.name, region.cat, stream.tid, ts, dur, parent, depth + 1, args
         )
 
     def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[bytes]:
