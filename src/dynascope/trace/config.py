@@ -54,7 +54,7 @@ class TraceConfig:
     inline_args: bool = False  # attribution in every event instead of OH records
     record_shapes: bool = False  # DFTRACER_INC_METADATA: input shapes/dtypes per op
     flush_interval_s: float = 0.5  # a SIGKILL loses at most this much
-    disable_io: bool = False  # accepted for pydftracer compatibility; dynascope traces no I/O
+    disable_io: bool = False  # no Python file I/O events (fileio.py): DFTRACER_DISABLE_IO, as pydftracer
     step_events: bool = True  # data loading, backward, optimizer, torch.save/load (capture/training.py)
 
     @classmethod

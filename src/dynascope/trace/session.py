@@ -21,7 +21,7 @@ import orjson
 
 from .. import __version__
 from ..errors import SessionError
-from . import buffers
+from . import buffers, fileio
 from .config import TraceConfig, env
 from .decode import Decoder
 from .hashing import hash16
@@ -122,6 +122,8 @@ class TraceSession:
                 ) from None
             buffers.start_recording()
             self._writer.start(self._header_lines(hostname))
+            if not self.config.disable_io:
+                fileio.install()  # a forked child finds it installed already
             _active = self
             _install_exit_hooks()
             _torch_side_events("install", self)
@@ -138,6 +140,8 @@ class TraceSession:
             if _active is self:
                 _active = None
                 _torch_side_events("uninstall", self)
+            if self.pid == os.getpid():
+                fileio.uninstall()
             final_buffers = buffers.stop_recording()
             if self._writer is not None and self.pid == os.getpid():
                 self._writer.close(final_buffers, self._end_line)
@@ -249,7 +253,7 @@ def session(path: str | None = None, **options: Any) -> TraceSession:
 
     Works as a context manager (`with dynascope.session("run.pfw.gz"): ...`) or on its own (call
     `.finalize()`, or let interpreter exit close it). Options: compression, compression_level,
-    inline_args, record_shapes, flush_interval_s (see TraceConfig); environment variables fill the rest.
+    inline_args, record_shapes, flush_interval_s, disable_io (see TraceConfig); environment variables fill the rest.
     """
     config_fields = {k: options.pop(k) for k in list(options) if k in TraceConfig.__dataclass_fields__}
     data_dir = options.pop("data_dir", None)

@@ -1,0 +1,307 @@
+"""Python file I/O events: every raw call of a file object opened while tracing records one event.
+
+While installed (a session is open and DFTRACER_DISABLE_IO / DYNASCOPE_DISABLE_IO is not set),
+`builtins.open` and `io.open` are `open` below. It builds exactly what CPython's `io.open` builds
+(the same mode parsing, buffer size and classes: `type(open(p))` is still `io.TextIOWrapper`,
+`io.BufferedReader`, ...) except that the raw layer under the buffer is `FileIO`, a subclass of
+`io.FileIO` whose `__init__`, `readinto`, `read`, `readall`, `write` and `close` each record one
+event: `("I", name, path, fd, ret, start_ns, end_ns)` through `buffers.emit`, with `name` one of
+open/read/write/close. The buffered and text layers above are CPython's own, so what a program reads
+and writes, and in which order, is unchanged; a traced `read` is one read(2) of the buffered layer
+(or of the program, on an unbuffered binary file), not one `f.read()` of the program.
+
+Anything unusual (a mode or argument CPython rejects, a file argument that is not a path or an
+int) goes to CPython's `_io.open` unchanged, so errors and warnings are CPython's own.
+
+Not seen: files opened before `install()`, file objects built by other means (`_io.open`, which
+`tempfile` uses; `io.open_code`, which imports use), reads and writes done outside Python file
+objects (C extensions, `os.read`/`os.write`, mmap). docs/trace-format.md lists them.
+
+The hot path is two clock readings and one `emit` per raw call; paths are resolved once per open,
+and everything else happens in the writer thread (decode.py). With no session recording, a raw call
+of a traced file costs one flag test.
+"""
+
+from __future__ import annotations
+
+import _io
+import builtins
+import io
+import os
+import sys
+import threading
+import warnings
+from typing import Any
+
+from . import buffers
+from .buffers import emit, now_ns
+
+real_open = _io.open  # the untouched open: dynascope's own files (the trace file) use it
+
+_FileIO = _io.FileIO
+_init = _FileIO.__init__
+_readinto = _FileIO.readinto
+_read = _FileIO.read
+_readall = _FileIO.readall
+_write = _FileIO.write
+_fileno = _FileIO.fileno
+_MODE_CHARS = frozenset("xrwa+tb")
+_MAX_BLKSIZE_3_14 = 8192 * 1024  # CPython 3.14 caps the default buffer at 8 MiB (and raises its floor)
+_PROC_FD = "/proc/self/fd/"
+
+
+def file_path(file: Any) -> str | None:
+    """The absolute path a file argument names (str, bytes or path-like), or None.
+
+    Relative paths are joined to the working directory as it is now (not normalised: the path as
+    the program opened it). Region args use it too (decode.py's `__path`).
+    """
+    try:
+        path = os.fsdecode(os.fspath(file))
+    except TypeError:
+        return None
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def _fd_path(fd: int) -> str | None:
+    """What an inherited file descriptor refers to (Linux: its /proc link), or None."""
+    try:
+        return os.readlink(_PROC_FD + str(fd))
+    except (OSError, ValueError):
+        return None
+
+
+class FileIO(_FileIO):
+    """`io.FileIO` recording one event per raw call (see the module docstring)."""
+
+    _trace_path: str | None = None
+    _trace_fd: int = -1
+
+    def __init__(self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> None:
+        path = None if isinstance(file, int) else file_path(file)
+        recording = buffers._recording
+        start = now_ns()
+        try:
+            _init(self, file, mode, closefd, opener)
+        except BaseException:
+            if recording:
+                emit(("I", "open", path, -1, -1, start, now_ns()))
+            raise
+        end = now_ns()
+        fd = self._trace_fd = _fileno(self)
+        if path is None:
+            path = _fd_path(fd)
+        self._trace_path = path
+        if recording:
+            emit(("I", "open", path, fd, fd, start, end))
+
+    def readinto(self, buffer: Any, /) -> Any:
+        if not buffers._recording:
+            return _readinto(self, buffer)
+        start = now_ns()
+        try:
+            n = _readinto(self, buffer)
+        except BaseException:
+            emit(("I", "read", self._trace_path, self._trace_fd, -1, start, now_ns()))
+            raise
+        emit(("I", "read", self._trace_path, self._trace_fd, n, start, now_ns()))
+        return n
+
+    def read(self, size: int | None = -1, /) -> Any:  # bytes, or None (non-blocking, nothing there)
+        if not buffers._recording:
+            return _read(self, size)
+        start = now_ns()
+        try:
+            data = _read(self, size)
+        except BaseException:
+            emit(("I", "read", self._trace_path, self._trace_fd, -1, start, now_ns()))
+            raise
+        emit(("I", "read", self._trace_path, self._trace_fd, None if data is None else len(data), start, now_ns()))
+        return data
+
+    def readall(self) -> Any:
+        if not buffers._recording:
+            return _readall(self)
+        start = now_ns()
+        try:
+            data: Any = _readall(self)  # None: non-blocking, nothing there
+        except BaseException:
+            emit(("I", "read", self._trace_path, self._trace_fd, -1, start, now_ns()))
+            raise
+        emit(("I", "read", self._trace_path, self._trace_fd, None if data is None else len(data), start, now_ns()))
+        return data
+
+    def write(self, data: Any, /) -> Any:  # int, or None (non-blocking, would block)
+        if not buffers._recording:
+            return _write(self, data)
+        start = now_ns()
+        try:
+            n = _write(self, data)
+        except BaseException:
+            emit(("I", "write", self._trace_path, self._trace_fd, -1, start, now_ns()))
+            raise
+        emit(("I", "write", self._trace_path, self._trace_fd, n, start, now_ns()))
+        return n
+
+    def close(self) -> None:
+        # Also called by the finaliser of an unreferenced file, possibly late in interpreter
+        # shutdown: it must not fail when tracing is gone.
+        try:
+            traced = buffers._recording and self.closefd and not self.closed
+        except Exception:  # noqa: BLE001 - never let tracing break a close
+            traced = False
+        if not traced:
+            super().close()
+            return
+        start = now_ns()
+        ret = -1
+        try:
+            super().close()
+            ret = 0
+        finally:
+            emit(("I", "close", self._trace_path, self._trace_fd, ret, start, now_ns()))
+
+    def __repr__(self) -> str:
+        return _FileIO.__repr__(self)  # "<_io.FileIO name=... mode=... closefd=...>", as untraced
+
+
+def open(
+    file: Any,
+    mode: Any = "r",
+    buffering: Any = -1,
+    encoding: Any = None,
+    errors: Any = None,
+    newline: Any = None,
+    closefd: Any = True,
+    opener: Any = None,
+) -> Any:
+    """`io.open`, with the raw layer recording I/O events (CPython's dispatch, as in `_pyio.open`)."""
+    args = (file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if (
+        type(mode) is not str
+        or not isinstance(buffering, int)
+        or not isinstance(closefd, int)
+        or not all(value is None or type(value) is str for value in (encoding, errors, newline))
+    ):
+        return real_open(*args)
+    if isinstance(file, int):
+        path_or_fd: Any = file
+    else:
+        try:
+            path_or_fd = os.fspath(file)
+        except TypeError:
+            return real_open(*args)
+    modes = set(mode)
+    if len(modes) != len(mode) or not modes <= _MODE_CHARS:
+        return real_open(*args)  # "invalid mode"
+    creating, reading, writing, appending = ("x" in modes), ("r" in modes), ("w" in modes), ("a" in modes)
+    updating, text, binary = "+" in modes, "t" in modes, "b" in modes
+    if (
+        (text and binary)
+        or creating + reading + writing + appending != 1
+        or (binary and (encoding is not None or errors is not None or newline is not None))
+        or (buffering == 0 and not binary)
+        or any("\0" in value for value in (encoding, errors, newline) if value is not None)
+    ):
+        return real_open(*args)  # CPython says what is wrong
+    if binary and buffering == 1:
+        warnings.warn(
+            "line buffering (buffering=1) isn't supported in binary mode, the default buffer size will be used",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    rawmode = "x" * creating + "r" * reading + "w" * writing + "a" * appending + "+" * updating
+    raw = FileIO(path_or_fd, rawmode, bool(closefd), opener)
+    result: Any = raw
+    try:
+        line_buffering = False
+        if buffering == 1 or (buffering < 0 and _isatty(raw)):
+            buffering = -1
+            line_buffering = True
+        if buffering < 0:
+            buffering = _default_buffer_size(raw)
+        if buffering < 0:
+            raise ValueError("invalid buffering size")
+        if buffering == 0:
+            return result  # binary: checked above
+        if updating:
+            result = io.BufferedRandom(raw, buffering)
+        elif creating or writing or appending:
+            result = io.BufferedWriter(raw, buffering)
+        else:
+            result = io.BufferedReader(raw, buffering)
+        if binary:
+            return result
+        if encoding is None:
+            encoding = _io.text_encoding(None, 2)  # an EncodingWarning (-X warn_default_encoding) names our caller
+        text_file = io.TextIOWrapper(result, encoding, errors, newline, line_buffering)
+        result = text_file
+        text_file.mode = mode  # type: ignore[misc]  # as CPython's open sets it
+        return text_file
+    except BaseException:
+        result.close()
+        raise
+
+
+open.__doc__ = real_open.__doc__
+
+if sys.version_info >= (3, 14):
+
+    def _isatty(raw: FileIO) -> bool:
+        return raw._isatty_open_only()  # type: ignore[attr-defined]
+
+    def _default_buffer_size(raw: FileIO) -> int:
+        return max(min(raw._blksize, _MAX_BLKSIZE_3_14), io.DEFAULT_BUFFER_SIZE)  # type: ignore[attr-defined]
+
+else:
+
+    def _isatty(raw: FileIO) -> bool:
+        return raw.isatty()
+
+    def _default_buffer_size(raw: FileIO) -> int:
+        return raw._blksize  # type: ignore[attr-defined]  # st_blksize, else io.DEFAULT_BUFFER_SIZE
+
+
+# -- install / uninstall -------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_saved: tuple[Any, Any] | None = None  # (builtins.open, io.open) before install()
+
+
+def installed() -> bool:
+    return _saved is not None
+
+
+def install() -> None:
+    """Make `open` / `io.open` the tracing open (idempotent). Not on Windows (console files)."""
+    global _saved
+    if sys.platform == "win32":
+        return
+    with _lock:
+        if _saved is not None:
+            return
+        _saved = (builtins.open, io.open)
+        builtins.open = open
+        io.open = open
+
+
+def uninstall() -> None:
+    """Put back what install() replaced (idempotent). A patch someone made on top of ours stays."""
+    global _saved
+    with _lock:
+        if _saved is None:
+            return
+        saved_builtin, saved_io = _saved
+        _saved = None
+        if builtins.open is open:
+            builtins.open = saved_builtin
+        if io.open is open:
+            io.open = saved_io
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
