@@ -165,7 +165,7 @@ class FileIO(_FileIO):
         return _FileIO.__repr__(self)  # "<_io.FileIO name=... mode=... closefd=...>", as untraced
 
 
-def open(
+def _open(
     file: Any,
     mode: Any = "r",
     buffering: Any = -1,
@@ -243,7 +243,11 @@ def open(
         raise
 
 
-open.__doc__ = real_open.__doc__
+_open.__doc__ = real_open.__doc__
+_open.__name__ = _open.__qualname__ = "open"
+# A staticmethod object (callable since 3.10), not a plain function: like the builtin it replaces, it
+# does not turn into a bound method when a class stores it (`class Accessor: open = io.open`).
+open = staticmethod(_open)
 
 if sys.version_info >= (3, 14):
 
@@ -265,11 +269,22 @@ else:
 # -- install / uninstall -------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_saved: tuple[Any, Any] | None = None  # (builtins.open, io.open) before install()
+_saved: dict[tuple[Any, str], Any] | None = None  # (namespace, name) -> what install() replaced there
 
 
 def installed() -> bool:
     return _saved is not None
+
+
+def _patch_points() -> list[tuple[Any, str]]:
+    """Where `open` is looked up at call time: builtins.open, io.open, and on 3.10 pathlib's own copy
+    (`_NormalAccessor.open = io.open`, taken when pathlib was imported)."""
+    points: list[tuple[Any, str]] = [(builtins, "open"), (io, "open")]
+    pathlib = sys.modules.get("pathlib")
+    accessor = getattr(pathlib, "_NormalAccessor", None)
+    if accessor is not None and "open" in vars(accessor):
+        points.append((accessor, "open"))
+    return points
 
 
 def install() -> None:
@@ -280,23 +295,30 @@ def install() -> None:
     with _lock:
         if _saved is not None:
             return
-        _saved = (builtins.open, io.open)
-        builtins.open = open
-        io.open = open
+        saved = {}
+        for namespace, name in _patch_points():
+            current = vars(namespace)[name]
+            if current is real_open or namespace is builtins or namespace is io:
+                saved[namespace, name] = current
+                setattr(namespace, name, open)
+        _saved = saved
 
 
 def uninstall() -> None:
-    """Put back what install() replaced (idempotent). A patch someone made on top of ours stays."""
+    """Put back what install() replaced (idempotent). A patch someone made on top of ours stays.
+
+    A copy of the tracing open taken while it was installed (pathlib imported during a session on
+    3.10) goes back to CPython's open too; any other copy keeps working, recording only while a
+    session does.
+    """
     global _saved
     with _lock:
         if _saved is None:
             return
-        saved_builtin, saved_io = _saved
-        _saved = None
-        if builtins.open is open:
-            builtins.open = saved_builtin
-        if io.open is open:
-            io.open = saved_io
+        saved, _saved = _saved, None
+        for namespace, name in _patch_points():
+            if vars(namespace).get(name) is open:
+                setattr(namespace, name, saved.get((namespace, name), real_open))
 
 
 def _after_fork_in_child() -> None:
