@@ -359,6 +359,24 @@ def test_what_cpython_refuses_raises_the_same_error(tmp_path, mode, kwargs):
     assert path.read_text(encoding="utf-8") == "x"
 
 
+def test_the_modes_we_build_are_exactly_those_cpython_accepts(tmp_path):
+    path = tmp_path / "m.txt"
+    path.write_text("m", encoding="utf-8")
+    chars = "xrwa+tbU"
+    modes = ["", *chars]
+    for _ in range(3):
+        modes += [m + c for m in modes if len(m) == len(modes[-1]) for c in chars]
+    for mode in set(modes):
+        try:
+            _io.open(path, mode).close()
+            accepted = True
+        except ValueError:
+            accepted = False
+        except FileExistsError:
+            accepted = True
+        assert (mode in fileio._MODES) == accepted, mode
+
+
 def test_bad_file_arguments_raise_the_same_error(tmp_path):
     files = [None, 3.5, object(), tmp_path / "missing" / "f.txt", str(tmp_path / "a\0b"), tmp_path, b"/no/such"]
 

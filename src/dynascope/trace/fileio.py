@@ -27,6 +27,7 @@ from __future__ import annotations
 import _io
 import builtins
 import io
+import itertools
 import os
 import sys
 import threading
@@ -36,7 +37,7 @@ from typing import Any
 from . import buffers
 from .buffers import emit, now_ns
 
-real_open = _io.open  # the untouched open: dynascope's own files (the trace file) use it
+real_open: Any = _io.open  # the untouched open: dynascope's own files (the trace file) use it
 
 _FileIO = _io.FileIO
 _init = _FileIO.__init__
@@ -45,9 +46,10 @@ _read = _FileIO.read
 _readall = _FileIO.readall
 _write = _FileIO.write
 _fileno = _FileIO.fileno
-_MODE_CHARS = frozenset("xrwa+tb")
+_PY314 = sys.version_info >= (3, 14)
 _MAX_BLKSIZE_3_14 = 8192 * 1024  # CPython 3.14 caps the default buffer at 8 MiB (and raises its floor)
 _PROC_FD = "/proc/self/fd/"
+_SEP = os.sep
 
 
 def file_path(file: Any) -> str | None:
@@ -74,26 +76,32 @@ def _fd_path(fd: int) -> str | None:
 class FileIO(_FileIO):
     """`io.FileIO` recording one event per raw call (see the module docstring)."""
 
-    _trace_path: str | None = None
-    _trace_fd: int = -1
+    __slots__ = ("_trace_fd", "_trace_path")
 
     def __init__(self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None) -> None:
-        path = None if isinstance(file, int) else file_path(file)
-        recording = buffers._recording
+        self._trace_fd = -1
+        if type(file) is str and file.startswith(_SEP):
+            path: str | None = file
+        else:
+            path = None if isinstance(file, int) else file_path(file)
+        self._trace_path = path
+        if not buffers._recording:
+            _init(self, file, mode, closefd, opener)
+            self._trace_fd = _fileno(self)
+            if path is None:
+                self._trace_path = _fd_path(self._trace_fd)
+            return
         start = now_ns()
         try:
             _init(self, file, mode, closefd, opener)
         except BaseException:
-            if recording:
-                emit(("I", "open", path, -1, -1, start, now_ns()))
+            emit(("I", "open", path, -1, -1, start, now_ns()))
             raise
         end = now_ns()
         fd = self._trace_fd = _fileno(self)
         if path is None:
-            path = _fd_path(fd)
-        self._trace_path = path
-        if recording:
-            emit(("I", "open", path, fd, fd, start, end))
+            path = self._trace_path = _fd_path(fd)
+        emit(("I", "open", path, fd, fd, start, end))
 
     def readinto(self, buffer: Any, /) -> Any:
         if not buffers._recording:
@@ -165,6 +173,24 @@ class FileIO(_FileIO):
         return _FileIO.__repr__(self)  # "<_io.FileIO name=... mode=... closefd=...>", as untraced
 
 
+def _mode_table() -> dict[str, tuple[str, Any, bool]]:
+    """Every mode string CPython's open accepts -> (the raw FileIO mode, the buffered class, binary).
+
+    One of x/r/w/a, an optional "+", an optional "t" or "b", each at most once, in any order.
+    """
+    table: dict[str, tuple[str, Any, bool]] = {}
+    for main in "xrwa":
+        for plus in ("", "+"):
+            buffered = io.BufferedRandom if plus else io.BufferedReader if main == "r" else io.BufferedWriter
+            for kind in ("", "t", "b"):
+                for chars in itertools.permutations(main + plus + kind):
+                    table["".join(chars)] = (main + plus, buffered, kind == "b")
+    return table
+
+
+_MODES = _mode_table()
+
+
 def _open(
     file: Any,
     mode: Any = "r",
@@ -176,60 +202,47 @@ def _open(
     opener: Any = None,
 ) -> Any:
     """`io.open`, with the raw layer recording I/O events (CPython's dispatch, as in `_pyio.open`)."""
-    args = (file, mode, buffering, encoding, errors, newline, closefd, opener)
+    parsed = _MODES.get(mode) if type(mode) is str else None
     if (
-        type(mode) is not str
+        parsed is None
         or not isinstance(buffering, int)
         or not isinstance(closefd, int)
-        or not all(value is None or type(value) is str for value in (encoding, errors, newline))
+        or (encoding is not None and (parsed[2] or type(encoding) is not str or "\0" in encoding))
+        or (errors is not None and (parsed[2] or type(errors) is not str or "\0" in errors))
+        or (newline is not None and (parsed[2] or type(newline) is not str or "\0" in newline))
+        or (buffering == 0 and not parsed[2])
     ):
-        return real_open(*args)
-    if isinstance(file, int):
+        # an invalid mode, binary with text arguments, unbuffered text, an argument of the wrong
+        # type: CPython says what is wrong (or, where it accepts more than we check, does it)
+        return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    if type(file) is str or isinstance(file, int):
         path_or_fd: Any = file
     else:
         try:
             path_or_fd = os.fspath(file)
         except TypeError:
-            return real_open(*args)
-    modes = set(mode)
-    if len(modes) != len(mode) or not modes <= _MODE_CHARS:
-        return real_open(*args)  # "invalid mode"
-    creating, reading, writing, appending = ("x" in modes), ("r" in modes), ("w" in modes), ("a" in modes)
-    updating, text, binary = "+" in modes, "t" in modes, "b" in modes
-    if (
-        (text and binary)
-        or creating + reading + writing + appending != 1
-        or (binary and (encoding is not None or errors is not None or newline is not None))
-        or (buffering == 0 and not binary)
-        or any("\0" in value for value in (encoding, errors, newline) if value is not None)
-    ):
-        return real_open(*args)  # CPython says what is wrong
+            return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)
+    rawmode, buffered, binary = parsed
     if binary and buffering == 1:
         warnings.warn(
             "line buffering (buffering=1) isn't supported in binary mode, the default buffer size will be used",
             RuntimeWarning,
             stacklevel=2,
         )
-    rawmode = "x" * creating + "r" * reading + "w" * writing + "a" * appending + "+" * updating
-    raw = FileIO(path_or_fd, rawmode, bool(closefd), opener)
+    raw: Any = FileIO(path_or_fd, rawmode, bool(closefd), opener)
     result: Any = raw
     try:
         line_buffering = False
-        if buffering == 1 or (buffering < 0 and _isatty(raw)):
+        if buffering == 1 or (buffering < 0 and (raw._isatty_open_only() if _PY314 else raw.isatty())):
             buffering = -1
             line_buffering = True
-        if buffering < 0:
-            buffering = _default_buffer_size(raw)
+        if buffering < 0:  # st_blksize (else io.DEFAULT_BUFFER_SIZE), from 3.14 within bounds
+            buffering = max(min(raw._blksize, _MAX_BLKSIZE_3_14), io.DEFAULT_BUFFER_SIZE) if _PY314 else raw._blksize
         if buffering < 0:
             raise ValueError("invalid buffering size")
         if buffering == 0:
             return result  # binary: checked above
-        if updating:
-            result = io.BufferedRandom(raw, buffering)
-        elif creating or writing or appending:
-            result = io.BufferedWriter(raw, buffering)
-        else:
-            result = io.BufferedReader(raw, buffering)
+        result = buffered(raw, buffering)
         if binary:
             return result
         if encoding is None:
@@ -248,23 +261,6 @@ _open.__name__ = _open.__qualname__ = "open"
 # A staticmethod object (callable since 3.10), not a plain function: like the builtin it replaces, it
 # does not turn into a bound method when a class stores it (`class Accessor: open = io.open`).
 open = staticmethod(_open)
-
-if sys.version_info >= (3, 14):
-
-    def _isatty(raw: FileIO) -> bool:
-        return raw._isatty_open_only()  # type: ignore[attr-defined]
-
-    def _default_buffer_size(raw: FileIO) -> int:
-        return max(min(raw._blksize, _MAX_BLKSIZE_3_14), io.DEFAULT_BUFFER_SIZE)  # type: ignore[attr-defined]
-
-else:
-
-    def _isatty(raw: FileIO) -> bool:
-        return raw.isatty()
-
-    def _default_buffer_size(raw: FileIO) -> int:
-        return raw._blksize  # type: ignore[attr-defined]  # st_blksize, else io.DEFAULT_BUFFER_SIZE
-
 
 # -- install / uninstall -------------------------------------------------------------------------
 
