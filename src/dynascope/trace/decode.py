@@ -39,6 +39,7 @@ from .ops import TABLE
 _EMPTY = np.zeros(0, dtype=np.int64)
 PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
 IO_CAT = "POSIX"
+_LINES_PER_PIECE = 4096
 Emit = Callable[[bytes | memoryview], None]  # takes whole lines
 
 
@@ -77,6 +78,7 @@ class Decoder:
         self._texts: dict[str, bytes] = {}  # event names and categories as JSON
         self._hhash_bytes = hhash.encode()
         self.file_hashes: dict[str, str] = {}  # paths whose FH record is in the file -> their hash
+        self._io_templates: dict[tuple[str, str | None, int], bytes] = {}
 
     # -- static strings -------------------------------------------------------------------------
 
@@ -181,14 +183,23 @@ class Decoder:
         numbers = (MARK - values[marks]).tolist()
         records = dict(side(max(numbers))) if numbers else {}
         start = 0
+        lines: list[bytes] = []  # Python-side lines, handed on together (one compress call, not one each)
         for position, number in zip(marks.tolist(), numbers, strict=True):
             if position > start:
+                if lines:
+                    emit(b"".join(lines))
+                    lines.clear()
                 self._int_run(stream, values[start:position], False, emit)
             record = records.pop(number, None)
             line = self._python_record(stream, record) if record is not None else None
             if line:
-                emit(line)
+                lines.append(line)
+                if len(lines) >= _LINES_PER_PIECE:
+                    emit(b"".join(lines))
+                    lines.clear()
             start = position + 1
+        if lines:
+            emit(b"".join(lines))
         self.dropped += len(records)  # side records whose MARK never made it (interrupted)
         if start < values.size:
             self._int_run(stream, values[start:], not final, emit)
@@ -268,18 +279,37 @@ class Decoder:
         return None
 
     def _io_line(self, stream: ThreadStream, record: tuple) -> bytes:
+        """One POSIX event, as event_line writes it, from a template per (name, file, thread): I/O
+        events can come by the hundred thousand a second, and the writer thread shares the GIL."""
         _, name, path, fd, ret, start_ns, end_ns = record
+        template = self._io_templates.get((name, path, stream.tid))
+        files = b""
+        if template is None:
+            files, template = self._io_template(name, path, stream.tid)
         ts = (start_ns + self.offset_ns) // 1000
         dur = (end_ns + self.offset_ns) // 1000 - ts
-        args: dict = {}
+        regions = stream.regions
+        parent, level = (regions[-1].event_id, len(regions) + 1) if regions else (-1, 1)
+        event_id = self.next_id
+        self.next_id += 1
+        self.events += 1
+        # ret None: a non-blocking file had nothing to give or take (EAGAIN)
+        return files + template % (event_id, ts, max(dur, 0), parent, level, fd, -1 if ret is None else ret)
+
+    def _io_template(self, name: str, path: str | None, tid: int) -> tuple[bytes, bytes]:
+        """The FH record `path` needs first (or b""), and the %-template of its `name` events on `tid`."""
         files = b""
+        fhash = b""
         if path is not None:
-            fhash, files = self.file_hash(path, stream.tid)
-            args["fhash"] = fhash
-        args["fd"] = fd
-        args["ret"] = -1 if ret is None else ret  # None: a non-blocking file had nothing (EAGAIN)
-        parent, depth = self._parent(stream)
-        return files + self.event_line(self._take_id(), name, IO_CAT, stream.tid, ts, dur, parent, depth + 1, args)
+            digest, files = self.file_hash(path, tid)
+            fhash = b',"fhash":' + orjson.dumps(digest)
+        static = [
+            b'{"id":%d,"name":', orjson.dumps(name).replace(b"%", b"%%"), b',"cat":"', IO_CAT.encode(),
+            b'","pid":', b"%d" % self.pid, b',"tid":', b"%d" % tid, b',"ts":%d,"dur":%d,"ph":"X","args":{"hhash":',
+            orjson.dumps(self.hhash).replace(b"%", b"%%"), b',"p_idx":%d,"level":%d', fhash, b',"fd":%d,"ret":%d}}\n',
+        ]  # fmt: skip
+        template = self._io_templates[(name, path, tid)] = b"".join(static)
+        return files, template
 
     def file_hash(self, path: str, tid: int) -> tuple[str, bytes]:
         """The hash events use for `path`, and its FH record if this file has not written it yet."""
