@@ -13,8 +13,8 @@ and writes, and in which order, is unchanged; a traced `read` is one read(2) of 
 Anything unusual (a mode or argument CPython rejects, a file argument that is not a path or an
 int) goes to CPython's `_io.open` unchanged, so errors and warnings are CPython's own.
 
-Not seen: files opened before `install()`, file objects built by other means (`_io.open`, which
-`tempfile` uses; `io.open_code`, which imports use), reads and writes done outside Python file
+Not seen: files opened before `install()`, file objects built by other means (`io.FileIO(...)`
+directly, `_io.open`, `io.open_code`, which imports use), reads and writes done outside Python file
 objects (C extensions, `os.read`/`os.write`, mmap). docs/trace-format.md lists them.
 
 The hot path is two clock readings and one `emit` per raw call; paths are resolved once per open,
