@@ -29,14 +29,16 @@ def test_log_file_and_data_dir_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("DFTRACER_ENABLE", "1")
     monkeypatch.setenv("DFTRACER_LOG_FILE", str(tmp_path / "logs" / "envlog"))
     monkeypatch.setenv("DFTRACER_DATA_DIR", "/data/imagenet")
-    monkeypatch.setenv("DFTRACER_DISABLE_IO", "1")  # accepted: dynascope traces no I/O
+    monkeypatch.setenv("DFTRACER_DISABLE_IO", "1")  # no Python file I/O events
     logger = dftracer.initialize_log(None, None, -1)
     traced_call(dynascope.backend())
+    (tmp_path / "read.txt").write_text("not traced", encoding="utf-8")
     logger.finalize()
     assert logger.logfile == str(tmp_path / "logs" / f"envlog-{os.getpid()}.pfw.gz")
     index = check(load(logger.logfile))
     assert index["events"][0]["args"]["data_dir"] == "/data/imagenet"
     assert op_events(index)
+    assert not op_events(index, "POSIX")
 
 
 def test_compression_and_metadata_switches(tmp_path, monkeypatch):

@@ -258,6 +258,7 @@ def _open(
 
 _open.__doc__ = real_open.__doc__
 _open.__name__ = _open.__qualname__ = "open"
+_open.__annotations__ = {}  # inspect.signature(open) reads as CPython's
 # A staticmethod object (callable since 3.10), not a plain function: like the builtin it replaces, it
 # does not turn into a bound method when a class stores it (`class Accessor: open = io.open`).
 open = staticmethod(_open)
