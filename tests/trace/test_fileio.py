@@ -618,6 +618,19 @@ def test_decoder_io_records_and_region_paths():
     assert got.index(fh[0]) < got.index(events[0]) and got.index(fh[1]) < got.index(events[5])
 
 
+def test_one_file_under_two_spellings_is_one_fh_record():
+    decoder = Decoder(pid=1, hhash="0" * 16, offset_ns=0, inline_args=False)
+    got = decode(decoder, [
+        ("I", "open", "/data/./a.pt", 5, 5, 1_000, 2_000),
+        ("I", "read", "/data/./a.pt", 5, 9, 2_000, 3_000),
+        ("B", "torch.load", "torch.io", {"__path": "/data/a.pt"}, 4_000),
+        ("I", "open", "/data/x/../a.pt", 6, 6, 5_000, 6_000),
+        ("E", 7_000),
+    ])  # fmt: skip
+    assert [r["args"]["name"] for r in got if r["name"] == "FH"] == ["/data/a.pt"]
+    assert {r["args"]["fhash"] for r in got if r["ph"] == "X"} == {hash16("/data/a.pt")}
+
+
 def test_file_path_makes_paths_absolute_without_touching_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert fileio.file_path("a/../b.txt") == os.path.join(str(tmp_path), "a/../b.txt")

@@ -15,7 +15,8 @@ and, in a side list, (n, tuple) for each MARK - n in the int stream:
 Runs of ints are formatted by a compiled loop (oplines.py) off the GIL; lines are bytes.
 
 Files are interned as DFTracer does: the first event naming a path is preceded by one `FH` record
-(args name = the path, value = its 16-hex hash), and events carry `fhash` = that hash. Region and
+(args name = the path, normalised with os.path.normpath; value = its 16-hex hash), and events carry
+`fhash` = that hash. Region and
 complete-event args (B, X, P) can name a file the same way: an arg `"__path"` (a str, bytes or
 path-like; fileio.file_path makes a path absolute) is replaced by `fhash`, with its FH record written
 before the event; a `"__path"` of None is dropped. (Pass it with `**{"__path": p}` or in an args dict:
@@ -77,7 +78,8 @@ class Decoder:
         self.sources_written: set[str] = set()  # kernel sources whose KS record is in the file
         self._texts: dict[str, bytes] = {}  # event names and categories as JSON
         self._hhash_bytes = hhash.encode()
-        self.file_hashes: dict[str, str] = {}  # paths whose FH record is in the file -> their hash
+        self.file_hashes: dict[str, str] = {}  # paths as recorded -> their hash (FH record written)
+        self.file_names: set[str] = set()  # the (normalised) names of the FH records written
         self._io_templates: dict[tuple[str, str | None, int], bytes] = {}
 
     # -- static strings -------------------------------------------------------------------------
@@ -312,12 +314,20 @@ class Decoder:
         return files, template
 
     def file_hash(self, path: str, tid: int) -> tuple[str, bytes]:
-        """The hash events use for `path`, and its FH record if this file has not written it yet."""
+        """The hash events use for `path`, and its FH record if this file has not written it yet.
+
+        The name is normalised here, once per path (`/data/./a.pt` and `/data/x/../a.pt` are one
+        file, `/data/a.pt`, as os.path.abspath gives it): the hot path only made it absolute.
+        """
         fhash = self.file_hashes.get(path)
         if fhash is not None:
             return fhash, b""
-        fhash = self.file_hashes[path] = hash16(path)
-        args = {"hhash": self.hhash, "name": path, "value": fhash}
+        name = os.path.normpath(path)
+        fhash = self.file_hashes[path] = hash16(name)
+        if name in self.file_names:
+            return fhash, b""
+        self.file_names.add(name)
+        args = {"hhash": self.hhash, "name": name, "value": fhash}
         record = {"name": "FH", "cat": "dftracer", "pid": self.pid, "tid": tid, "ph": "M", "args": args}
         return fhash, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 

@@ -55,8 +55,9 @@ _SEP = os.sep
 def file_path(file: Any) -> str | None:
     """The absolute path a file argument names (str, bytes or path-like), or None.
 
-    Relative paths are joined to the working directory as it is now (not normalised: the path as
-    the program opened it). Region args use it too (decode.py's `__path`).
+    Relative paths are joined to the working directory as it is now; the writer thread normalises
+    the result (decode.py), so it names the file as os.path.abspath would. Region args naming a file
+    (decode.py's `__path`) can use it too.
     """
     try:
         path = os.fsdecode(os.fspath(file))
