@@ -394,6 +394,22 @@ def test_bad_file_arguments_raise_the_same_error(tmp_path):
     assert names(failed) == ["open"] * 4 and {e["args"]["ret"] for e in failed} == {-1}  # the paths FileIO tried
 
 
+def test_a_relative_open_in_a_deleted_working_directory_fails_as_cpythons(tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(FileNotFoundError) as real:
+        _io.open("f.txt", "w")
+    fileio.install()
+    try:
+        with pytest.raises(FileNotFoundError) as ours:
+            open("f.txt", "w")  # noqa: SIM115 - it must fail
+    finally:
+        fileio.uninstall()
+    assert type(ours.value) is type(real.value) and str(ours.value) == str(real.value)
+
+
 def test_binary_line_buffering_warns_as_cpython_does(tmp_path):
     path = tmp_path / "w.bin"
     with warnings.catch_warnings(record=True) as real:

@@ -63,7 +63,12 @@ def file_path(file: Any) -> str | None:
         path = os.fsdecode(os.fspath(file))
     except TypeError:
         return None
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    if os.path.isabs(path):
+        return path
+    try:
+        return os.path.join(os.getcwd(), path)
+    except OSError:  # the working directory is gone: the open will say what is wrong, not us
+        return path
 
 
 def _fd_path(fd: int) -> str | None:
@@ -169,9 +174,6 @@ class FileIO(_FileIO):
             ret = 0
         finally:
             emit(("I", "close", self._trace_path, self._trace_fd, ret, start, now_ns()))
-
-    def __repr__(self) -> str:
-        return _FileIO.__repr__(self)  # "<_io.FileIO name=... mode=... closefd=...>", as untraced
 
 
 def _mode_table() -> dict[str, tuple[str, Any, bool]]:
