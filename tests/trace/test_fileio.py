@@ -374,6 +374,9 @@ def test_the_modes_we_build_are_exactly_those_cpython_accepts(tmp_path):
             accepted = False
         except FileExistsError:
             accepted = True
+        if "U" in mode and sys.version_info < (3, 11):
+            assert mode not in fileio._MODES  # 3.10's deprecated "U": CPython's open, untraced
+            continue
         assert (mode in fileio._MODES) == accepted, mode
 
 

@@ -10,8 +10,9 @@ open/read/write/close. The buffered and text layers above are CPython's own, so 
 and writes, and in which order, is unchanged; a traced `read` is one read(2) of the buffered layer
 (or of the program, on an unbuffered binary file), not one `f.read()` of the program.
 
-Anything unusual (a mode or argument CPython rejects, a file argument that is not a path or an
-int) goes to CPython's `_io.open` unchanged, so errors and warnings are CPython's own.
+Anything unusual (a mode or argument CPython rejects, 3.10's deprecated "U" mode, a file argument
+that is not a path or an int) goes to CPython's `_io.open` unchanged, so errors and warnings are
+CPython's own (and such a file is not traced).
 
 Not seen: files opened before `install()`, file objects built by other means (`io.FileIO(...)`
 directly, `_io.open`, `io.open_code`, which imports use), reads and writes done outside Python file
