@@ -31,12 +31,22 @@ class ThreadBuffer:
     side: list  # (n, record) tuples; record n belongs where MARK - n stands in `records`
 
 
+class _Slot:
+    """One thread's recording state. Plain slots: a threading.local's own attributes cost about twice
+    as much to read and write, and emit() touches five of them per record."""
+
+    __slots__ = ("append", "generation", "muted", "sequence", "side")
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.append: Callable[[object], None] = _discard
+        self.side: Callable[[object], None] = _discard
+        self.sequence = 0
+        self.muted = False  # discard_this_thread(): nothing this thread records is kept
+
+
 class _ThreadState(threading.local):
-    generation = -1
-    append = staticmethod(_discard)
-    side = staticmethod(_discard)
-    sequence = 0
-    muted = False  # discard_this_thread(): nothing this thread records is kept
+    slot: _Slot | None = None  # the thread's _Slot, made on its first record
 
 
 _state = _ThreadState()
@@ -48,24 +58,28 @@ _buffers: list[ThreadBuffer] = []
 
 def sink():
     """The current thread's append function (a discarding one while no session records)."""
-    state = _state
-    if state.generation != _generation:
-        _attach(state)
-    return state.append
+    slot = _state.slot
+    if slot is None or slot.generation != _generation:
+        slot = _attach()
+    return slot.append
 
 
-def _attach(state: _ThreadState) -> None:
-    state.generation = _generation
-    if not _recording or state.muted:
-        state.append = state.side = _discard
-        return
+def _attach() -> _Slot:
+    slot = _state.slot
+    if slot is None:
+        slot = _state.slot = _Slot()
+    slot.generation = _generation
+    if not _recording or slot.muted:
+        slot.append = slot.side = _discard
+        return slot
     records: list = []
     side: list = []
     thread = threading.current_thread()
     with _lock:
         _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records, side))
-    state.append = records.append
-    state.side = side.append
+    slot.append = records.append
+    slot.side = side.append
+    return slot
 
 
 def start_recording() -> None:
@@ -94,10 +108,12 @@ def discard_this_thread() -> None:
     The writer thread calls it first: whatever it does itself (numba loading its cache, and any file
     I/O that implies) is dynascope's own work, not the program's.
     """
-    state = _state
-    state.muted = True
-    state.generation = _generation
-    state.append = state.side = _discard
+    slot = _state.slot
+    if slot is None:
+        slot = _state.slot = _Slot()
+    slot.muted = True
+    slot.generation = _generation
+    slot.append = slot.side = _discard
 
 
 def forget_after_fork() -> None:
@@ -140,11 +156,11 @@ def take_side(buffer: ThreadBuffer, last: int) -> list:
 
 def emit(record: tuple) -> None:
     """Record a Python-side event (region begin/end, complete event) for the current thread."""
-    state = _state
-    if state.generation != _generation:
-        _attach(state)
+    slot = _state.slot
+    if slot is None or slot.generation != _generation:
+        slot = _attach()
     # Numbered, so that an interrupt (Ctrl-C) landing between the two appends costs this one record,
     # not the pairing of every later one.
-    state.sequence = number = state.sequence + 1
-    state.side((number, record))
-    state.append(MARK - number)
+    slot.sequence = number = slot.sequence + 1
+    slot.side((number, record))
+    slot.append(MARK - number)

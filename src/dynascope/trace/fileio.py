@@ -166,15 +166,17 @@ class FileIO(_FileIO):
         except Exception:  # noqa: BLE001 - never let tracing break a close
             traced = False
         if not traced:
-            super().close()
+            self._close()
             return
         start = now_ns()
-        ret = -1
         try:
-            super().close()
-            ret = 0
-        finally:
-            emit(("I", "close", self._trace_path, self._trace_fd, ret, start, now_ns()))
+            self._close()
+        except BaseException:
+            emit(("I", "close", self._trace_path, self._trace_fd, -1, start, now_ns()))
+            raise
+        emit(("I", "close", self._trace_path, self._trace_fd, 0, start, now_ns()))
+
+    _close = _FileIO.close  # a class attribute, not a module global: still there late in shutdown
 
 
 def _mode_table() -> dict[str, tuple[str, Any, bool]]:
