@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _torch
 from ..errors import ConfigError, TorchVersionError
+from ..trace import fileio
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
@@ -275,7 +276,8 @@ class TracingBackend:
         call, replace = _torch.wrapper_call(compiled)
         function = getattr(call, "__func__", call)
         filename = function.__code__.co_filename
-        with open(filename, encoding="utf-8") as source:  # the code inductor loaded, from its cache directory
+        # the code inductor loaded, from its cache directory; our own read, not the program's I/O
+        with fileio.real_open(filename, encoding="utf-8") as source:
             wrapper = kernels.Wrapper.parse(source.read())
         provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled), _torch.fx_graph_cache_place(compiled))
         gid = self._register_kernels(wrapper, provenance, gm, context, phase)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..trace import fileio
 from .attribution import module_of, stack_line, target_text, user_line
 
 _FALLBACK_ROOTS = ("torch.ops.", "aten.", "inductor_ops.", "_quantized.")
@@ -232,7 +233,7 @@ def with_saved_nodes(provenance: dict[str, tuple[list[str], list[str]]], place: 
             _write_atomic(path, {key: nodes for key, (nodes, _) in provenance.items()})
         return provenance
     try:
-        with open(path, encoding="utf-8") as saved_file:
+        with fileio.real_open(path, encoding="utf-8") as saved_file:  # ours: not the program's I/O
             saved = json.load(saved_file)
     except (OSError, ValueError):
         return provenance
@@ -243,7 +244,7 @@ def _write_atomic(path: str, data: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = f"{path}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as out:
+        with fileio.real_open(temporary, "w", encoding="utf-8") as out:
             json.dump(data, out)
         os.replace(temporary, path)
     except OSError:  # a read-only cache directory: warm runs then take layers from source lines
