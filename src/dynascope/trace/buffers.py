@@ -2,8 +2,8 @@
 
 A compiled graph's generated code calls `sink()` once per call and gets the current thread's
 `list.append`; it then appends `-graph_id`, a start clock reading, and one clock reading after each
-op. Python-side events (user regions, compile phases) go to a side list as tuples, with MARK in the
-main list where they happened, so the main list stays pure ints (cheap to turn into an array) and
+op. Python-side events (user regions, compile phases) go to a side list, laid flat (see take_side),
+with MARK in the main list where they happened, so the main list stays pure ints (cheap to turn into an array) and
 one thread's records stay in order. The writer thread drains the lists; nothing here formats or
 locks on the hot path.
 """
@@ -28,7 +28,7 @@ class ThreadBuffer:
     tid: int
     thread_name: str
     records: list  # ints: graph headers, clock readings, MARKs
-    side: list  # (n, record) tuples; record n belongs where MARK - n stands in `records`
+    side: list  # flat: n, len(record), *record for each record n; it belongs where MARK - n stands in `records`
 
 
 class _Slot:
@@ -78,7 +78,7 @@ def _attach() -> _Slot:
     with _lock:
         _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records, side))
     slot.append = records.append
-    slot.side = side.append
+    slot.side = side.extend
     return slot
 
 
@@ -144,13 +144,20 @@ def take(buffer: ThreadBuffer) -> list:
 
 
 def take_side(buffer: ThreadBuffer, last: int) -> list:
-    """Remove and return the side records numbered up to `last`, as (n, record) pairs."""
+    """Remove and return the side records numbered up to `last`, as (n, record) pairs.
+
+    The side list holds records flat (n, length, fields...), not as tuples: a tuple kept until the writer
+    drains it (half a second) would outlive the garbage collector's young generations, and enough such
+    survivors set off full collections, which walk the program's whole heap. Atoms (ints, strings,
+    dicts of atoms) are not tracked by the collector at all."""
     side = buffer.side
-    count = 0
-    while count < len(side) and side[count][0] <= last:
-        count += 1
-    taken = side[:count]
-    del side[:count]
+    taken = []
+    at, end = 0, len(side)
+    while at + 1 < end and side[at] <= last:
+        length = side[at + 1]
+        taken.append((side[at], tuple(side[at + 2 : at + 2 + length])))
+        at += 2 + length
+    del side[:at]
     return taken
 
 
@@ -162,5 +169,5 @@ def emit(record: tuple) -> None:
     # Numbered, so that an interrupt (Ctrl-C) landing between the two appends costs this one record,
     # not the pairing of every later one.
     slot.sequence = number = slot.sequence + 1
-    slot.side((number, record))
+    slot.side((number, len(record), *record))  # one extend: an interrupt cannot split a record
     slot.append(MARK - number)
