@@ -15,7 +15,9 @@ and removes them when it closes. Public torch APIs where there are any:
 
 Every wrapper calls straight through while torch.compile traces it (`torch.compiler.is_compiling()`),
 so Dynamo sees the functions it saw before, and no wrapper changes arguments, results or exceptions.
-Events are region begin/end records (trace/buffers.py `emit`): two clock reads and two appends.
+Events are region begin/end records (trace/buffers.py `emit`), so that what runs inside them (graph
+calls in `backward`, file reads in a batch fetch) nests in them; the optimizer's step and zero_grad,
+which nothing nests in, are one complete record each, written when they return.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ __all__ = ["WorkerStart", "install", "install_worker", "installed", "uninstall"]
 _lock = threading.Lock()
 _undo: list[Callable[[], None]] = []  # what install() changed, each with the call that puts it back
 _loader_keys = itertools.count(1)
-_optimizer_numbers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_optimizer_numbers: dict[int, tuple[weakref.ref, dict]] = {}  # id(optimizer) -> (it, its event args)
 _step_started: dict[int, int] = {}  # id(optimizer) -> clock at its pre-hook
 _worker: dict[str, Any] = {}  # in a DataLoader worker: its loader key and worker id
 _is_compiling = torch.compiler.is_compiling
@@ -83,11 +85,11 @@ def _replace(owner: Any, name: str, make: Callable[[Any], Any]) -> None:
 
 def _optimizer_args(optimizer: Any) -> dict:
     """{"optimizer": its class name, "opt": its number in this process}, made once per optimizer."""
-    known = _optimizer_numbers.get(optimizer)
-    if known is None:
-        known = _optimizer_numbers[optimizer] = {
-            "optimizer": type(optimizer).__name__, "opt": len(_optimizer_numbers) + 1}  # fmt: skip
-    return known
+    known = _optimizer_numbers.get(id(optimizer))
+    if known is None or known[0]() is not optimizer:  # a new optimizer (perhaps at a dead one's address)
+        args = {"optimizer": type(optimizer).__name__, "opt": len(_optimizer_numbers) + 1}
+        known = _optimizer_numbers[id(optimizer)] = (weakref.ref(optimizer), args)
+    return known[1]
 
 
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -116,11 +118,11 @@ def _install_optimizer() -> None:
         def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
             if _is_compiling():
                 return original(self, *args, **kwargs)
-            emit(("B", "optimizer.zero_grad", "optimizer", _optimizer_args(self), now_ns()))
+            start = now_ns()  # nothing nests in it: one complete event, written when it returns
             try:
                 return original(self, *args, **kwargs)
             finally:
-                emit(("E", now_ns()))
+                emit(("P", "optimizer.zero_grad", "optimizer", start, now_ns(), _optimizer_args(self)))
 
         return zero_grad
 
@@ -129,11 +131,11 @@ def _install_optimizer() -> None:
         def zero_grad(self: Any, *args: Any, **kwargs: Any) -> Any:
             if _is_compiling():
                 return original(self, *args, **kwargs)
-            emit(("B", "module.zero_grad", "optimizer", {"module": type(self).__name__}, now_ns()))
+            start = now_ns()
             try:
                 return original(self, *args, **kwargs)
             finally:
-                emit(("E", now_ns()))
+                emit(("P", "module.zero_grad", "optimizer", start, now_ns(), {"module": type(self).__name__}))
 
         return zero_grad
 
