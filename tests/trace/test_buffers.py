@@ -2,8 +2,9 @@
 
 import gc
 
-import dynascope
 import tracecheck
+
+import dynascope
 from dynascope.trace.buffers import emit, now_ns
 
 

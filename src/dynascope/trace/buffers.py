@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,7 +41,7 @@ class _Slot:
     def __init__(self) -> None:
         self.generation = -1
         self.append: Callable[[object], None] = _discard
-        self.side: Callable[[object], None] = _discard
+        self.side: Callable[[Any], None] = _discard  # the side list's extend
         self.sequence = 0
         self.muted = False  # discard_this_thread(): nothing this thread records is kept
 
