@@ -13,9 +13,9 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 now_ns = time.perf_counter_ns
 MARK = -(1 << 62)  # MARK - n in the main list: "side record n happened here" (graph ids are small)
