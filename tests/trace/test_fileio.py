@@ -359,6 +359,7 @@ def test_what_cpython_refuses_raises_the_same_error(tmp_path, mode, kwargs):
     assert path.read_text(encoding="utf-8") == "x"
 
 
+@pytest.mark.filterwarnings("ignore:'U' mode is deprecated")  # 3.10 still takes it, with this warning
 def test_the_modes_we_build_are_exactly_those_cpython_accepts(tmp_path):
     path = tmp_path / "m.txt"
     path.write_text("m", encoding="utf-8")
