@@ -7,12 +7,14 @@ one step per optimizer step, and each step's parts add up to its wall time exact
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+import tracecheck
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
 PARTS = ("data", "forward", "backward", "optimizer", "io", "compile", "other")
@@ -47,6 +49,11 @@ def test_steps_of_a_real_loop(tmp_path, workers, optimizer):
     for r in steps:
         assert sum(r[f"{p}_us"] for p in PARTS) == r["total_us"], r
         assert r["data_us"] > 0 and r["forward_us"] > 0 and r["backward_us"] > 0 and r["optimizer_us"] > 0, r
+    # the wall time of a step, measured apart from the analysis: from one optimizer.step's end to the next's
+    main = next(t for t in traces if any(e.get("name") == "optimizer.step" for e in tracecheck.load(t)))
+    ends = [e["ts"] + e["dur"] for e in tracecheck.load(main) if e.get("name") == "optimizer.step"]
+    walls = [b - a for a, b in itertools.pairwise(ends)]
+    assert all(abs(r["total_us"] - wall) <= 1 for r, wall in zip(steps[1:], walls, strict=True))  # µs rounding
     assert steps[0]["compile_us"] > 0 and steps[0]["compiles"] >= 1
     # the checkpoint saved after the last step of epoch 0 is I/O of the first step of epoch 1
     per_epoch = said["steps"] // said["epochs"]
