@@ -56,7 +56,7 @@ def entry_points(workdir: str) -> dict[str, Callable[[], Callable[[], object]]]:
         return lambda: (x * 2).sum().backward()
 
     def dataloader_next():
-        loader = DataLoader(list(range(10**7)), batch_size=None)
+        loader = DataLoader(range(10**7), batch_size=None)  # a range: no ten-million-item list on the heap
         it = iter(loader)
         return lambda: next(it)
 
