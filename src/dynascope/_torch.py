@@ -874,6 +874,11 @@ def dataloader_batch_index(iterator: Any) -> int | None:
         return None
 
 
+def dataloader_workers(iterator: Any) -> int:
+    """How many worker processes a DataLoader iterator uses (`_num_workers`; 0: it loads in this process)."""
+    return int(getattr(iterator, "_num_workers", 0) or 0)
+
+
 def dataloader_fetcher_classes() -> tuple[type, ...]:
     """The fetchers a DataLoader worker calls once per batch: `fetcher.fetch(index)` in `_worker_loop`."""
     module = importlib.import_module("torch.utils.data._utils.fetch")

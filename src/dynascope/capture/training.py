@@ -247,7 +247,7 @@ def _install_dataloader() -> None:
         def __next__(self: Any) -> Any:
             if _is_compiling():
                 return original(self)
-            details = {"loader": _loader_key(self), "batch": None, "workers": self._num_workers}
+            details = {"loader": _loader_key(self), "batch": None, "workers": _torch.dataloader_workers(self)}
             emit(("B", "dataloader.next", "dataloader", details, now_ns()))
             try:
                 data = original(self)
