@@ -171,3 +171,16 @@ def test_a_replacing_bytecode_hook_installs_the_code_it_returns():
     (entry,) = _torch.cache_entries(branchy.__code__)
     assert entry.code is made[0]
     torch._dynamo.reset()
+
+
+def test_dataloader_accessors():
+    from torch.utils.data import DataLoader
+
+    base, multi = _torch.dataloader_iterator_classes()
+    iterator = iter(DataLoader(list(range(10)), batch_size=4))
+    assert isinstance(iterator, base) and not isinstance(iterator, multi)
+    next(iterator)
+    next(iterator)
+    assert _torch.dataloader_batch_index(iterator) == 1 and _torch.dataloader_workers(iterator) == 0
+    assert all(callable(cls.fetch) for cls in _torch.dataloader_fetcher_classes())
+    assert _torch.worker_task_index(None) is None  # not the worker loop's frame: no index, no error
