@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from .files import finish_files
 from .partial import KERNEL_KEYS, Partial
 from .stepparts import LIST_COLUMNS, PART_COLUMNS
 from .stepstats import slow_steps, step_stats
@@ -100,6 +101,7 @@ def finish(p: Partial, top: int = 20) -> Summary:
         sources=dict(m.sources),
         step_stats=stats,
         slow_steps=slow_steps(by_step, stats),
+        by_file=finish_files(p.file),
     )
 
 

@@ -21,6 +21,7 @@ from typing import cast
 import polars as pl
 
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
+from .files import FILE_SCHEMA, file_table
 from .reader import FileReader, ReadInfo, read_file_reduced
 from .resolve import graph_refs, norm_hash
 from .stepparts import LIST_COLUMNS, PART_COLUMNS, op_windows, step_parts, step_sources, step_windows
@@ -44,13 +45,14 @@ KERNEL_FIELDS = ["kernel_kind", "target", "layers", "lines", "code", "kernel_cod
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
+    "ret", "bytes",
 ]  # fmt: skip
 
 _STR_KEYS = [
     "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
 ]  # fmt: skip
 # the integer columns of SUMMARY_COLUMNS
-_INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt")
+_INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes")
 
 @dataclass
 class PartialMeta:
@@ -100,6 +102,7 @@ class Partial:
     step: pl.DataFrame  # epoch, step, regions, total_us, op_us, op_count, <part>_us..., compiles, compile_ids, saved
     process: pl.DataFrame  # host, pid, rank, world_size, events, op_us, compile_us, run_us
     compile: pl.DataFrame  # compile_id, total_us
+    file: pl.DataFrame  # fname, files.FILE_COUNTS   (POSIX and torch.io events per file path: analyze/files.py)
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -111,6 +114,7 @@ _KEYS = {
     "step": ["epoch", "step"],
     "process": ["host", "pid", "rank", "world_size"],
     "compile": ["compile_id"],
+    "file": ["fname"],
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -126,6 +130,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64,
                 "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
     "compile": {"compile_id": pl.String, "total_us": pl.Int64},
+    "file": FILE_SCHEMA,
 }  # fmt: skip
 
 
@@ -432,6 +437,7 @@ def _core(
         step=step,
         process=process,
         compile=compile_tbl,
+        file=file_table(others),
         meta=meta,
     )
 

@@ -102,6 +102,15 @@ class Summary:
     # epoch, step, total_us, over_us (over the median step), part (the one that stands out, or null),
     #   excess_us (over its median), why (plain words): the slowest steps, slowest first (up to 3).
     slow_steps: pl.DataFrame = field(default_factory=_empty)
+    # fname (the path; null for events that name no file), total_us (time in the file's I/O events: per thread
+    #   the union of their intervals), share (of all files' total_us), opens, reads, bytes_read, writes,
+    #   bytes_written, io_us (in its POSIX events), saves, save_us, loads, load_us (torch.save / torch.load),
+    #   processes (how many touched it), workers (of them DataLoader workers), events, compile_events,
+    #   compile_us (the events, and their time, that start inside a compile phase of their thread: torch
+    #   reading its own sources at the first inductor compile).  One row per file of a POSIX or torch.io
+    #   event, sorted by total_us desc.  Bytes count once: a torch.load/save's `bytes` only where no
+    #   read/write of the file is seen inside it (analyze/files.py; docs/trace-format.md, "Files").
+    by_file: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -112,5 +121,5 @@ class Summary:
 
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
-    "step_stats", "slow_steps",
+    "step_stats", "slow_steps", "by_file",
 )  # fmt: skip
