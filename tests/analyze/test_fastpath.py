@@ -22,7 +22,7 @@ import dynascope.analyze.partial as P
 import dynascope.analyze.summarize as S
 from dynascope.analyze import _inflate, _scan, fastpath
 
-TABLES = ["by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops"]
+TABLES = ["by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_file"]
 
 HH = "9c1185a5c5e9fc54"
 

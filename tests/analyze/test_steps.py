@@ -20,7 +20,7 @@ from dynascope.analyze.summarize import finish, merge, summarize, summarize_file
 
 TABLES = [
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "step_stats",
-    "slow_steps",
+    "slow_steps", "by_file",
 ]  # fmt: skip
 
 

@@ -1,0 +1,164 @@
+"""by_file: the per-file I/O table (analyze/files.py) from POSIX and torch.io events (tests/step_trace.py)."""
+
+from __future__ import annotations
+
+import warnings
+
+import polars as pl
+import step_trace as st
+from polars.testing import assert_frame_equal
+from trace_fixtures import GEN_A
+
+import dynascope.analyze.lines as _lines
+import dynascope.analyze.partial as P
+from dynascope.analyze import _inflate, fastpath
+from dynascope.analyze.files import BY_FILE_COLUMNS, file_table
+from dynascope.analyze.reader import read_trace
+from dynascope.analyze.summarize import finish, merge, summarize, summarize_files
+
+
+def _summary(paths):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return summarize_files(paths)
+
+
+def _rows(summary) -> dict:
+    return {r["fname"]: r for r in summary.by_file.iter_rows(named=True)}
+
+
+def _training(tmp_path, steps: int = 8) -> list:
+    tr, _ = st.training_trace(steps=steps, save_after=3)
+    paths = [tr.write(tmp_path / "train-4242.pfw.gz", gz=True, per_member=33)]
+    for w in range(2):
+        worker = st.worker_trace(5000 + w, 4242, w, list(range(w, steps, 2)), st.T0)
+        paths.append(worker.write(tmp_path / f"train-{5000 + w}.pfw"))
+    return paths
+
+
+def test_training_files(tmp_path):
+    """A checkpoint saved by the main process, one sample read by a worker per batch."""
+    s = _summary(_training(tmp_path))
+    rows = _rows(s)
+    assert list(s.by_file.columns) == list(BY_FILE_COLUMNS)
+    assert set(rows) == {"/tmp/run/ckpt-3.pt", *(f"/data/sample-{b}.pt" for b in range(8))}
+    ckpt = rows["/tmp/run/ckpt-3.pt"]
+    # torch.save of 4096 bytes with its two 2048-byte writes inside: the bytes count once
+    assert (ckpt["saves"], ckpt["save_us"], ckpt["writes"], ckpt["bytes_written"], ckpt["io_us"]) == (1, 30, 2, 4096, 10)
+    assert (ckpt["total_us"], ckpt["processes"], ckpt["workers"], ckpt["events"]) == (30, 1, 0, 3)
+    sample = rows["/data/sample-5.pt"]
+    assert (sample["reads"], sample["bytes_read"], sample["io_us"], sample["total_us"]) == (1, 512, 10, 10)
+    assert (sample["processes"], sample["workers"], sample["compile_events"], sample["compile_us"]) == (1, 1, 0, 0)
+    assert s.by_file.row(0, named=True)["fname"] == "/tmp/run/ckpt-3.pt"  # most time first
+    assert abs(s.by_file.get_column("share").sum() - 1.0) < 1e-9
+    assert s.by_file.get_column("share")[0] == 30 / (30 + 8 * 10)
+
+
+def test_fast_path_general_reader_and_whole_frame_agree(tmp_path, monkeypatch):
+    monkeypatch.setattr(_lines, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(_inflate, "_MAX_OUT", 2500)
+    monkeypatch.setattr(fastpath, "_REST_BATCH", 1500)
+    monkeypatch.setattr(fastpath, "_GRAPH_BATCH", 7)
+    paths = _training(tmp_path, steps=30)
+    fast = _summary(paths)
+    general = finish(merge([P.general_file_partial(p) for p in paths]))
+    assert_frame_equal(fast.by_file, general.by_file, check_exact=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = summarize(read_trace(paths, columns=P.SUMMARY_COLUMNS))
+    assert_frame_equal(fast.by_file, whole.by_file, check_exact=True)
+    # merged in any split: the same
+    parts = [fastpath.file_partial(p) for p in paths]
+    assert_frame_equal(finish(merge([merge(parts[2:]), merge(parts[:2])])).by_file, fast.by_file, check_exact=True)
+    assert fast.by_file.height == 31
+
+
+def test_a_file_read_by_several_processes(tmp_path):
+    """The same file read by the main process and two workers: counts add up, three processes, two workers."""
+    paths = []
+    for pid, worker in ((100, None), (101, 0), (102, 1)):
+        tr = st.Trace(pid, ppid=100 if worker is not None else 1)
+        fh = tr.fh("/data/shard.bin")
+        if worker is not None:
+            tr.event("dataloader.fetch", "dataloader", st.T0, 50, {"loader": 1, "batch": worker, "worker": worker})
+        tr.event("open", "POSIX", st.T0 + 1, 3, {"fhash": fh, "fd": 3, "ret": 3})
+        tr.event("read", "POSIX", st.T0 + 5, 7, {"fhash": fh, "fd": 3, "ret": 1000})
+        tr.event("read", "POSIX", st.T0 + 13, 1, {"fhash": fh, "fd": 3, "ret": 0})  # end of file: a read, 0 bytes
+        tr.event("close", "POSIX", st.T0 + 15, 2, {"fhash": fh, "fd": 3, "ret": 0})
+        tr.end(st.T0 + 100)
+        paths.append(tr.write(tmp_path / f"t-{pid}.pfw"))
+    (row,) = _summary(paths).by_file.iter_rows(named=True)
+    assert (row["opens"], row["reads"], row["bytes_read"], row["writes"], row["events"]) == (3, 6, 3000, 0, 12)
+    assert (row["processes"], row["workers"], row["io_us"], row["total_us"], row["share"]) == (3, 2, 39, 39, 1.0)
+
+
+def test_io_inside_compile(tmp_path):
+    """Reads that start inside a dynamo.compile event of their thread count as compile I/O; one on
+    another thread at the same time does not."""
+    tr = st.Trace(7)
+    tr.event("entire_frame_compile", "dynamo.compile", st.T0, 1000, {"compile_id": "0/0"})
+    tr.event("inductor_compile", "dynamo.compile", st.T0 + 100, 200, {"compile_id": "0/0"})  # nested
+    for k in range(3):
+        tr.event("read", "POSIX", st.T0 + 150 + 10 * k, 4, {"fhash": tr.fh(f"/torch/src{k}.py"), "fd": 9, "ret": 50})
+    tr.event("read", "POSIX", st.T0 + 200, 4, {"fhash": tr.fh("/torch/src0.py"), "fd": 9, "ret": 50}, tid=77)
+    tr.event("read", "POSIX", st.T0 + 1000, 6, {"fhash": tr.fh("/data/x.bin"), "fd": 3, "ret": 8})  # at its end: out
+    tr.end(st.T0 + 2000)
+    rows = _rows(_summary([tr.write(tmp_path / "t-7.pfw")]))
+    src0 = rows["/torch/src0.py"]
+    assert (src0["events"], src0["compile_events"], src0["total_us"], src0["compile_us"]) == (2, 1, 8, 4)
+    assert (rows["/torch/src1.py"]["compile_events"], rows["/torch/src1.py"]["events"]) == (1, 1)
+    assert (rows["/data/x.bin"]["compile_events"], rows["/data/x.bin"]["compile_us"]) == (0, 0)
+
+
+def test_torch_load_and_save_bytes_count_once(tmp_path):
+    """torch.load(path) reads through Python's open (its reads are seen: its bytes are not added again);
+    torch.save(obj, path) writes from C++ (no write seen: its bytes are the file's). Time is the union."""
+    tr = st.Trace(8)
+    a, b = tr.fh("/ckpt/a.pt"), tr.fh("/ckpt/b.pt")
+    tr.event("torch.load", "torch.io", st.T0, 100, {"fhash": a, "bytes": 5000})
+    tr.event("open", "POSIX", st.T0 + 2, 3, {"fhash": a, "fd": 4, "ret": 4})
+    tr.event("read", "POSIX", st.T0 + 10, 20, {"fhash": a, "fd": 4, "ret": 4096})
+    tr.event("read", "POSIX", st.T0 + 40, 10, {"fhash": a, "fd": 4, "ret": 904})
+    tr.event("read", "POSIX", st.T0 + 60, 5, {"fhash": a, "fd": 4, "ret": -1})  # an error: no bytes
+    tr.event("torch.save", "torch.io", st.T0 + 200, 50, {"fhash": b, "bytes": 7000})
+    tr.event("torch.load", "torch.io", st.T0 + 300, 40, {"fhash": b, "bytes": 7000, "__note": "mmap"})  # unseen
+    tr.event("read", "POSIX", st.T0 + 345, 5, {"fhash": b, "fd": 5, "ret": 10})  # after the load, its own
+    tr.end(st.T0 + 1000)
+    rows = _rows(_summary([tr.write(tmp_path / "t-8.pfw")]))
+    ra, rb = rows["/ckpt/a.pt"], rows["/ckpt/b.pt"]
+    assert (ra["loads"], ra["load_us"], ra["reads"], ra["bytes_read"], ra["opens"]) == (1, 100, 3, 5000, 1)
+    assert (ra["io_us"], ra["total_us"]) == (38, 100)
+    assert (rb["saves"], rb["bytes_written"], rb["loads"], rb["bytes_read"], rb["reads"]) == (1, 7000, 1, 7010, 1)
+    assert (rb["save_us"], rb["load_us"], rb["io_us"], rb["total_us"]) == (50, 40, 5, 95)
+    assert list(rows) == ["/ckpt/a.pt", "/ckpt/b.pt"]
+
+
+def test_events_without_a_file(tmp_path):
+    """A torch.save to an unnamed stream names no file: one row with a null path."""
+    tr = st.Trace(9)
+    tr.event("torch.save", "torch.io", st.T0, 20, {"bytes": 300})
+    tr.event("write", "POSIX", st.T0 + 50, 2, {"fd": 1, "ret": 12})
+    tr.end(st.T0 + 100)
+    (row,) = _summary([tr.write(tmp_path / "t-9.pfw")]).by_file.iter_rows(named=True)
+    assert row["fname"] is None
+    assert (row["saves"], row["writes"], row["bytes_written"], row["total_us"]) == (1, 1, 312, 22)
+
+
+def test_no_io_events_no_rows(tmp_path):
+    """Without POSIX or torch.io events: an empty table with its columns (and no work: file_table returns
+    at its first check)."""
+    tr, _ = st.training_trace(steps=3, save_after=None)
+    s = _summary([tr.write(tmp_path / "t.pfw")])
+    assert s.by_file.height == 0 and list(s.by_file.columns) == list(BY_FILE_COLUMNS)
+    frame = read_trace([tmp_path / "t.pfw"], columns=P.SUMMARY_COLUMNS).filter(pl.col("cat") != "dynamo")
+    assert file_table(P._ensure(frame)).height == 0
+
+
+def test_pydftracer_posix_events(tmp_path):
+    """pydftracer's own POSIX events (integer hashes through FH) give the same table."""
+    path = tmp_path / "old.pfw"
+    path.write_text(GEN_A)
+    (row,) = _summary([path]).by_file.iter_rows(named=True)
+    assert (row["fname"], row["reads"], row["bytes_read"], row["io_us"], row["processes"]) == (
+        "/data/file.bin", 1, 4096, 17, 1,
+    )  # fmt: skip
