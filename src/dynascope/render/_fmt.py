@@ -20,7 +20,7 @@ from ..analyze.summary import Summary
 class Col:
     key: str  # column name in the Summary frame
     label: str  # header shown to people
-    kind: str = "text"  # text | id | int | us | share | ratio | float | names (a list of paths)
+    kind: str = "text"  # text | id | int | us | share | ratio | float | bytes | names (a list of paths)
 
 
 # the parts of a step (by_step's `<part>_us` columns, analyze/stepparts.py) and their labels, in column order
@@ -149,6 +149,25 @@ TABLES: tuple[TableSpec, ...] = (
         limit_to_top=False,
     ),
     TableSpec(
+        "by_file",
+        "File I/O",
+        (
+            Col("fname", "file"),
+            Col("total_us", "time", "us"),
+            Col("share", "share", "share"),
+            Col("opens", "opens", "int"),
+            Col("reads", "reads", "int"),
+            Col("bytes_read", "read", "bytes"),
+            Col("writes", "writes", "int"),
+            Col("bytes_written", "written", "bytes"),
+            Col("saves", "saves", "int"),
+            Col("loads", "loads", "int"),
+            Col("processes", "procs", "int"),
+            Col("workers", "workers", "int"),
+            Col("compile_us", "in compile", "us"),
+        ),
+    ),
+    TableSpec(
         "by_process",
         "Processes",
         (
@@ -234,6 +253,18 @@ def fmt_ratio(value: Any) -> str:
     return f"{v:.2f}×"
 
 
+def fmt_bytes(value: Any) -> str:
+    """Bytes for people: 512 B, 4.1 kB, 12.3 MB, 1.5 GB (powers of 1000)."""
+    if is_missing(value):
+        return "–"
+    v = float(value)
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(v) < 1000:
+            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.3g} {unit}"
+        v /= 1000
+    return f"{v:,.3g} TB"
+
+
 def fmt_names(value: Any) -> str:
     """A list of paths as their file names: "ckpt-1.pt, ckpt-2.pt"."""
     if value is None or isinstance(value, str):
@@ -249,6 +280,8 @@ def fmt_value(value: Any, kind: str) -> str:
         return fmt_us(value)
     if kind == "share":
         return fmt_share(value)
+    if kind == "bytes":
+        return fmt_bytes(value)
     if kind == "int":
         return fmt_int(value)
     if kind == "float":
@@ -297,13 +330,94 @@ def step_part_totals(summary: Summary) -> list[tuple[str, str, float]]:
     return [(p, label, float(totals.get(p) or 0)) for p, label in STEP_PARTS if totals.get(p)]
 
 
+@dataclass(frozen=True)
+class FileView:
+    """What renderers show of by_file: the files with I/O outside compile phases (`frame`, most time
+    first; a file with no path named "(no file name)") and the columns worth showing (`cols`: a count
+    that is zero in every such row is left out); the files touched only inside compile phases as one
+    line's numbers (torch reading its own sources while inductor compiles: thousands of files)."""
+
+    frame: pl.DataFrame
+    cols: list[Col]
+    compile_files: int
+    compile_bytes_read: int
+    compile_bytes_written: int
+    compile_us: int
+    compile_share: float
+
+
+NO_FILE_NAME = "(no file name)"
+_ALWAYS_SHOWN = ("fname", "total_us", "share", "reads", "bytes_read", "processes")
+
+
+def file_view(summary: Summary) -> FileView | None:
+    """by_file split for display (FileView); None when the trace has no file I/O events."""
+    frame = frame_of(summary, "by_file")
+    if frame.height == 0 or not {"fname", "events", "compile_events"} <= set(frame.columns):
+        return None
+    only_compile = (pl.col("compile_events") >= pl.col("events")) & (pl.col("events") > 0)
+    inside = frame.filter(only_compile)
+    shown = frame.filter(~only_compile).with_columns(pl.col("fname").fill_null(NO_FILE_NAME))
+    cols = []
+    for col in present_cols(shown, SPEC_BY_ATTR["by_file"].cols):
+        if col.key in _ALWAYS_SHOWN or shown.get_column(col.key).fill_null(0).sum():
+            cols.append(col)
+
+    def total(c: str) -> int:
+        return int(inside.get_column(c).sum() or 0) if c in inside.columns else 0
+
+    return FileView(
+        frame=shown,
+        cols=cols,
+        compile_files=inside.height,
+        compile_bytes_read=total("bytes_read"),
+        compile_bytes_written=total("bytes_written"),
+        compile_us=total("total_us"),
+        compile_share=float(inside.get_column("share").sum() or 0.0) if "share" in inside.columns else 0.0,
+    )
+
+
+def compile_files_line(view: FileView) -> str | None:
+    """One line for the files touched only inside compile phases, or None when there are none."""
+    n = view.compile_files
+    if not n:
+        return None
+    moved = [f"{fmt_bytes(view.compile_bytes_read)} read"]
+    if view.compile_bytes_written:
+        moved.append(f"{fmt_bytes(view.compile_bytes_written)} written")
+    return (
+        f"{n:,} more file{'s' if n != 1 else ''} touched only while compiling: "
+        f"{', '.join(moved)}, {fmt_us(view.compile_us)} ({fmt_share(view.compile_share)} of the file I/O time)"
+    )
+
+
+def io_line(view: FileView) -> str:
+    """One line on the files outside compile phases: how many, bytes read and written, time."""
+    f = view.frame
+    n = f.height
+
+    def total(c: str) -> int:
+        return int(f.get_column(c).sum() or 0) if c in f.columns else 0
+
+    line = (
+        f"I/O: {n:,} file{'s' if n != 1 else ''}, {fmt_bytes(total('bytes_read'))} read, "
+        f"{fmt_bytes(total('bytes_written'))} written, {fmt_us(total('total_us'))}"
+    )
+    if view.compile_files:
+        line += f" (and {view.compile_files:,} touched only while compiling)"
+    return line
+
+
 def present_cols(frame: pl.DataFrame, cols: Iterable[Col]) -> list[Col]:
     return [c for c in cols if c.key in frame.columns]
 
 
-def table_rows(summary: Summary, spec: TableSpec, limit: int | None = None) -> tuple[list[Col], list[dict], int]:
-    """(columns present, row dicts (possibly cut to `limit`), total row count)."""
-    frame = frame_of(summary, spec.attr)
+def table_rows(
+    summary: Summary, spec: TableSpec, limit: int | None = None, frame: pl.DataFrame | None = None
+) -> tuple[list[Col], list[dict], int]:
+    """(columns present, row dicts (possibly cut to `limit`), total row count) of the table, or of `frame`
+    (rows of it) when given."""
+    frame = frame_of(summary, spec.attr) if frame is None else frame
     cols = present_cols(frame, spec.cols)
     n = frame.height
     if limit is not None and n > limit:

@@ -28,7 +28,9 @@ from ._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
     TableSpec,
+    compile_files_line,
     compile_run_totals,
+    file_view,
     fmt_share,
     fmt_us,
     fmt_value,
@@ -93,9 +95,11 @@ def _sort_key(value: Any, kind: str) -> str:
     return str(value)
 
 
-def _table_view(summary: Summary, attr: str, limit: int | None, spec: TableSpec | None = None) -> dict | None:
+def _table_view(
+    summary: Summary, attr: str, limit: int | None, spec: TableSpec | None = None, frame: pl.DataFrame | None = None
+) -> dict | None:
     spec = spec or SPEC_BY_ATTR[attr]
-    cols, rows, n = table_rows(summary, spec, limit)
+    cols, rows, n = table_rows(summary, spec, limit, frame)
     if not rows:
         return None
     max_total = max((_num(row.get("total_us")) for row in rows), default=0.0)
@@ -111,7 +115,7 @@ def _table_view(summary: Summary, attr: str, limit: int | None, spec: TableSpec 
                 cell["bar"] = max(0.0, min(100.0, _num(value) * 100))
             if col.key == "total_us" and max_total > 0 and not is_missing(value):
                 cell["bar"] = max(0.0, min(100.0, _num(value) / max_total * 100))
-            if col.key in ("name", "layer", "graph", "host"):
+            if col.key in ("name", "layer", "graph", "host", "fname"):
                 cell["code"] = True
             if attr == "by_kernel" and col.key == "name" and len(out_rows) < KERNEL_CODE_ROWS:
                 cell["href"] = f"#kernel-{len(out_rows)}"
@@ -396,6 +400,17 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
     }  # fmt: skip
 
 
+def _files_view(summary: Summary, limit: int) -> dict | None:
+    """The file I/O section: the files with I/O outside compile phases (most time first), and one line
+    for the files touched only while compiling. None without file I/O events."""
+    view = file_view(summary)
+    if view is None:
+        return None
+    spec = TableSpec("by_file", SPEC_BY_ATTR["by_file"].title, tuple(view.cols))
+    table = _table_view(summary, "by_file", limit, spec, view.frame)
+    return {"table": table, "line": compile_files_line(view), "title": spec.title}
+
+
 def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     """Op time and compile time per process (rank), when there is more than one: stragglers stand out."""
     frame = frame_of(summary, "by_process")
@@ -551,6 +566,7 @@ def render_html(
     tables = {
         attr: _table_view(summary, attr, None if not spec.limit_to_top else limit)
         for attr, spec in SPEC_BY_ATTR.items()
+        if attr != "by_file"  # its own section (file_io)
     }
     compile_us, run_us = compile_run_totals(summary)
     phases = phase_totals(summary)
@@ -563,6 +579,7 @@ def render_html(
     expl = _explanation_view(explanation)
     files = meta_files(summary)
     steps = _steps_view(summary)
+    file_io = _files_view(summary, limit)
     order = [*op_tables(summary), "by_layer", "by_graph", "by_step", "by_process"]
     context = {
         "title": title or "trace report",
@@ -575,6 +592,7 @@ def render_html(
         "tables": tables,
         "top_table_order": [a for a in order if not (steps and a == "by_step")],
         "steps": steps,
+        "file_io": file_io,
         "kernel_code": _kernel_code(summary),
         "charts": {
             "compile": _compile_chart(summary),

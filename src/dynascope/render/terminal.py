@@ -22,10 +22,13 @@ from ..console import PIPE_WIDTH, make_console
 from ._fmt import (
     SPEC_BY_ATTR,
     TableSpec,
+    compile_files_line,
     compile_run_totals,
+    file_view,
     fmt_share,
     fmt_us,
     fmt_value,
+    io_line,
     meta_facts,
     meta_warnings,
     op_tables,
@@ -37,8 +40,8 @@ from ._fmt import (
 )
 
 __all__ = [
-    "make_console", "render_short", "render_steps", "render_summary", "short_text", "step_table", "summary_table",
-    "summary_text",
+    "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary", "short_text",
+    "step_table", "summary_table", "summary_text",
 ]  # fmt: skip
 
 
@@ -141,6 +144,50 @@ def step_table(summary: Summary, limit: int | None = None) -> Table | None:
     return table
 
 
+_PATH_WIDTH = 60  # a longer path keeps its end (the file name): "…/cache/ab/cdef.py"
+
+
+def _short_path(path: str, width: int = _PATH_WIDTH) -> str:
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+def file_table(summary: Summary, limit: int | None = None) -> Table | None:
+    """The files with I/O outside compile phases, most time first (None: there are none)."""
+    view = file_view(summary)
+    if view is None or view.frame.height == 0:
+        return None
+    n = view.frame.height
+    shown = view.frame.head(limit) if limit is not None and n > limit else view.frame
+    title = "Files: where the program's file I/O goes"
+    if shown.height < n:
+        title += f" (top {shown.height} of {n:,})"
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in view.cols:
+        numeric = col.kind != "text"
+        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
+                         min_width=len(col.label) if numeric else None, overflow="fold" if numeric else "ellipsis",
+                         style=None if numeric else "cyan")  # fmt: skip
+    for row in shown.select([c.key for c in view.cols]).iter_rows(named=True):
+        table.add_row(*(Text(_short_path(str(row[c.key]))) if c.key == "fname" else _cell(row.get(c.key), c.kind)
+                        for c in view.cols))  # fmt: skip
+    return table
+
+
+def render_files(summary: Summary, console: Console, top: int | None = None) -> bool:
+    """The file I/O table and the line on files touched only while compiling; False without file I/O."""
+    view = file_view(summary)
+    if view is None:
+        return False
+    table = file_table(summary, top)
+    line = compile_files_line(view)
+    console.print()
+    if table is not None:
+        console.print(table)
+    if line is not None:
+        console.print(Text(line if table is not None else f"File I/O: {line.replace('more ', '', 1)}"))
+    return True
+
+
 def slow_step_lines(summary: Summary) -> list[str]:
     """One line per slow step: which, how long, and what was different about it."""
     slow = summary.table("slow_steps")
@@ -176,8 +223,9 @@ def render_steps(summary: Summary, console: Console, top: int | None = None) -> 
 
 def render_summary(summary: Summary, console: Console | None = None, top: int | None = None) -> None:
     """Print every non-empty table of `summary`: header, the per-step breakdown (first: where each step's
-    time goes, the median and p95 step, the slowest steps and why), compile vs run, phases, ops, layers,
-    graphs, processes."""
+    time goes, the median and p95 step, the slowest steps and why), the files (I/O outside compile phases,
+    and one line for the files touched only while compiling), compile vs run, phases, ops, layers, graphs,
+    processes."""
     console = console or make_console()
     top = top or summary_top(summary)
     console.print(_header(summary))
@@ -187,6 +235,7 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
     printed = int(render_steps(summary, console, top))
+    printed += int(render_files(summary, console, top))
     order = ("compile_vs_run", "by_phase", *op_tables(summary), "by_layer", "by_graph", "by_process")
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
@@ -212,6 +261,9 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Text(f"warning: {warning}", style="yellow"))
     for line in short_step_lines(summary):
         console.print(Text(line))
+    view = file_view(summary)
+    if view is not None:
+        console.print(Text(io_line(view)))
     attr = op_tables(summary)[0]
     spec = SPEC_BY_ATTR[attr]
     spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
