@@ -1,0 +1,126 @@
+"""The per-file I/O table in `dynascope report` (terminal, --json, --csv, --html) and the end-of-run
+summary, from a synthetic training trace (tests/step_trace.py): a checkpoint, samples read by two
+DataLoader workers, and torch's own sources read inside a compile phase."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pytest
+import step_trace as st
+
+from dynascope.cli import main as cli_main
+from dynascope.render._analysis import summarize_paths
+from dynascope.render.html import render_html
+from dynascope.render.terminal import short_text, summary_text
+
+EVIL = "/data/<script>alert('x')</script>.bin"
+TORCH_SRC = "/venv/lib/python3.11/site-packages/torch/_inductor/codecache_{}.py"
+
+
+def _main_process(compile_reads: int = 40) -> st.Trace:
+    tr, _ = st.training_trace(steps=8, save_after=3)
+    tr.event("entire_frame_compile", "dynamo.compile", st.T0 - 5000, 4000, {"compile_id": "0/0"})
+    for k in range(compile_reads):
+        tr.event("read", "POSIX", st.T0 - 4900 + 50 * k, 20, {"fhash": tr.fh(TORCH_SRC.format(k)), "fd": 9, "ret": 1000})
+    tr.event("read", "POSIX", st.T0 - 200, 7, {"fhash": tr.fh(EVIL), "fd": 3, "ret": 64})
+    return tr
+
+
+@pytest.fixture
+def traces(tmp_path):
+    paths = [_main_process().write(tmp_path / "train-4242.pfw.gz", gz=True)]
+    for w in range(2):
+        worker = st.worker_trace(5000 + w, 4242, w, list(range(w, 8, 2)), st.T0)
+        paths.append(worker.write(tmp_path / f"train-{5000 + w}.pfw"))
+    return paths
+
+
+def _cells(line: str) -> list[str]:
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_terminal_files_after_the_steps(traces, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    assert cli_main(["report", *map(str, traces), "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    files = out.index("Files: where the program's file I/O goes (top 5 of 10)")
+    assert out.index("Steps: where each step's time goes") < files < out.index("Compile vs run")
+    table = out[files:].splitlines()
+    header = next(ln for ln in table if " time " in ln)
+    assert _cells(header) == ["file", "time", "share", "reads", "read", "writes", "written", "saves", "procs", "workers"]
+    rows = [_cells(ln) for ln in table[4:9]]
+    assert rows[0] == ["/tmp/run/ckpt-3.pt", "30 µs", "3.3%", "0", "0 B", "2", "4.1 kB", "1", "1", "0"]
+    assert rows[1][0] == "/data/sample-0.pt" and rows[1][-2:] == ["1", "1"]  # a worker's read
+    # torch's sources, read only inside the compile phase: one line, not 40 rows
+    assert "codecache_" not in out
+    line = next(ln for ln in table if "touched only while compiling" in ln)
+    assert line == "40 more files touched only while compiling: 40 kB read, 800 µs (87.2% of the file I/O time)"
+
+
+def test_terminal_without_file_io(tmp_path):
+    tr, _ = st.training_trace(steps=3, save_after=None)
+    text = summary_text(summarize_paths([tr.write(tmp_path / "t.pfw")]))
+    assert "Files:" not in text and "touched only while compiling" not in text
+    assert "I/O:" not in short_text(summarize_paths([tmp_path / "t.pfw"]))
+
+
+def test_terminal_only_compile_io(tmp_path):
+    tr = st.Trace(77)
+    tr.event("entire_frame_compile", "dynamo.compile", st.T0, 1000, {"compile_id": "0/0"})
+    tr.event("read", "POSIX", st.T0 + 10, 20, {"fhash": tr.fh(TORCH_SRC.format(0)), "fd": 9, "ret": 1000})
+    tr.end(st.T0 + 2000)
+    summary = summarize_paths([tr.write(tmp_path / "t-77.pfw")])
+    text = summary_text(summary)
+    assert "Files:" not in text
+    assert "File I/O: 1 file touched only while compiling: 1 kB read, 20 µs (100.0% of the file I/O time)" in text
+    assert "I/O: 0 files, 0 B read, 0 B written, 0 µs (and 1 touched only while compiling)" in short_text(summary)
+
+
+def test_long_paths_keep_their_file_name(tmp_path):
+    tr = st.Trace(78)
+    path = "/scratch/" + "very-long-directory-name/" * 6 + "shard-0001.tar"
+    tr.event("read", "POSIX", st.T0, 20, {"fhash": tr.fh(path), "fd": 3, "ret": 10})
+    tr.end(st.T0 + 100)
+    text = summary_text(summarize_paths([tr.write(tmp_path / "t-78.pfw")]))
+    row = next(ln for ln in text.splitlines() if "shard-0001.tar" in ln)
+    assert _cells(row)[0].startswith("…") and _cells(row)[0].endswith("/shard-0001.tar")
+
+
+def test_short_summary_has_one_io_line(traces):
+    text = short_text(summarize_paths(traces))
+    lines = [ln for ln in text.splitlines() if ln.startswith("I/O:")]
+    assert lines == ["I/O: 10 files, 4.16 kB read, 4.1 kB written, 117 µs (and 40 touched only while compiling)"]
+
+
+def test_json_and_csv_have_every_file(traces, tmp_path, capsys):
+    assert cli_main(["report", *map(str, traces), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["fname"]: r for r in doc["by_file"]}
+    assert len(rows) == 50  # the compile-only files too, flagged by their compile columns
+    src = rows[TORCH_SRC.format(3)]
+    assert (src["events"], src["compile_events"], src["compile_us"], src["bytes_read"]) == (1, 1, 20, 1000)
+    assert rows["/data/sample-2.pt"]["workers"] == 1 and rows["/tmp/run/ckpt-3.pt"]["save_us"] == 30
+    assert set(doc["by_file"][0]) >= {
+        "fname", "opens", "reads", "bytes_read", "writes", "bytes_written", "io_us", "saves", "save_us", "loads",
+        "load_us", "processes", "workers", "share", "total_us", "compile_us",
+    }  # fmt: skip
+    d = tmp_path / "csv"
+    assert cli_main(["report", *map(str, traces), "--csv", str(d), "-q"]) == 0
+    got = list(csv.DictReader((d / "by_file.csv").open()))
+    assert len(got) == 50 and got[0]["fname"] == "/tmp/run/ckpt-3.pt" and got[0]["bytes_written"] == "4096"
+
+
+def test_html_section(traces):
+    html = render_html(summarize_paths(traces))
+    assert '<a href="#file-io">File I/O</a>' in html
+    section = html[html.index('<section id="file-io">') : html.index('<section id="overview">')]
+    assert '<table class="sortable" data-table="by-file">' in section
+    assert section.index("ckpt-3.pt") < section.index("sample-0.pt")
+    assert "codecache_" not in section
+    assert "40 more files touched only while compiling" in section
+    # a path is text, never markup; the only script is ours
+    assert "<script>alert" not in html and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;.bin" in section
+    assert len(re.findall(r"<script\b[^>]*>", html)) == 1
