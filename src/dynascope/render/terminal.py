@@ -144,7 +144,7 @@ def step_table(summary: Summary, limit: int | None = None) -> Table | None:
     return table
 
 
-_PATH_WIDTH = 60  # a longer path keeps its end (the file name): "…/cache/ab/cdef.py"
+_PATH_WIDTH = 50  # a longer path keeps its end (the file name): "…/cache/ab/cdef.py"
 
 
 def _short_path(path: str, width: int = _PATH_WIDTH) -> str:
