@@ -1,5 +1,5 @@
 """Per-file I/O: which files a program opened, read and wrote, how much, how long, in which processes
-(docs/trace-format.md, "Files"). Pure polars.
+(docs/trace-format.md, "Files read and written"). Pure polars.
 
 The events are the `POSIX` ones (Python file objects: open, read, write, close; pydftracer's C core
 writes the same cat with more names) and the `torch.io` ones (`torch.save`, `torch.load`), each naming

@@ -109,7 +109,8 @@ class Summary:
     #   compile_us (the events, and their time, that start inside a compile phase of their thread: torch
     #   reading its own sources at the first inductor compile).  One row per file of a POSIX or torch.io
     #   event, sorted by total_us desc.  Bytes count once: a torch.load/save's `bytes` only where no
-    #   read/write of the file is seen inside it (analyze/files.py; docs/trace-format.md, "Files").
+    #   read/write of the file is seen inside it (analyze/files.py; docs/trace-format.md, "Files read and
+    #   written").
     by_file: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
