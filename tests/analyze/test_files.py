@@ -162,3 +162,29 @@ def test_pydftracer_posix_events(tmp_path):
     assert (row["fname"], row["reads"], row["bytes_read"], row["io_us"], row["processes"]) == (
         "/data/file.bin", 1, 4096, 17, 1,
     )  # fmt: skip
+
+
+def test_union_of_intervals_per_group():
+    """The numpy union (groups lifted apart) equals the plain polars one, nulls, nesting and touching included."""
+    import numpy as np
+
+    import dynascope.analyze.files as F
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    ts = rng.integers(0, 20_000, n)
+    c = pl.DataFrame({
+        "trace_file": rng.choice(["a", "b"], n), "pid": rng.integers(1, 3, n), "tid": rng.integers(1, 4, n),
+        "fname": pl.Series(rng.choice(["/x", "/y", "/z", ""], n)).replace("", None), "ts": ts,
+        "end": ts + rng.integers(0, 40, n),
+    })  # fmt: skip
+    keys = ["trace_file", "pid", "tid", "fname"]
+    want = F._union(c, keys).group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("us")).sort(keys)
+    assert_frame_equal(F._union_us(c, keys).sort(keys), want, check_dtypes=False)
+    # times too far apart to lift the groups apart in int64: the polars path, the same answer
+    far = c.head(8).with_columns(pl.Series("ts", [0, 1 << 61] * 4), pl.Series("end", [5, (1 << 61) + 7] * 4))
+    want = F._union(far, keys).group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("us")).sort(keys)
+    assert_frame_equal(F._union_us(far, keys).sort(keys), want, check_dtypes=False)
+    # touching intervals merge; a nested one adds nothing
+    one = pl.DataFrame({"trace_file": "a", "pid": 1, "tid": 1, "fname": "/x", "ts": [0, 10, 12, 30], "end": [10, 20, 15, 31]})
+    assert F._union_us(one, keys)["us"].to_list() == [21]

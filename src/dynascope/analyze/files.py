@@ -26,6 +26,7 @@ A trace without POSIX or torch.io events costs one comparison here.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from .columns import COMPILE_CAT, DATA_CAT, POSIX_CAT, TORCH_IO_CAT
@@ -169,10 +170,32 @@ def _union(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def _union_us(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per `keys`: the total length (`us`) of the union of the [ts, end) intervals."""
+    """Per `keys`: the total length (`us`) of the union of the [ts, end) intervals (touching ones merged).
+
+    Sorted once by keys and ts, then in numpy: each group's running end is a running maximum over the
+    whole array, the groups lifted apart by group number x span (a few times faster than windows over the
+    keys, for the millions of reads a data loader can make)."""
     if c.height == 0:
         return pl.DataFrame(schema={k: c.schema[k] for k in keys} | {"us": pl.Int64})
-    return _union(c, keys).group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("us"))
+    c = c.sort([*keys, "ts"], nulls_last=True)
+    new = c.select(pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys]).fill_null(True))
+    first = new.to_series().to_numpy().copy()
+    first[0] = True
+    heads = np.flatnonzero(first)
+    ts, end = c.get_column("ts").to_numpy(), c.get_column("end").to_numpy()
+    lo = int(ts.min())
+    span = int(end.max()) - lo + 1
+    if len(heads) * span >= 1 << 62:  # too far apart to lift in int64: polars windows
+        return _union(c, keys).group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("us"))
+    group = np.cumsum(first) - 1
+    lift = group * span
+    reach = np.maximum.accumulate(end - lo + lift) - lift  # the running end within each group
+    starts = first.copy()
+    starts[1:] |= ts[1:] - lo > reach[:-1]
+    seg = np.flatnonzero(starts)
+    us = np.zeros(len(heads), dtype=np.int64)
+    np.add.at(us, group[seg], np.maximum.reduceat(end, seg) - ts[seg])
+    return c[heads].select(keys).with_columns(pl.Series("us", us, dtype=pl.Int64))
 
 
 # ----------------------------------------------------------------------------------------------
