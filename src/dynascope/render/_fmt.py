@@ -395,6 +395,11 @@ def io_line(view: FileView) -> str:
     """One line on the files outside compile phases: how many, bytes read and written, time."""
     f = view.frame
     n = f.height
+    if n == 0:
+        k = view.compile_files
+        written = f"{fmt_bytes(view.compile_bytes_written)} written, " if view.compile_bytes_written else ""
+        return (f"I/O: only while compiling: {k:,} file{'s' if k != 1 else ''}, "
+                f"{fmt_bytes(view.compile_bytes_read)} read, {written}{fmt_us(view.compile_us)}")  # fmt: skip
 
     def total(c: str) -> int:
         return int(f.get_column(c).sum() or 0) if c in f.columns else 0
