@@ -124,3 +124,22 @@ def test_html_section(traces):
     # a path is text, never markup; the only script is ours
     assert "<script>alert" not in html and "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;.bin" in section
     assert len(re.findall(r"<script\b[^>]*>", html)) == 1
+
+
+def test_columns_of_the_rows_shown(tmp_path):
+    """A column that is zero in every row shown is left out: `in compile` appears only when a file shown
+    was touched inside a compile phase too."""
+    tr = st.Trace(79)
+    tr.event("entire_frame_compile", "dynamo.compile", st.T0, 100, {"compile_id": "0/0"})
+    tr.event("read", "POSIX", st.T0 + 10, 5, {"fhash": tr.fh("/etc/both.txt"), "fd": 3, "ret": 10})
+    tr.event("read", "POSIX", st.T0 + 200, 5, {"fhash": tr.fh("/etc/both.txt"), "fd": 3, "ret": 10})
+    tr.event("read", "POSIX", st.T0 + 300, 50, {"fhash": tr.fh("/data/big.bin"), "fd": 4, "ret": 10})
+    tr.end(st.T0 + 1000)
+    summary = summarize_paths([tr.write(tmp_path / "t-79.pfw")])
+
+    def header(top):
+        text = summary_text(summary, top=top)
+        return _cells(next(ln for ln in text.splitlines() if " time " in ln))
+
+    assert header(1) == ["file", "time", "share", "reads", "read", "procs"]
+    assert header(2) == ["file", "time", "share", "reads", "read", "procs", "in compile"]

@@ -350,8 +350,9 @@ NO_FILE_NAME = "(no file name)"
 _ALWAYS_SHOWN = ("fname", "total_us", "share", "reads", "bytes_read", "processes")
 
 
-def file_view(summary: Summary) -> FileView | None:
-    """by_file split for display (FileView); None when the trace has no file I/O events."""
+def file_view(summary: Summary, limit: int | None = None) -> FileView | None:
+    """by_file split for display (FileView; its columns judged on the first `limit` rows, those shown);
+    None when the trace has no file I/O events."""
     frame = frame_of(summary, "by_file")
     if frame.height == 0 or not {"fname", "events", "compile_events"} <= set(frame.columns):
         return None
@@ -359,8 +360,9 @@ def file_view(summary: Summary) -> FileView | None:
     inside = frame.filter(only_compile)
     shown = frame.filter(~only_compile).with_columns(pl.col("fname").fill_null(NO_FILE_NAME))
     cols = []
+    head = shown if limit is None else shown.head(limit)
     for col in present_cols(shown, SPEC_BY_ATTR["by_file"].cols):
-        if col.key in _ALWAYS_SHOWN or shown.get_column(col.key).fill_null(0).sum():
+        if col.key in _ALWAYS_SHOWN or head.get_column(col.key).fill_null(0).sum():
             cols.append(col)
 
     def total(c: str) -> int:

@@ -403,7 +403,7 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
 def _files_view(summary: Summary, limit: int) -> dict | None:
     """The file I/O section: the files with I/O outside compile phases (most time first), and one line
     for the files touched only while compiling. None without file I/O events."""
-    view = file_view(summary)
+    view = file_view(summary, limit)
     if view is None:
         return None
     spec = TableSpec("by_file", SPEC_BY_ATTR["by_file"].title, tuple(view.cols))

@@ -153,7 +153,7 @@ def _short_path(path: str, width: int = _PATH_WIDTH) -> str:
 
 def file_table(summary: Summary, limit: int | None = None) -> Table | None:
     """The files with I/O outside compile phases, most time first (None: there are none)."""
-    view = file_view(summary)
+    view = file_view(summary, limit)
     if view is None or view.frame.height == 0:
         return None
     n = view.frame.height
