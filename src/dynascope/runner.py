@@ -211,6 +211,8 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         print(f"compile      {profile}  (dynascope compile-profile prints the same)")
     if "html" in written:
         print(f"report       {written['html']}")
-    print(f"next         dynascope report {written['traces'][0] if written['traces'] else out_dir}   ·   "
+    traces = written["traces"]
+    target = traces[0] if len(traces) == 1 else out_dir  # several processes (DataLoader workers): all of them
+    print(f"next         dynascope report {target}   ·   "
           f"dynascope convert ... -o trace.json (for Perfetto)")  # fmt: skip
     return written
