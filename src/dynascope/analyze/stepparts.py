@@ -329,13 +329,26 @@ def _compiles_in(
             names.append((r, "compile_ids", cid))
 
 
+def _inside(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each time lies in the union of the intervals [starts, ends]."""
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    last = np.searchsorted(starts, ts, side="right") - 1  # the latest interval begun at or before each time
+    return (last >= 0) & (ts <= ends[np.maximum(last, 0)])
+
+
 def _saved_in(
     ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarray, windows: np.ndarray, names: list
 ) -> None:
-    """The files saved or written (events that start in a window), each once per window."""
+    """The files saved or written (events that start in a window), each once per window; not those written
+    while compiling (inductor's generated code and caches are compile, not the program's checkpoints)."""
     if not ev.has["saved"]:
         return
     files = pl.DataFrame({"saved": ev.frame.get_column("saved").gather(rows), "ts": ev.ts[rows]})
+    compiling = rows[ev.code[rows] == _PRIORITY.index("compile")]
+    if compiling.size:
+        files = files.filter(~pl.Series(_inside(files.get_column("ts").to_numpy(), ev.ts[compiling],
+                                                ev.end[compiling])))  # fmt: skip
     files = files.drop_nulls().sort("ts")
     if files.height == 0:
         return
