@@ -20,7 +20,8 @@ from ..analyze.summary import Summary
 class Col:
     key: str  # column name in the Summary frame
     label: str  # header shown to people
-    kind: str = "text"  # text | id | int | us | share | ratio | float | bytes | names (a list of paths)
+    kind: str = "text"  # text | part (a step part, shown by its label) | id | int | us | share | ratio | float
+    #                     | bytes | names (a list of paths)
 
 
 # the parts of a step (by_step's `<part>_us` columns, analyze/stepparts.py) and their labels, in column order
@@ -128,7 +129,7 @@ TABLES: tuple[TableSpec, ...] = (
         "step_stats",
         "Step parts over the steps",
         (
-            Col("part", "part"),
+            Col("part", "part", "part"),
             Col("median_us", "median", "us"),
             Col("p95_us", "p95", "us"),
             Col("mean_us", "mean", "us"),
@@ -290,6 +291,8 @@ def fmt_value(value: Any, kind: str) -> str:
         return fmt_ratio(value)
     if kind == "id":
         return "–" if is_missing(value) or value == -1 else str(value)
+    if kind == "part":  # a step part's key ("io") as the tables name it ("I/O")
+        return dict(STEP_PARTS).get(value, "–" if is_missing(value) else str(value))
     if is_missing(value):
         return "–"
     if value == "":

@@ -87,7 +87,7 @@ def _fmt_seconds(value: Any) -> str:
 def _sort_key(value: Any, kind: str) -> str:
     if is_missing(value):
         return ""
-    if kind != "text":
+    if kind not in ("text", "part"):
         try:
             return repr(float(value))
         except (TypeError, ValueError):

@@ -64,7 +64,7 @@ def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -
         title += f" ({'first' if spec.attr == 'by_step' else 'top'} {limit} of {n:,})"
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in cols:
-        numeric = col.kind != "text"
+        numeric = col.kind not in ("text", "part")
         table.add_column(
             col.label,
             justify="right" if numeric else "left",
@@ -163,7 +163,7 @@ def file_table(summary: Summary, limit: int | None = None) -> Table | None:
         title += f" (top {shown.height} of {n:,})"
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in view.cols:
-        numeric = col.kind != "text"
+        numeric = col.kind not in ("text", "part")
         table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
                          min_width=len(col.label) if numeric else None, overflow="fold" if numeric else "ellipsis",
                          style=None if numeric else "cyan")  # fmt: skip
