@@ -233,6 +233,45 @@ def _layer_chart(summary: Summary, limit: int = 15) -> dict | None:
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
 
 
+class _StepAxes:
+    """The layout both step charts share: one slot per step, a scale that stops at 5x the median step
+    (a first step that compiles would flatten the rest; taller bars are cut and labelled), ticks and
+    step labels (epoch:step where there are several epochs)."""
+
+    def __init__(self, rows: list[dict], height: float) -> None:
+        totals = sorted(_num(r.get("total_us")) for r in rows)
+        peak = totals[-1] if totals else 0.0
+        typical = totals[len(totals) // 2] if len(totals) >= 4 else peak  # the median: a quarter may compile
+        self.scale = min(peak, 5 * typical) if typical > 0 else peak
+        self.width, self.height, self.pad_left, pad_bottom, pad_top = 760.0, height, 56.0, 22.0, 18.0
+        self.plot_h = height - pad_bottom - pad_top
+        self.top, self.base = pad_top, pad_top + self.plot_h
+        self.slot = (self.width - self.pad_left - 8) / max(len(rows), 1)
+        self.bar_w = min(max(1.0, self.slot * 0.8), 36.0)
+        self.epochs = {r.get("epoch") for r in rows if not is_missing(r.get("epoch"))}
+        self.rows = rows
+
+    def x(self, i: int) -> float:
+        return self.pad_left + i * self.slot + (self.slot - self.bar_w) / 2
+
+    def y(self, us: float) -> float:
+        """The height of `us` on the chart, cut at the scale."""
+        return min(us, self.scale) / self.scale * self.plot_h
+
+    def ticks(self) -> list[dict]:
+        return [{"y": round(self.base - f * self.plot_h, 2), "label": fmt_us(self.scale * f)} for f in (0.0, 0.5, 1.0)]
+
+    def xlabels(self) -> list[dict]:
+        labels = []
+        for i in range(0, len(self.rows), max(1, math.ceil(len(self.rows) / 14))):
+            epoch, step = self.rows[i].get("epoch"), self.rows[i].get("step")
+            label = str(i if is_missing(step) else step)
+            if len(self.epochs) > 1 and not is_missing(epoch):
+                label = f"{epoch}:{label}"
+            labels.append({"x": round(self.pad_left + i * self.slot + self.slot / 2, 2), "label": label})
+        return labels
+
+
 def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     """Columns per step: wall time, with the op time inside it. Outliers (a first step that compiles)
     would flatten the rest, so the scale stops at 5× the median step and taller bars are cut and
@@ -243,62 +282,42 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     if "step" in frame.columns and frame["step"].null_count() < frame.height:
         frame = frame.filter(pl.col("step").is_not_null())  # epoch-only regions are not steps
     rows = frame.head(limit).to_dicts()
-    totals = sorted(_num(r.get("total_us")) for r in rows)
-    peak = totals[-1] if totals else 0.0
-    if peak <= 0:
+    axes = _StepAxes(rows, 210.0)
+    if axes.scale <= 0:
         return None
-    typical = totals[len(totals) // 2] if len(totals) >= 4 else peak  # the median: a quarter may compile
-    scale = min(peak, 5 * typical) if typical > 0 else peak
-    width, height, pad_left, pad_bottom, pad_top = 760.0, 210.0, 56.0, 22.0, 18.0
-    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
-    slot = plot_w / len(rows)
-    bar_w = min(max(1.0, slot * 0.8), 36.0)
-    epochs = {r.get("epoch") for r in rows if not is_missing(r.get("epoch"))}
     bars, cut = [], 0
     for i, r in enumerate(rows):
         total, ops = _num(r.get("total_us")), _num(r.get("op_us"))
-        clipped = total > scale
+        clipped = total > axes.scale
         cut += clipped
-        h_total = min(total, scale) / scale * plot_h
-        h_ops = min(ops, total, scale) / scale * plot_h if total else 0.0
-        x = pad_left + i * slot + (slot - bar_w) / 2
-        epoch, step = r.get("epoch"), r.get("step")
-        parts = (f"epoch {epoch}" if not is_missing(epoch) else "", f"step {step}" if not is_missing(step) else "")
-        name = " ".join(p for p in parts if p)
+        h_total, h_ops = axes.y(total), (axes.y(min(ops, total)) if total else 0.0)
+        x = axes.x(i)
+        name = _step_label(r.get("epoch"), r.get("step"), i)
         bars.append(
             {
                 "x": round(x, 2),
-                "w": round(bar_w, 2),
-                "cx": round(x + bar_w / 2, 2),
-                "y_total": round(pad_top + plot_h - h_total, 2),
+                "w": round(axes.bar_w, 2),
+                "cx": round(x + axes.bar_w / 2, 2),
+                "y_total": round(axes.base - h_total, 2),
                 "h_total": round(h_total, 2),
-                "y_ops": round(pad_top + plot_h - h_ops, 2),
+                "y_ops": round(axes.base - h_ops, 2),
                 "h_ops": round(h_ops, 2),
                 "clipped": clipped,
                 "value": fmt_us(total),
-                "title": f"{name or f'#{i}'}: wall {fmt_us(total)}, op time {fmt_us(ops)}",
+                "title": f"{name}: wall {fmt_us(total)}, op time {fmt_us(ops)}",
             }
         )
-    ticks = [{"y": round(pad_top + plot_h - f * plot_h, 2), "label": fmt_us(scale * f)} for f in (0.0, 0.5, 1.0)]
-    step_every = max(1, math.ceil(len(rows) / 14))
-    xlabels = []
-    for i in range(0, len(rows), step_every):
-        epoch, step = rows[i].get("epoch"), rows[i].get("step")
-        label = str(i if is_missing(step) else step)
-        if len(epochs) > 1 and not is_missing(epoch):
-            label = f"{epoch}:{label}"
-        xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": label})
     return {
-        "width": width,
-        "height": height,
-        "pad_left": pad_left,
-        "base_y": pad_top + plot_h,
-        "top_y": pad_top,
+        "width": axes.width,
+        "height": axes.height,
+        "pad_left": axes.pad_left,
+        "base_y": axes.base,
+        "top_y": axes.top,
         "bars": bars,
-        "ticks": ticks,
-        "xlabels": xlabels,
+        "ticks": axes.ticks(),
+        "xlabels": axes.xlabels(),
         "cut": cut,
-        "epoch_labels": len(epochs) > 1,
+        "epoch_labels": len(axes.epochs) > 1,
         "more": max(0, frame.height - len(rows)),
     }
 
@@ -328,30 +347,22 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
     by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
     slow = {(r.get("epoch"), r.get("step")): r for r in frame_of(summary, "slow_steps").iter_rows(named=True)}
     rows = frame.head(limit).to_dicts()
-    totals = sorted(_num(r.get("total_us")) for r in rows)
-    peak = totals[-1] if totals else 0.0
-    if peak <= 0:
+    axes = _StepAxes(rows, 230.0)
+    if axes.scale <= 0:
         return None
-    typical = totals[len(totals) // 2] if len(totals) >= 4 else peak  # the median: a quarter may compile
-    scale = min(peak, 5 * typical) if typical > 0 else peak
-    width, height, pad_left, pad_bottom, pad_top = 760.0, 230.0, 56.0, 22.0, 18.0
-    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
-    slot = plot_w / len(rows)
-    bar_w = min(max(1.0, slot * 0.8), 36.0)
-    epochs = {r.get("epoch") for r in rows if not is_missing(r.get("epoch"))}
-    base = pad_top + plot_h
+    scale, base = axes.scale, axes.base
     bars, cut = [], 0
     for i, r in enumerate(rows):
         total = _num(r.get("total_us"))
-        x = pad_left + i * slot + (slot - bar_w) / 2
+        x = axes.x(i)
         segs, level = [], 0.0
         for p in parts:
             v = _num(r.get(f"{p}_us"))
             lo, hi = min(level, scale), min(level + v, scale)
             level += v
             if hi > lo:
-                h = (hi - lo) / scale * plot_h
-                segs.append({"cls": f"sp-{p}", "y": round(base - hi / scale * plot_h, 2), "h": round(h, 2)})
+                top, bottom = axes.y(hi), axes.y(lo)
+                segs.append({"cls": f"sp-{p}", "y": round(base - top, 2), "h": round(top - bottom, 2)})
         clipped = total > scale
         cut += clipped
         name = _step_label(r.get("epoch"), r.get("step"), i)
@@ -360,18 +371,9 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
         why = slow.get((r.get("epoch"), r.get("step")))
         title = f"{name}: wall {fmt_us(total)} · {spent}" + (f" · {why['why']}" if why else "")
         bars.append({
-            "x": round(x, 2), "w": round(bar_w, 2), "cx": round(x + bar_w / 2, 2), "segs": segs, "clipped": clipped,
-            "top": round(base - min(total, scale) / scale * plot_h, 2), "value": fmt_us(total), "title": title,
+            "x": round(x, 2), "w": round(axes.bar_w, 2), "cx": round(x + axes.bar_w / 2, 2), "segs": segs,
+            "clipped": clipped, "top": round(base - axes.y(total), 2), "value": fmt_us(total), "title": title,
         })  # fmt: skip
-    ticks = [{"y": round(base - f * plot_h, 2), "label": fmt_us(scale * f)} for f in (0.0, 0.5, 1.0)]
-    every = max(1, math.ceil(len(rows) / 14))
-    xlabels = []
-    for i in range(0, len(rows), every):
-        epoch, step = rows[i].get("epoch"), rows[i].get("step")
-        label = str(i if is_missing(step) else step)
-        if len(epochs) > 1 and not is_missing(epoch):
-            label = f"{epoch}:{label}"
-        xlabels.append({"x": round(pad_left + i * slot + slot / 2, 2), "label": label})
     legend = [
         {"cls": f"sp-{p}", "label": label, "total": fmt_us(by_part[p]["total_us"]),
          "share": fmt_share(by_part[p]["share"]), "median": fmt_us(by_part[p]["median_us"]),
@@ -391,8 +393,9 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
         "median": fmt_us(wall.get("median_us")),
         "p95": fmt_us(wall.get("p95_us")),
         "chart": {
-            "width": width, "height": height, "pad_left": pad_left, "base_y": base, "bars": bars, "ticks": ticks,
-            "xlabels": xlabels, "cut": cut, "epoch_labels": len(epochs) > 1, "more": max(0, frame.height - len(rows)),
+            "width": axes.width, "height": axes.height, "pad_left": axes.pad_left, "base_y": base, "bars": bars,
+            "ticks": axes.ticks(), "xlabels": axes.xlabels(), "cut": cut, "epoch_labels": len(axes.epochs) > 1,
+            "more": max(0, frame.height - len(rows)),
         },
         "legend": legend,
         "slowest": slowest,
