@@ -184,3 +184,18 @@ def test_dataloader_accessors():
     assert _torch.dataloader_batch_index(iterator) == 1 and _torch.dataloader_workers(iterator) == 0
     assert all(callable(cls.fetch) for cls in _torch.dataloader_fetcher_classes())
     assert _torch.worker_task_index(None) is None  # not the worker loop's frame: no index, no error
+
+
+def test_force_eager_runs_code_compiled_before_eagerly():
+    """Cached compiled code must not run either (torch 2.5.1's config.disable alone let it)."""
+
+    def doubled_by_backend(gm, example_inputs):
+        return lambda *args: [2 * out for out in gm(*args)]  # a backend whose results differ from eager
+
+    fn = torch.compile(lambda x: torch.relu(x) + 1, backend=doubled_by_backend)
+    x = torch.randn(4)
+    eager = torch.relu(x) + 1
+    assert torch.equal(fn(x), 2 * eager)  # compiled, cached
+    with _torch.force_eager():
+        assert torch.equal(fn(x), eager)
+    assert torch.equal(fn(x), 2 * eager)  # compiled again after the context

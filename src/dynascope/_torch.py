@@ -10,6 +10,7 @@ with a leading underscore, or documented as internal, goes through here.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -647,15 +648,33 @@ def inductor_config_patch(**changes: Any) -> Any:
 
 
 def force_eager() -> Any:
-    """A context in which every torch.compile'd function runs eagerly, without compiling:
-    torch.compiler.set_stance("force_eager") from 2.6, torch._dynamo.config.disable before."""
+    """A context in which every torch.compile'd function runs eagerly, without compiling, code it
+    compiled before included: torch.compiler.set_stance("force_eager") from 2.6. Before (2.5.1),
+    torch._dynamo.config.disable alone stops new compiles only (cached code still runs), so the frame
+    callback that compiled functions install is replaced by none (eval_frame._maybe_set_eval_frame,
+    through which 2.5.1's compiled-function wrapper sets it)."""
     import torch
 
     set_stance = getattr(torch.compiler, "set_stance", None)
     if set_stance is not None:
         return set_stance("force_eager")
+    return _no_frame_callback()
+
+
+@contextlib.contextmanager
+def _no_frame_callback() -> Any:
+    module = importlib.import_module("torch._dynamo.eval_frame")
+    original = getattr(module, "_maybe_set_eval_frame", None)
+    if original is None:
+        raise moved("torch._dynamo.eval_frame._maybe_set_eval_frame (to run compiled functions eagerly)")
     dynamo_config = importlib.import_module("torch._dynamo.config")
-    return dynamo_config.patch(disable=True)
+    name = "_maybe_set_eval_frame"  # set by name: mypy does not know the module's attributes
+    setattr(module, name, lambda callback: original(None if callback is not None else callback))
+    try:
+        with dynamo_config.patch(disable=True):
+            yield
+    finally:
+        setattr(module, name, original)
 
 
 def dynamo_reset() -> None:
