@@ -6,6 +6,7 @@ Asserts Perfetto parsed the file: its process and thread tracks appear and no pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -33,14 +34,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_perfetto_ui_loads_converted_trace(tmp_path):
-    traces = [build_trace(pid=7000 + r, rank=r).write(tmp_path / f"train-{7000 + r}.pfw.gz") for r in range(2)]
+@contextlib.contextmanager
+def _viewing(traces, tmp_path):
+    """`dynascope view` serving the traces: yields its URL once it answers, and stops it afterwards."""
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "dynascope.cli", "view", *map(str, traces), "-o", str(tmp_path / "t.json"),
          "--no-browser", "--port", str(port), "--timeout", "120"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -51,23 +53,28 @@ def test_perfetto_ui_loads_converted_trace(tmp_path):
                 if proc.poll() is not None:
                     pytest.fail(proc.communicate()[0])
                 time.sleep(0.3)
-        with HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
-            page = browser.open(f"http://127.0.0.1:{port}/")
-            text = ""
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                text = (page.evaluate("document.body.innerText") or "").replace("\n", "")  # labels may wrap
-                if "[rank 1]" in text:
-                    break
-                time.sleep(1)
-            page.screenshot(tmp_path / "perfetto.png", full_page=False)
-            assert "python train.py [rank 0]" in text and "python train.py [rank 1]" in text, text[:2000]
-            lowered = text.lower()
-            assert "failed to parse" not in lowered and "oops" not in lowered
+        yield f"http://127.0.0.1:{port}/"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
+
+
+def test_perfetto_ui_loads_converted_trace(tmp_path):
+    traces = [build_trace(pid=7000 + r, rank=r).write(tmp_path / f"train-{7000 + r}.pfw.gz") for r in range(2)]
+    with _viewing(traces, tmp_path) as url, HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
+        page = browser.open(url)
+        text = ""
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            text = (page.evaluate("document.body.innerText") or "").replace("\n", "")  # labels may wrap
+            if "[rank 1]" in text:
+                break
+            time.sleep(1)
+        page.screenshot(tmp_path / "perfetto.png", full_page=False)
+        assert "python train.py [rank 0]" in text and "python train.py [rank 1]" in text, text[:2000]
+        lowered = text.lower()
+        assert "failed to parse" not in lowered and "oops" not in lowered
 
 
 def test_perfetto_binds_the_batch_flows(tmp_path):
@@ -80,12 +87,6 @@ def test_perfetto_binds_the_batch_flows(tmp_path):
     for w in range(2):
         worker = st.worker_trace(5000 + w, 4242, w, list(range(w, 4, 2)), st.T0 - 500)
         traces.append(worker.write(tmp_path / f"train-{5000 + w}.pfw"))
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "dynascope.cli", "view", *map(str, traces), "-o", str(tmp_path / "t.json"),
-         "--no-browser", "--port", str(port), "--timeout", "120"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
     query = """(async () => {
       const app = window.app;
       const engine = app && app.trace && app.trace.engine;
@@ -96,27 +97,13 @@ def test_perfetto_binds_the_batch_flows(tmp_path):
       for (const it = r.iter({a: 'str', b: 'str', n: 0}); it.valid(); it.next()) out.push([it.a, it.b, Number(it.n)]);
       return out;
     })()"""
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(proc.communicate()[0])
-                time.sleep(0.3)
-        with HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
-            page = browser.open(f"http://127.0.0.1:{port}/")
-            flows = None
-            end = time.monotonic() + 60
-            while time.monotonic() < end and not flows:
-                time.sleep(1)
-                flows = page.evaluate(query)
-            if flows is None:
-                pytest.skip("this Perfetto UI does not expose its trace processor (window.app.trace.engine)")
-            assert flows == [["dataloader.fetch", "dataloader.next", 4]]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 15)
-        proc.wait(timeout=20)
+    with _viewing(traces, tmp_path) as url, HeadlessChromium(timeout=120, window=(1400, 900)) as browser:
+        page = browser.open(url)
+        flows = None
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not flows:
+            time.sleep(1)
+            flows = page.evaluate(query)
+        if flows is None:
+            pytest.skip("this Perfetto UI does not expose its trace processor (window.app.trace.engine)")
+        assert flows == [["dataloader.fetch", "dataloader.next", 4]]
