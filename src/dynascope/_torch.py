@@ -11,6 +11,7 @@ with a leading underscore, or documented as internal, goes through here.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import importlib
 import inspect
@@ -476,6 +477,16 @@ def graph_breaks_since(start: int) -> list[tuple[str, list[tuple[str, int, str]]
     return out
 
 
+# torch 2.5.1 names graph breaks by its internal reason; later torch names the same breaks so
+_OLD_BREAK_NAMES = (("generic_jump", "Data-dependent branching"), ("builtin: ", "Failed to trace builtin operator"))
+
+
+def break_reason_name(reason: str) -> str:
+    """A graph break's reason from graph_breaks_since() in the words torch 2.6+ uses for it: the first line
+    (the rest is explanation and hints), torch 2.5.1's internal names translated."""
+    return next((new for old, new in _OLD_BREAK_NAMES if reason.startswith(old)), (reason.splitlines() or [""])[0])
+
+
 def compilation_metrics() -> list[dict[str, Any]]:
     """Per-compile records torch keeps in process (deque-limited), as dicts. Private:
     torch._dynamo.utils.get_compilation_metrics -> [CompilationMetrics dataclass] (2.5.1 .. 2.15)."""
@@ -860,6 +871,92 @@ def register_replacing_bytecode_hook(hook: Any) -> Any:
         raise moved("torch._dynamo.convert_frame.register_bytecode_hook (a hook that returns new code)")
     handle = reg(hook)
     return handle.remove
+
+
+# ---------------------------------------------------------------------------------------------
+# Frame probes (capture/frames.py): readings in the code Dynamo generates. Checked on 2.5.1, 2.13.0
+# and 2.15.0 (Python 3.11; 3.12 and 3.13 on 2.15.0).
+# ---------------------------------------------------------------------------------------------
+
+_RETURNS = ("RETURN_VALUE", "RETURN_CONST")
+_PREFIX = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP")  # what runs before a frame's first line
+
+
+def add_probes(code: types.CodeType, target: Any, clock: Any, enter_value: int, exit_value: int) -> types.CodeType:
+    """`code` with `target.extend((enter_value, clock()))` where it starts and
+    `target.extend((exit_value, clock()))` before each return: constants and C calls only.
+
+    Private: torch._dynamo.bytecode_transformation (transform_code_object, create_instruction,
+    add_push_null, create_call_function), which writes the bytecode of every Python torch supports and
+    keeps jumps, line numbers and exception tables right (2.5.1 .. 2.15; transform_code_object returns
+    the code alone before 2.6, (code, tracer output) after). A jump to a return goes to its probe."""
+    try:
+        bt = importlib.import_module("torch._dynamo.bytecode_transformation")
+        make, push_null, call = bt.create_instruction, bt.add_push_null, bt.create_call_function
+        transform = bt.transform_code_object
+    except (ImportError, AttributeError) as exc:
+        raise moved("torch._dynamo.bytecode_transformation (to add frame probes)", exc) from exc
+
+    def probe(value: int) -> list[Any]:
+        insts = push_null([make("LOAD_CONST", argval=target), make("LOAD_ATTR", argval="extend")])
+        insts.append(make("LOAD_CONST", argval=value))
+        insts += push_null(make("LOAD_CONST", argval=clock))
+        insts += call(0, False)
+        insts.append(make("BUILD_TUPLE", arg=2))
+        insts += call(1, False)
+        insts.append(make("POP_TOP"))
+        return insts
+
+    def insert(instructions: list[Any], at: int, new: list[Any]) -> None:
+        """new before instructions[at], in its exception-table range, with the jumps to it moved to new[0]."""
+        old = instructions[at]
+        for inst in instructions:
+            if inst.target is old:
+                inst.target = new[0]
+        entry = getattr(old, "exn_tab_entry", None)
+        if entry is not None:
+            for inst in new:
+                inst.exn_tab_entry = copy.copy(entry)
+            for inst in instructions:  # a range that started at `old` now starts at the probe
+                other = getattr(inst, "exn_tab_entry", None)
+                if other is not None and other.start is old:
+                    other.start = new[0]
+            for inst in new:
+                if inst.exn_tab_entry.start is old:
+                    inst.exn_tab_entry.start = new[0]
+        for inst in new:
+            inst.starts_line = None
+            inst.positions = getattr(old, "positions", None)
+        instructions[at:at] = new
+
+    def transformation(instructions: list[Any], _options: dict[str, Any]) -> None:
+        at = 0
+        while at < len(instructions) and instructions[at].opname in _PREFIX:
+            at += 1
+        insert(instructions, at, probe(enter_value))
+        at = 0
+        while at < len(instructions):
+            if instructions[at].opname in _RETURNS:
+                new = probe(exit_value)
+                insert(instructions, at, new)
+                at += len(new)
+            at += 1
+
+    try:
+        result = transform(code, transformation)
+    except Exception as exc:
+        raise moved("torch._dynamo.bytecode_transformation.transform_code_object (to add frame probes)", exc) from exc
+    return result[0] if isinstance(result, tuple) else result
+
+
+def skip_frames_of(fn: Any) -> None:
+    """Dynamo never compiles `fn`'s own frame (what it calls, it still does): a wrapper around a compiled
+    function. Private: torch._dynamo.eval_frame.skip_code (2.5.1 .. 2.15), as torch's own wrappers use it."""
+    module = importlib.import_module("torch._dynamo.eval_frame")
+    skip_code = getattr(module, "skip_code", None)
+    if skip_code is None:
+        raise moved("torch._dynamo.eval_frame.skip_code")
+    skip_code(fn.__code__)
 
 
 # ---------------------------------------------------------------------------------------------

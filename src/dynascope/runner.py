@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from .analyze.paths import EAGER_DIR
 from .console import say, script_exit_status
 from .errors import ConfigError
 
@@ -47,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--compile-profile", action="store_true",
         help="also profile compile time per frame, phase, user function and line: DIR/compile_profile.json",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compare-eager", action="store_true",
+        help="then run the script again with every compiled function run eagerly (torch.compiler.set_stance"
+             "('force_eager')), traced into DIR/eager/, and compare: speedup per compiled function and per step, and "
+             "after how many calls compiling is repaid",
     )  # fmt: skip
     parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
     parser.add_argument("script", help="the Python script to run")
@@ -166,9 +173,34 @@ def main(argv: list[str]) -> int:
         if observer is not None:
             observer.stop()
         session.finalize()
+    eager_dir = os.path.join(out_dir, EAGER_DIR)
+    if os.path.isdir(eager_dir):
+        _stale_traces(eager_dir, stem)
+    if ns.compare_eager and error is None:
+        _eager_pass(script, ns.args, os.path.join(eager_dir, stem + ".pfw.gz"), config)
     sys.stdout.flush()
     _write_outputs(out_dir, stem, script, observer, error, ns, profiler)
     return script_exit_status("run", script, error)
+
+
+def _eager_pass(script: str, args: list[str], trace: str, config: Any) -> None:
+    """Run the script again with every torch.compile'd function run eagerly, traced into `trace`; what it
+    times (each compiled function's calls, the steps) is what the comparison needs."""
+    from . import _torch
+    from .scriptrun import run_script
+    from .trace.session import TraceSession
+
+    sys.stdout.flush()
+    say("run", "--compare-eager: running the script again, every compiled function eagerly")
+    session = TraceSession(trace, config=config)
+    session.open()
+    try:
+        with _torch.force_eager():
+            error = run_script(script, args)
+    finally:
+        session.finalize()
+    if error is not None:
+        say("run", f"note: the eager run raised {type(error).__name__}: {error}; its numbers cover what ran")
 
 
 def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace,
@@ -193,7 +225,16 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         profile = os.path.join(out_dir, COMPILE_PROFILE_FILE)
         write_json(profiler.result, profile)
         written["compile_profile"] = profile
-    summary = summarize_paths(written["traces"], top=max(ns.top, 1))
+    from .render.html import load_explanation
+
+    summary = summarize_paths(written["traces"], top=max(ns.top, 1),
+                              explanation=load_explanation(explanation) if explanation else None)  # fmt: skip
+    eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
+    if eager:
+        from .analyze.payoff import with_eager
+
+        summary = with_eager(summary, summarize_paths(list(eager), top=max(ns.top, 1)))
+        written["eager"] = eager
     if not ns.no_html:
         from .render.html import write_html
 
@@ -205,6 +246,8 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
     print()
     for trace in written["traces"]:
         print(f"trace        {trace}")
+    for trace in written.get("eager", []):
+        print(f"eager run    {trace}")
     if explanation:
         print(f"explanation  {explanation}  (one .py per compiled function beside it)")
     if profile:

@@ -25,8 +25,9 @@ HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.summarize") is not 
 def stub(monkeypatch):
     calls = []
 
-    def fake(paths, top=20, scheduler=None, workers=None):
-        calls.append({"paths": list(paths), "top": top, "scheduler": scheduler, "workers": workers})
+    def fake(paths, top=20, scheduler=None, workers=None, explanation=None):
+        calls.append({"paths": list(paths), "top": top, "scheduler": scheduler, "workers": workers,
+                      "explanation": explanation})
         return make_summary(top=top)
 
     monkeypatch.setattr(command_report, "summarize_paths", fake)
@@ -36,7 +37,7 @@ def stub(monkeypatch):
 def test_terminal_tables(stub, trace_file, capsys):
     assert cli_main(["report", str(trace_file), "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert stub == [{"paths": [str(trace_file)], "top": 3, "scheduler": None, "workers": None}]
+    assert stub == [{"paths": [str(trace_file)], "top": 3, "scheduler": None, "workers": None, "explanation": None}]
     assert "Ops (top 3 of 4)" in out and "function.addmm.default" in out and "function.mm.default" not in out
     assert "Forward vs backward" in out and "\x1b[" not in out
 

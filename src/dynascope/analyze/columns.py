@@ -10,7 +10,7 @@ __all__ = ["dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
 INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
     "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid", "opt", "loader", "batch",
-    "worker", "workers",
+    "worker", "workers", "resume", "graphs", "breaks", "break_line", "break_at",
 }  # fmt: skip
 CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
@@ -26,9 +26,11 @@ AUTOGRAD_CAT = "autograd"
 OPTIMIZER_CAT = "optimizer"
 TORCH_IO_CAT = "torch.io"
 POSIX_CAT = "POSIX"
+FRAME_CAT = "dynamo.frame"  # a compiled frame starts or returns (an instant; trace/probes.py)
+CALL_CAT = "dynamo.call"  # a call of a torch.compile'd function begins or ends
 NON_REGION_CATS = [
     OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,
-    POSIX_CAT,
+    POSIX_CAT, FRAME_CAT, CALL_CAT,
 ]  # fmt: skip
 
 BASE_COLUMNS = ["trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur"]

@@ -24,10 +24,12 @@ __all__ = ["summarize_files_dask"]
 
 
 def summarize_files_dask(
-    paths, top: int = 20, scheduler: str | None = None, workers: int | None = None, processes: bool = False
+    paths, top: int = 20, scheduler: str | None = None, workers: int | None = None, processes: bool = False,
+    explanation: dict | None = None,
 ) -> Summary:
     """Read and pre-aggregate each file as one Dask task, on `scheduler` (an address such as
-    tcp://host:8786) or on a local cluster of `workers` workers (threads by default)."""
+    tcp://host:8786) or on a local cluster of `workers` workers (threads by default). `explanation`: as
+    for `summarize_files`, already read."""
     try:
         from distributed import Client, LocalCluster
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -37,7 +39,7 @@ def summarize_files_dask(
     files = [os.fspath(p) for p in expand_paths(paths)]
     with _quiet_distributed():
         partials = _run(files, scheduler, workers, processes, Client, LocalCluster)
-    result = finish(merge(partials), top=top)
+    result = finish(merge(partials), top=top, explanation=explanation)
     for msg in result.meta["warnings"]:
         warnings.warn(msg, TraceWarning, stacklevel=2)
     return result

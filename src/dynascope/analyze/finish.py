@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from .costs import cost_tables
 from .files import finish_files
 from .partial import KERNEL_KEYS, Partial
 from .stepparts import LIST_COLUMNS, PART_COLUMNS
-from .stepstats import slow_steps, step_stats
+from .stepstats import slow_steps, step_rows, step_stats
 from .summary import Summary, summary_meta
 
 __all__ = ["finish"]
@@ -18,8 +19,9 @@ def _share(col: str = "total_us") -> pl.Expr:
     return pl.when(total > 0).then(pl.col(col) / total).otherwise(0.0).alias("share")
 
 
-def finish(p: Partial, top: int = 20) -> Summary:
-    """Turn merged partials into the Summary tables (deterministic row order)."""
+def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summary:
+    """Turn merged partials into the Summary tables (deterministic row order). `explanation`: the
+    explanation.json of the same run, as a dict, for the graph-break and recompile tables."""
     by_op = _by_op(p.op_hist)
     by_kernel = _by_kernel(p.kernel)
     lay = p.layer
@@ -102,7 +104,12 @@ def finish(p: Partial, top: int = 20) -> Summary:
         step_stats=stats,
         slow_steps=slow_steps(by_step, stats),
         by_file=finish_files(p.file),
+        **cost_tables(p, _step_count(by_step), explanation),
     )
+
+
+def _step_count(by_step: pl.DataFrame) -> int:
+    return step_rows(by_step).height
 
 
 def untraced_warnings(untraced: dict[str, int]) -> list[str]:

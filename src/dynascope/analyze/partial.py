@@ -20,6 +20,7 @@ from typing import cast
 
 import polars as pl
 
+from . import breaks
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
 from .files import FILE_SCHEMA, file_table
 from .reader import FileReader, ReadInfo, read_file_reduced
@@ -45,14 +46,16 @@ KERNEL_FIELDS = ["kernel_kind", "target", "layers", "lines", "code", "kernel_cod
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
-    "ret", "bytes",
+    "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"),
 ]  # fmt: skip
 
 _STR_KEYS = [
     "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
+    "qualname", "function", "file", "top_qualname", "top_file", "break_file", "break_code", "reason",
 ]  # fmt: skip
 # the integer columns of SUMMARY_COLUMNS
-_INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes")
+_INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
+             "resume", "graphs", "breaks", "break_line", "break_at")  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -103,6 +106,13 @@ class Partial:
     process: pl.DataFrame  # host, pid, rank, world_size, events, op_us, compile_us, run_us
     compile: pl.DataFrame  # compile_id, total_us
     file: pl.DataFrame  # fname, files.FILE_COUNTS   (POSIX and torch.io events per file path: analyze/files.py)
+    # graph breaks and compiled calls (analyze/breaks.py): per break site, per compiled function, per cache
+    # entry, and the calls' durations
+    brk: pl.DataFrame = field(default_factory=lambda: _empty("brk"))
+    calls: pl.DataFrame = field(default_factory=lambda: _empty("calls"))
+    entry: pl.DataFrame = field(default_factory=lambda: _empty("entry"))
+    call_hist: pl.DataFrame = field(default_factory=lambda: _empty("call_hist"))
+    fn_ids: pl.DataFrame = field(default_factory=lambda: _empty("fn_ids"))
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -115,6 +125,11 @@ _KEYS = {
     "process": ["host", "pid", "rank", "world_size"],
     "compile": ["compile_id"],
     "file": ["fname"],
+    "brk": breaks.BREAK_KEYS,
+    "calls": breaks.CALL_KEYS,
+    "entry": breaks.ENTRY_KEYS,
+    "call_hist": ["qualname", "file", "line", "warmup", "dur"],
+    "fn_ids": ["qualname", "file", "line", "compile_id"],
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -131,6 +146,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
                 "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
     "compile": {"compile_id": pl.String, "total_us": pl.Int64},
     "file": FILE_SCHEMA,
+    **breaks.SCHEMAS,
 }  # fmt: skip
 
 
@@ -439,6 +455,7 @@ def _core(
         compile=compile_tbl,
         file=file_table(others),
         meta=meta,
+        **breaks.frame_tables(others),
     )
 
 

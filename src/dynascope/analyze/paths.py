@@ -3,7 +3,9 @@ list of these. The one rule every command uses (report, convert, view, diff, Das
 
 In a directory, `.pfw` and `.pfw.gz` files are traces by name; a `.json` or `.json.gz` is one only if it
 looks like Chrome-trace JSON, and never `explanation.json` nor what `dynascope convert` wrote
-(`*.chrome.json[.gz]`), which would count every event twice.
+(`*.chrome.json[.gz]`), which would count every event twice. A subdirectory `eager/` holds the traces of
+the eager comparison run (`dynascope run --compare-eager`): another run of the program, so it is read only
+when named itself.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import TypeVar
 from ..errors import TraceFormatError
 from ._inflate import GZIP_MAGIC
 
-__all__ = ["CONVERTED_SUFFIXES", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
+__all__ = ["CONVERTED_SUFFIXES", "EAGER_DIR", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz")
 CONVERTED_SUFFIXES = (".chrome.json", ".chrome.json.gz")  # what `dynascope convert` writes by default
 _NOT_TRACES = ("explanation.json",)
+EAGER_DIR = "eager"  # under a run's output directory: the eager comparison run's traces
 
 T = TypeVar("T")
 
@@ -42,7 +45,8 @@ def expand_paths(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list
 def _expand_one(text: str) -> list[Path]:
     path = Path(text)
     if path.is_dir():
-        found = sorted(q for q in path.rglob("*") if q.is_file() and is_trace_file(q))
+        found = sorted(q for q in path.rglob("*") if q.is_file() and is_trace_file(q)
+                       and EAGER_DIR not in q.relative_to(path).parts[:-1])  # fmt: skip
         if not found:
             raise TraceFormatError(f"{path}: directory holds no trace files (*.pfw, *.pfw.gz, *.json, *.json.gz)")
         return found

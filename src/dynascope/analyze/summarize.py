@@ -22,9 +22,11 @@ Conventions:
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterable
 
+import orjson
 import polars as pl
 
 from .fastpath import file_partial
@@ -34,13 +36,20 @@ from .paths import expand_paths, map_files
 from .readinfo import ReadInfo, TraceWarning
 from .summary import Summary
 
-__all__ = ["SUMMARY_COLUMNS", "Partial", "file_partial", "finish", "merge", "partial", "summarize", "summarize_files"]
+__all__ = [
+    "EXPLANATION_FILE", "SUMMARY_COLUMNS", "Partial", "file_partial", "find_beside", "finish", "merge", "partial",
+    "read_explanation", "summarize", "summarize_files",
+]  # fmt: skip
+
+EXPLANATION_FILE = "explanation.json"  # what `dynascope run` and `dynascope explain --out` write beside the trace
 
 
-def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None) -> Summary:
+def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None,
+              explanation: dict | str | os.PathLike | None = None) -> Summary:  # fmt: skip
     """Summarise a frame from `read_trace` (see the module docstring for the conventions); `info` (from
-    `read_trace_with_info`) carries the files' dropped lines and warnings into `meta`."""
-    return finish(partial(frame, info), top=top)
+    `read_trace_with_info`) carries the files' dropped lines and warnings into `meta`; `explanation` (the
+    run's explanation.json, a path or its dict) adds why to the graph-break and recompile tables."""
+    return finish(partial(frame, info), top=top, explanation=read_explanation(explanation))
 
 
 def summarize_files(
@@ -49,20 +58,51 @@ def summarize_files(
     scheduler: str | None = None,
     workers: int | None = None,
     threads: int | None = None,
+    explanation: dict | str | os.PathLike | None = None,
 ) -> Summary:
     """Summarise trace files without holding them all in memory: one partial per file, merged.
 
     With `scheduler` (a Dask scheduler address) or `workers` (a local Dask cluster of N workers) the
     files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
+    `explanation`: the run's explanation.json (a path, or its dict) for why each graph break, eager
+    function and recompile happened; "auto" takes the one beside the traces, if any.
     """
+    if explanation == "auto":
+        explanation = find_beside(paths, EXPLANATION_FILE)
+    explained = read_explanation(explanation)
     if scheduler is not None or workers is not None:
         from .dask import summarize_files_dask
 
-        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers)
+        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained)
     files = expand_paths(paths)
-    result = finish(merge(map_files(file_partial, files, threads=threads)), top=top)
+    result = finish(merge(map_files(file_partial, files, threads=threads)), top=top, explanation=explained)
     _emit_warnings(result.meta["warnings"])
     return result
+
+
+def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:
+    """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning."""
+    if explanation is None or isinstance(explanation, dict):
+        return explanation
+    try:
+        with open(explanation, "rb") as f:
+            data = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        warnings.warn(f"could not read the explanation {os.fspath(explanation)}: {exc}; the graph-break and "
+                      "recompile tables give what the trace alone says", TraceWarning, stacklevel=3)  # fmt: skip
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def find_beside(paths, name: str) -> str | None:
+    """`name` (e.g. explanation.json) in the directory given, or beside the first trace that has one."""
+    for raw in [paths] if isinstance(paths, (str, os.PathLike)) else list(paths):
+        p = os.fspath(raw)
+        for d in ([p] if os.path.isdir(p) else []) + [os.path.dirname(os.path.abspath(p))]:
+            candidate = os.path.join(d, name)
+            if os.path.isfile(candidate):
+                return candidate
+    return None
 
 
 def _emit_warnings(msgs: Iterable[str]) -> None:

@@ -112,6 +112,30 @@ class Summary:
     #   read/write of the file is seen inside it (analyze/files.py; docs/trace-format.md, "Files read and
     #   written").
     by_file: pl.DataFrame = field(default_factory=_empty)
+    # What each graph break costs at run time (analyze/breaks.py, analyze/costs.py): source ("file.py:LINE",
+    #   the line that caused it), reason, fix, calls (hits), total_us, per_call_us (per call of the compiled
+    #   function that holds it), per_step_us, per_hit_us, share (of that function's call time), kind ("graph
+    #   break" / "eager function": Dynamo ran a whole function eagerly), function, file, line, code,
+    #   compile_ids, warmup_calls, warmup_us (in warm-up calls: those that compiled or ran a cache entry the
+    #   first time), warmup_only, measurable, note, detail.
+    #   Steady state (calls that compiled nothing), most costly first.
+    graph_breaks: pl.DataFrame = field(default_factory=_empty)
+    # source (the line of the guard that failed, where known), reason, fix, calls (recompiles of this
+    #   cause), total_us (their compile time), per_call_us, per_step_us, function, file, line, code, subject,
+    #   compile_ids.  Most costly first.
+    recompiles: pl.DataFrame = field(default_factory=_empty)
+    # function, source, calls, per_call_us (mean steady call), median_us, graph_us, break_us, fallback_us,
+    #   overhead_us (per steady call: they add up to per_call_us), total_us (all calls), first_call_us,
+    #   compile_us (every compile id that compiled or ran in its calls), compiles, warmup_calls, file, line;
+    #   + eager_per_call_us, speedup, breakeven_calls, verdict after a --compare-eager run.
+    compiled_functions: pl.DataFrame = field(default_factory=_empty)
+    # compile_id, function, kind ("function" / "resume function"), source, calls, total_us, per_call_us,
+    #   graph_us, compile_us, file, line: one row per cache entry that ran.
+    cache_entries: pl.DataFrame = field(default_factory=_empty)
+    # what ("calls of <function>" / "steps"), compiled_calls, eager_calls, compiled_us, eager_us (medians),
+    #   speedup, saving_us, compile_us, breakeven_calls, noisy, verdict: the run against its eager
+    #   comparison run (analyze/payoff.py); empty unless compared (`dynascope run --compare-eager`).
+    vs_eager: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -122,5 +146,6 @@ class Summary:
 
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
-    "step_stats", "slow_steps", "by_file",
+    "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
+    "vs_eager",
 )  # fmt: skip

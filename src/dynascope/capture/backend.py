@@ -21,7 +21,7 @@ from ..trace import fileio
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
-from . import compile_events, kernels, untraced
+from . import compile_events, frames, kernels, untraced
 from .attribution import attribution, event_name, graph_label, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
@@ -127,6 +127,8 @@ class TracingBackend:
 
         if session.config.step_events and not training.installed():
             training.install(io=not session.config.disable_io)  # a session opened before torch was imported
+        if session.config.frame_events and not frames.installed():
+            frames.install()
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 
@@ -136,7 +138,9 @@ class TracingBackend:
         except Exception as exc:  # noqa: BLE001 - tracing must never cost the user their program
             untraced.report(context.graph, context.compile_id, "graph", exc, self.inner)
             return self._fall_back(gm, example_inputs, **kwargs)
-        return compile_fn(gm, example_inputs, **kwargs)  # errors in the user's graph are torch's to report
+        compiled = compile_fn(gm, example_inputs, **kwargs)  # errors in the user's graph are torch's to report
+        frames.graph_traced(context.graph)
+        return compiled
 
     def _inner_options(self, mode: str | None, options: dict | None) -> dict[str, Any]:
         """What the inner backend gets of torch.compile's mode and options: inductor takes them as config

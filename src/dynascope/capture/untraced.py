@@ -24,6 +24,10 @@ def reason_of(exc: BaseException) -> str:
 
 def report(graph: str, compile_id: str, phase: str, exc: BaseException, runs_with: str) -> None:
     """Record in the trace that `graph` (`phase`) of `compile_id` runs untraced; warn once per reason."""
+    from .frames import graph_untraced
+
+    if phase != "backward":
+        graph_untraced(graph)  # its frame's time cannot be split into graph and eager time
     reason = reason_of(exc)
     now = now_ns()
     args = {"kind": "untraced", "graph": graph, "compile_id": compile_id, "phase": phase,

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
+from ..trace import probes
 from . import records
 from .code import decompile_code, line_at_offset, source_with_marker
 from .guards import group_flat, group_guards
@@ -185,7 +186,7 @@ def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.
         _torch.check_guard_user_lines()
     except TorchVersionError as exc:
         _note(notes, str(exc))
-    new_code = entry.code
+    new_code = probes.original(entry.code)  # Dynamo's code, without dynascope's frame probes
     text, ok = decompile_code(new_code)
     if ok:  # Dynamo's graph names carry a uuid; the report names subgraphs without it
         text = _UUID_SUFFIX.sub(r"\1", text)

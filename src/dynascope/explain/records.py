@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from .. import _torch
 from .code import excerpt
 from .guards import _strip_comment, readable_check
 from .model import CacheLimitHit, CompileTime, EagerFallback, GraphBreak, Recompile, RecompileFailure
@@ -240,14 +241,10 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
     )
 
 
-# torch 2.5.1 names graph breaks by its internal reason; later torch names the same breaks so
-_OLD_BREAK_NAMES = (("generic_jump", "Data-dependent branching"), ("builtin: ", "Failed to trace builtin operator"))
-
-
 def graph_break_from_stack(reason: str, stack: list[tuple[str, int, str]], compile_id: str | None) -> GraphBreak:
     """A graph break from torch's in-process list (torch 2.5.1, which logs no graph-break records)."""
     file, line, fn = stack[-1] if stack else (None, None, None)
-    name = next((new for old, new in _OLD_BREAK_NAMES if reason.startswith(old)), reason.splitlines()[0])
+    name = _torch.break_reason_name(reason)
     if fn and fn.startswith("torch_dynamo_resume_in_"):
         fn = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", fn)
     return GraphBreak(

@@ -25,16 +25,19 @@ SUMMARY_TABLES = _FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in
 
 
 def summarize_paths(
-    paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None
+    paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None,
+    explanation: dict | None = None,
 ) -> Summary:
-    """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given."""
+    """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given.
+    `explanation` (explanation.json, read) says why for the graph-break and recompile tables."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the reader's warnings come back in summary.meta and are shown once
         # one partial per file, merged (on Dask with scheduler/workers): the same summary as
         # summarize(read_trace(...)) at a fraction of the memory
-        return summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers)
+        return summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers,
+                               explanation=explanation)
 
 
 def _jsonable(value: Any) -> Any:

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--explanation",
         type=Path,
         metavar="JSON",
-        help="explanation.json to include (default: the one beside the trace, if any)",
+        help="explanation.json of the same run, for why each graph break and recompile happened, and the HTML's "
+        "explanation sections (default: the one beside the trace, if any)",
     )
     parser.add_argument(
         "--compile-profile", type=Path, metavar="FILE",
@@ -55,23 +56,24 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1 (got {args.workers})")
-    summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers)
+    from .html import find_compile_profile, find_explanation, load_explanation
+
+    if args.explanation is not None and not args.explanation.is_file():
+        raise ConfigError(
+            f"--explanation {args.explanation}: no such file; "
+            "give the explanation.json that `dynascope explain --out` or `dynascope run` wrote"
+        )
+    source = args.explanation or find_explanation(args.traces)
+    explanation = load_explanation(source) if source is not None else None
+    summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
+                              explanation=explanation)  # fmt: skip
     notes: list[str] = []
     if args.csv is not None:
         written = write_csv(summary, args.csv)
         notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")
     if args.html is not None:
-        from .html import find_compile_profile, find_explanation, load_explanation, write_html
+        from .html import write_html
 
-        explanation = None
-        source = args.explanation or find_explanation(args.traces)
-        if args.explanation is not None and not args.explanation.is_file():
-            raise ConfigError(
-                f"--explanation {args.explanation}: no such file; "
-                "give the explanation.json that `dynascope explain --out` wrote"
-            )
-        if source is not None:
-            explanation = load_explanation(source)
         if args.compile_profile is not None and not args.compile_profile.is_file():
             raise ConfigError(
                 f"--compile-profile {args.compile_profile}: no such file; "

@@ -221,6 +221,84 @@ def render_steps(summary: Summary, console: Console, top: int | None = None) -> 
     return True
 
 
+def _cost_table(summary: Summary, attr: str, limit: int | None) -> Table | None:
+    """Graph breaks or recompiles by cost: the numbers, then each row's reason, code and fix in one wrapped
+    cell (they are sentences: a column each would push the numbers off the screen)."""
+    spec = SPEC_BY_ATTR[attr]
+    frame = summary.table(attr)
+    if frame.height == 0:
+        return None
+    numbers = [c for c in spec.cols if c.key not in ("reason", "fix", "function")]
+    cols = [c for c in numbers if c.key in frame.columns]
+    shown = frame.head(limit) if limit is not None and frame.height > limit else frame
+    title = spec.title + _cost_subtitle(summary, attr)
+    if shown.height < frame.height:
+        title += f" (top {shown.height} of {frame.height:,})"
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in cols:
+        numeric = col.kind not in ("text", "part")
+        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
+                         min_width=len(col.label) if numeric else None, style=None if numeric else "cyan")  # fmt: skip
+    table.add_column("why, and what to do", overflow="fold", min_width=40, max_width=72)
+    for row in shown.iter_rows(named=True):
+        cells = [_cell(row.get(c.key), c.kind) for c in cols]
+        if attr == "graph_breaks" and not row.get("measurable"):
+            cells = [cells[0], *(Text("–") for _ in cells[1:])]
+        cells.append(_why_cell(row, attr))
+        table.add_row(*cells)
+    return table
+
+
+def _cost_subtitle(summary: Summary, attr: str) -> str:
+    if attr == "graph_breaks":
+        return " (steady state, warm-up calls left out)"
+    return ""
+
+
+def _why_cell(row: dict, attr: str) -> Text:
+    text = Text()
+    text.append(str(row.get("reason") or ""))
+    if row.get("note"):
+        text.append(f" ({row['note']})", style="dim")
+    if row.get("code"):
+        text.append("\n  ")
+        text.append(str(row["code"]), style="cyan")
+    if attr == "recompiles" and row.get("function"):
+        text.append(f"\n  in {row['function']}", style="dim")
+    if row.get("fix"):
+        text.append("\nfix: ", style="bold green")
+        text.append(str(row["fix"]))
+    return text
+
+
+def render_costs(summary: Summary, console: Console, top: int | None = None) -> int:
+    """Graph breaks and recompiles by cost, and the run against its eager run; how many tables it printed."""
+    printed = 0
+    for attr in ("graph_breaks", "recompiles"):
+        table = _cost_table(summary, attr, top)
+        if table is not None:
+            console.print()
+            console.print(table)
+            printed += 1
+    lines = eager_lines(summary)
+    if lines:
+        console.print()
+        console.print(Text("Compiled against eager (medians of the steady calls and steps)", style="bold"))
+        for line in lines:
+            console.print(Text(f"  {line}"))
+        printed += 1
+    return printed
+
+
+def eager_lines(summary: Summary) -> list[str]:
+    """One line per compiled function (and the steps) against the eager run: the two medians and the verdict."""
+    table = summary.table("vs_eager")
+    if table.height == 0:
+        return []
+    return [f"{r['what']}: {fmt_us(r['compiled_us'])} compiled, {fmt_us(r['eager_us'])} eager; {r['verdict']}"
+            for r in table.iter_rows(named=True)]  # fmt: skip
+
+
 def render_summary(summary: Summary, console: Console | None = None, top: int | None = None) -> None:
     """Print every non-empty table of `summary`: header, the per-step breakdown (first: where each step's
     time goes, the median and p95 step, the slowest steps and why), the files (I/O outside compile phases,
@@ -236,7 +314,9 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(Text(f"warning: {warning}", style="yellow"))
     printed = int(render_steps(summary, console, top))
     printed += int(render_files(summary, console, top))
-    order = ("compile_vs_run", "by_phase", *op_tables(summary), "by_layer", "by_graph", "by_process")
+    printed += render_costs(summary, console, top)
+    order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_phase", *op_tables(summary), "by_layer",
+             "by_graph", "by_process")  # fmt: skip
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
         table = summary_table(summary, spec, top if spec.limit_to_top else None)
@@ -264,6 +344,7 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
     view = file_view(summary)
     if view is not None:
         console.print(Text(io_line(view)))
+    render_costs(summary, console, top)
     attr = op_tables(summary)[0]
     spec = SPEC_BY_ATTR[attr]
     spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))

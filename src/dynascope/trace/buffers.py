@@ -19,9 +19,9 @@ from typing import Any
 
 now_ns = time.perf_counter_ns
 MARK = -(1 << 62)  # MARK - n in the main list: "side record n happened here" (graph ids are small)
-_discard: Callable[[object], None] = collections.deque[object](
-    maxlen=0
-).append  # a sink that keeps nothing: tracing is off
+_nowhere = collections.deque[object](maxlen=0)  # keeps nothing: tracing is off
+_discard: Callable[[object], None] = _nowhere.append
+_discard_many: Callable[[Any], None] = _nowhere.extend
 
 
 @dataclass
@@ -48,6 +48,10 @@ class _Slot:
 
 class _ThreadState(threading.local):
     slot: _Slot | None = None  # the thread's _Slot, made on its first record
+    # The main list's `extend`, for probes (trace/probes.py): code that runs without a Python call of
+    # ours reads it as an attribute. Kept equal to slot.append's list by _attach; a thread that has not
+    # recorded yet in this session keeps nothing (the class default).
+    extend: Callable[[Any], None] = _discard_many
 
 
 _state = _ThreadState()
@@ -55,6 +59,11 @@ _lock = threading.Lock()
 _generation = 0
 _recording = False
 _buffers: list[ThreadBuffer] = []
+
+
+def recording() -> bool:
+    """Whether a session records now."""
+    return _recording
 
 
 def sink():
@@ -72,6 +81,7 @@ def _attach() -> _Slot:
     slot.generation = _generation
     if not _recording or slot.muted:
         slot.append = slot.side = _discard
+        _state.extend = _discard_many
         return slot
     records: list = []
     side: list = []
@@ -80,6 +90,7 @@ def _attach() -> _Slot:
         _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records, side))
     slot.append = records.append
     slot.side = side.extend
+    _state.extend = records.extend
     return slot
 
 
@@ -90,6 +101,7 @@ def start_recording() -> None:
         _buffers.clear()
         _recording = True
         _generation += 1
+    _attach()  # the opening thread records from now on, probes included (other threads: from their first record)
 
 
 def stop_recording() -> list[ThreadBuffer]:
@@ -115,6 +127,7 @@ def discard_this_thread() -> None:
     slot.muted = True
     slot.generation = _generation
     slot.append = slot.side = _discard
+    _state.extend = _discard_many
 
 
 def forget_after_fork() -> None:
@@ -124,6 +137,7 @@ def forget_after_fork() -> None:
     _buffers.clear()
     _recording = False
     _generation += 1
+    _state.extend = _discard_many  # the parent's list, copied: nothing more goes there
 
 
 def registered() -> list[ThreadBuffer]:

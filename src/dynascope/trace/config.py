@@ -56,6 +56,7 @@ class TraceConfig:
     flush_interval_s: float = 0.5  # a SIGKILL loses at most this much
     disable_io: bool = False  # no Python file I/O events (fileio.py): DFTRACER_DISABLE_IO, as pydftracer
     step_events: bool = True  # data loading, backward, optimizer, torch.save/load (capture/training.py)
+    frame_events: bool = True  # compiled frames' starts and returns, compiled calls (capture/frames.py)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> TraceConfig:
@@ -67,6 +68,7 @@ class TraceConfig:
             flush_interval_s=env_int("FLUSH_INTERVAL_MS", 500) / 1000.0,
             disable_io=env_flag("DISABLE_IO", False),
             step_events=env_flag("STEP_EVENTS", True),
+            frame_events=env_flag("FRAME_EVENTS", True),
         )
         overrides = {k: v for k, v in overrides.items() if v is not None}
         config = replace(config, **overrides)

@@ -36,6 +36,7 @@ from . import layout
 from .buffers import MARK
 from .hashing import hash16
 from .ops import TABLE
+from .probes import CALL_CAT, FRAME_CAT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
@@ -96,7 +97,7 @@ class Decoder:
         if self.inline_args:
             fields = orjson.dumps(spec.attrs).decode()[1:-1]
             attribution = "," + fields if fields else ""
-        elif spec.cat == "dynamo.graph":
+        elif spec.cat in _REFERRING_CATS:
             attribution = ',"op":%d' % self.op_number(index)
         else:
             attribution = ""
@@ -399,3 +400,5 @@ _EVENT_LINE = (
     b'"args":{"hhash":"%b","p_idx":%d,"level":%d%b}}\n'
 )
 _RESERVED_ARGS = frozenset(("hhash", "p_idx", "level"))
+# events whose line names their OH record (`op`): graph calls, and probes (frames, compiled calls)
+_REFERRING_CATS = frozenset((layout.GRAPH_CAT, FRAME_CAT, CALL_CAT))

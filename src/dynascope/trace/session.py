@@ -308,19 +308,27 @@ def open_in_child(spec: tuple) -> TraceSession | None:
 
 
 def _torch_side_events(action: str, session: TraceSession) -> None:
-    """Install (or remove) the automatic training-step events (capture/training.py) where torch is
-    already imported. Imported by name: this package stays torch-free, and a process without torch
-    never loads them. A session opened before torch was imported gets them at the first compile."""
-    if "torch" not in sys.modules or not session.config.step_events:
+    """Install (or remove) the automatic training-step events (capture/training.py) and the frame
+    probes (capture/frames.py) where torch is already imported. Imported by name: this package stays
+    torch-free, and a process without torch never loads them. A session opened before torch was
+    imported gets them at the first compile."""
+    if "torch" not in sys.modules:
         return
-    try:
-        training = importlib.import_module("dynascope.capture.training")
-        if action == "install":
-            training.install(io=not session.config.disable_io)
-        else:
-            training.uninstall()
-    except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
-        print(f"dynascope: no automatic step events ({type(exc).__name__}: {exc})", file=sys.stderr)
+    wanted = [("dynascope.capture.training", session.config.step_events, "automatic step events"),
+              ("dynascope.capture.frames", session.config.frame_events, "frame events (graph-break costs)")]
+    for module, on, what in wanted:
+        if not on:
+            continue
+        try:
+            events = importlib.import_module(module)
+            if action != "install":
+                events.uninstall()
+            elif module.endswith("training"):
+                events.install(io=not session.config.disable_io)
+            else:
+                events.install()
+        except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
+            print(f"dynascope: no {what} ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 # -- exit, signals, fork --------------------------------------------------------------------------

@@ -1,0 +1,433 @@
+"""Graph breaks and recompiles by cost, compiled functions and cache entries: Summary tables built from
+the trace's frame tables (analyze/breaks.py), joined with explanation.json where there is one.
+
+The trace alone knows each break's hits and cost, the line that caused it and torch's reason (recorded
+when the frame was compiled), each compiled function's calls, and each compile id's compile time. The
+explanation adds what only the compile saw: why a function ran eagerly, which guard failed at each
+recompile and the user line behind it, torch's hints, and breaks that never ran. It is read as the JSON
+that docs/explain-format.md documents (this package does not import the explain side).
+
+Costs are of the steady state. A warm-up call, one that compiled something or ran a cache entry for the
+first time, holds first-run work that no compile event covers (a graph's first call sets up its runtime
+wrappers); its break time is kept apart as `warmup_us`. Where every call was a warm-up, its numbers are
+all there are, and `warmup_only` says so.
+
+Every row of `graph_breaks` and `recompiles` has `source` ("file.py:LINE", the user line to change),
+`calls` (how many times it happened), `total_us`, `per_call_us` (per call of the compiled function that
+holds it), `per_step_us` (where the trace has steps), `reason` and `fix` (analyze/fixes.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from typing import Any
+
+import polars as pl
+
+from .fixes import break_fix, fallback_fix, recompile_fix
+
+__all__ = ["COST_TABLES", "cost_tables"]
+
+COST_TABLES = ("graph_breaks", "recompiles", "compiled_functions", "cache_entries")
+RESOLUTION_US = 2  # four probe readings of 1 µs each bound a hit: less per hit is not measurable
+
+_Schema = dict[str, pl.DataType | type[pl.DataType]]
+_BREAK_SCHEMA: _Schema = {
+    "source": pl.String, "reason": pl.String, "fix": pl.String, "calls": pl.Int64, "total_us": pl.Int64,
+    "per_call_us": pl.Float64, "per_step_us": pl.Float64, "per_hit_us": pl.Float64, "share": pl.Float64,
+    "kind": pl.String, "function": pl.String, "file": pl.String, "line": pl.Int64, "code": pl.String,
+    "compile_ids": pl.List(pl.String), "warmup_calls": pl.Int64, "warmup_us": pl.Int64, "warmup_only": pl.Boolean,
+    "measurable": pl.Boolean, "note": pl.String, "detail": pl.String,
+}  # fmt: skip
+_RECOMPILE_SCHEMA: _Schema = {
+    "source": pl.String, "reason": pl.String, "fix": pl.String, "calls": pl.Int64, "total_us": pl.Int64,
+    "per_call_us": pl.Float64, "per_step_us": pl.Float64, "function": pl.String, "file": pl.String,
+    "line": pl.Int64, "code": pl.String, "subject": pl.String, "compile_ids": pl.List(pl.String),
+}  # fmt: skip
+_FUNCTION_SCHEMA: _Schema = {
+    "function": pl.String, "source": pl.String, "calls": pl.Int64, "per_call_us": pl.Float64,
+    "median_us": pl.Int64, "p25_us": pl.Int64, "p75_us": pl.Int64, "steady_calls": pl.Int64,
+    "graph_us": pl.Float64, "break_us": pl.Float64, "fallback_us": pl.Float64, "overhead_us": pl.Float64,
+    "total_us": pl.Int64, "first_call_us": pl.Int64, "compile_us": pl.Int64, "compiles": pl.Int64,
+    "warmup_calls": pl.Int64, "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+_ENTRY_SCHEMA: _Schema = {
+    "compile_id": pl.String, "function": pl.String, "kind": pl.String, "source": pl.String, "calls": pl.Int64,
+    "total_us": pl.Int64, "per_call_us": pl.Float64, "graph_us": pl.Int64, "compile_us": pl.Int64,
+    "file": pl.String, "line": pl.Int64,
+}  # fmt: skip
+
+
+def cost_tables(p: Any, steps: int, explanation: dict | None) -> dict[str, pl.DataFrame]:
+    """The four tables (COST_TABLES) of a merged Partial `p`; `steps`: how many steps the trace has."""
+    expl = _Explained(explanation)
+    compile_us = {r["compile_id"]: int(r["total_us"] or 0) for r in p.compile.iter_rows(named=True)}
+    tops = _tops(p.calls)
+    functions = _functions(p, tops, compile_us)
+    return {
+        "graph_breaks": _graph_breaks(p.brk, tops, steps, expl),
+        "recompiles": _recompiles(p, tops, steps, compile_us, expl),
+        "compiled_functions": functions,
+        "cache_entries": _entries(p.entry, compile_us),
+    }
+
+
+def source_of(file: str | None, line: int | None) -> str | None:
+    """"file.py:LINE" as the tables name a line."""
+    if not file:
+        return None
+    return f"{os.path.basename(file)}:{line}" if line else os.path.basename(file)
+
+
+# ------------------------------------------------------------------------------------------------
+# compiled functions (the calls of what torch.compile wrapped, or of top-level compiled frames)
+
+
+class _Top:
+    """One compiled function's calls: steady and warm-up."""
+
+    def __init__(self) -> None:
+        self.steady: dict[str, Any] = defaultdict(int)
+        self.warm: dict[str, Any] = defaultdict(int)
+
+
+def _tops(calls: pl.DataFrame) -> dict[tuple, _Top]:
+    out: dict[tuple, _Top] = defaultdict(_Top)
+    for r in calls.iter_rows(named=True):
+        top = out[(r["qualname"], r["file"], r["line"])]
+        side = top.warm if r["warmup"] else top.steady
+        for k in ("calls", "wall_us", "graph_us", "compile_us", "break_us", "fallback_calls", "fallback_us",
+                  "overhead_us"):  # fmt: skip
+            side[k] += int(r[k] or 0)
+        side["function"] = r["function"]
+    return out
+
+
+def _call_quantiles(hist: pl.DataFrame) -> dict[tuple, dict[str, int | None]]:
+    """Per function: p25, median and p75 of its steady calls (nearest rank), and its longest warm-up call
+    (the first, that compiled)."""
+    out: dict[tuple, dict[str, int | None]] = {}
+    if hist.height == 0:
+        return out
+    for key, g in hist.group_by(["qualname", "file", "line"], maintain_order=True):
+        steady = g.filter(pl.col("warmup") == 0).sort("dur")
+        found: dict[str, int | None] = {"p25_us": None, "median_us": None, "p75_us": None}
+        if steady.height:
+            cum = steady.get_column("n").cum_sum()
+            total = int(cum[-1])
+            for name, pct in (("p25_us", 25), ("median_us", 50), ("p75_us", 75)):
+                rank = max(1, -(-total * pct // 100))
+                found[name] = int(steady.filter(cum >= rank).get_column("dur")[0])
+        warm = g.filter(pl.col("warmup") == 1)
+        found["first_call_us"] = int(warm.get_column("dur").max()) if warm.height else None  # type: ignore[arg-type]
+        out[tuple(key)] = found
+    return out
+
+
+def _functions(p: Any, tops: dict[tuple, _Top], compile_us: dict[str, int]) -> pl.DataFrame:
+    quantiles = _call_quantiles(p.call_hist)
+    ids: dict[tuple, set[str]] = defaultdict(set)
+    for r in p.fn_ids.iter_rows(named=True):
+        ids[(r["qualname"], r["file"], r["line"])].add(r["compile_id"])
+    rows = []
+    for key, top in tops.items():
+        side = top.steady if top.steady["calls"] else top.warm
+        n = side["calls"] or 1
+        mine = ids.get(key, set())
+        q = quantiles.get(key, {})
+        rows.append({
+            "function": key[0], "source": source_of(key[1], key[2]),
+            "calls": top.steady["calls"] + top.warm["calls"],
+            "per_call_us": side["wall_us"] / n, "median_us": q.get("median_us"), "p25_us": q.get("p25_us"),
+            "p75_us": q.get("p75_us"), "steady_calls": top.steady["calls"],
+            "graph_us": side["graph_us"] / n, "break_us": side["break_us"] / n,
+            "fallback_us": side["fallback_us"] / n, "overhead_us": side["overhead_us"] / n,
+            "total_us": top.steady["wall_us"] + top.warm["wall_us"], "first_call_us": q.get("first_call_us"),
+            "compile_us": sum(compile_us.get(c, 0) for c in mine), "compiles": len({_base_id(c) for c in mine}),
+            "warmup_calls": top.warm["calls"], "file": key[1], "line": key[2],
+        })  # fmt: skip
+    frame = pl.DataFrame(rows, schema=_FUNCTION_SCHEMA)
+    return frame.sort(["total_us", "function"], descending=[True, False], nulls_last=True)
+
+
+def _entries(entry: pl.DataFrame, compile_us: dict[str, int]) -> pl.DataFrame:
+    """One row per cache entry that ran: its calls (all), and its time per steady call (warm-up calls when
+    it has no other)."""
+    runs: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    for r in entry.iter_rows(named=True):
+        runs[(r["compile_id"], r["qualname"], r["file"], r["line"], r["resume"])][int(r["warmup"] or 0)] = r
+    rows = []
+    for (cid, name, file, line, resume), sides in runs.items():
+        calls = sum(int(r["calls"] or 0) for r in sides.values())
+        side = sides.get(0) or sides[1]
+        n = int(side["calls"] or 0)
+        rows.append({
+            "compile_id": cid, "function": name, "kind": "resume function" if resume else "function",
+            "source": source_of(file, line), "calls": calls,
+            "total_us": sum(int(r["wall_us"] or 0) for r in sides.values()),
+            "per_call_us": int(side["wall_us"] or 0) / n if n else None,
+            "graph_us": sum(int(r["graph_us"] or 0) for r in sides.values()), "compile_us": compile_us.get(cid),
+            "file": file, "line": line,
+        })  # fmt: skip
+    frame = pl.DataFrame(rows, schema=_ENTRY_SCHEMA)
+    return frame.with_columns(pl.col("compile_id").map_elements(_id_order, return_dtype=pl.String).alias("_o")).sort(
+        "_o").drop("_o")
+
+
+def _id_order(cid: str | None) -> str:
+    nums = [int(x) for x in re.findall(r"\d+", cid or "")]
+    return ".".join(f"{n:08d}" for n in nums)
+
+
+def _base_id(cid: str) -> str:
+    """A compile id without its restart attempt ("3/0_1" -> "3/0")."""
+    return cid.split("_", 1)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# graph breaks
+
+
+def _site(r: dict) -> tuple:
+    if r["break_at"] is not None:
+        return (r["break_file"], r["break_at"], r["reason"])
+    return (r["file"], r["break_line"], r["reason"])
+
+
+def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: _Explained) -> pl.DataFrame:
+    sites: dict[tuple, dict[str, Any]] = {}
+    for r in brk.iter_rows(named=True):
+        key = _site(r)
+        site = sites.setdefault(key, {"ids": set(), "frames": [], "code": None, "tops": set(), "hits": 0, "us": 0,
+                                      "warm_hits": 0, "warm_us": 0})  # fmt: skip
+        site["ids"].add(r["compile_id"])
+        if r["qualname"] not in site["frames"]:
+            site["frames"].append(r["qualname"])
+        site["code"] = site["code"] or r["break_code"]
+        site["tops"].add((r["top_qualname"], r["top_file"], r["top_line"]))
+        if r["warmup"]:
+            site["warm_hits"] += int(r["hits"] or 0)
+            site["warm_us"] += int(r["total_us"] or 0)
+        else:
+            site["hits"] += int(r["hits"] or 0)
+            site["us"] += int(r["total_us"] or 0)
+    rows = [_break_row(key, site, tops, steps, expl) for key, site in sites.items()]
+    rows += _fallback_rows(tops, steps, expl)
+    rows += expl.unseen_breaks({cid for site in sites.values() for cid in site["ids"]})
+    frame = pl.DataFrame(rows, schema=_BREAK_SCHEMA)
+    return frame.sort(["total_us", "warmup_us", "source"], descending=[True, True, False], nulls_last=True)
+
+
+def _per_call(total: int, tops: set[tuple], all_tops: dict[tuple, _Top], steady: bool, steps: int) -> tuple:
+    """(per_call_us, per_step_us, share) of `total` µs spent in calls of the functions `tops`."""
+    sides = [(all_tops[t].steady if steady else all_tops[t].warm) for t in tops if t in all_tops]
+    calls = sum(s["calls"] for s in sides)
+    wall = sum(s["wall_us"] for s in sides)
+    every = sum(all_tops[t].steady["calls"] + all_tops[t].warm["calls"] for t in tops if t in all_tops)
+    per_call = total / calls if calls else None
+    per_step = per_call * every / steps if per_call is not None and steps else None
+    share = total / wall if wall else None
+    return per_call, per_step, share
+
+
+def _break_row(key: tuple, site: dict, tops: dict[tuple, _Top], steps: int, expl: _Explained) -> dict:
+    file, line, reason = key
+    warm_only = site["hits"] == 0 and site["warm_hits"] > 0
+    hits, total = (site["warm_hits"], site["warm_us"]) if warm_only else (site["hits"], site["us"])
+    per_call, per_step, share = _per_call(total, site["tops"], tops, not warm_only, steps)
+    per_hit = total / hits if hits else None
+    measurable = per_hit is not None and per_hit >= RESOLUTION_US
+    detail = expl.detail_for(site["ids"], file, line)
+    note = None
+    if not hits:
+        note = "not hit while traced"
+    elif not measurable:
+        note = f"costs nothing measurable (under {RESOLUTION_US} µs a hit)"
+    elif warm_only:
+        note = "every call compiled: warm-up included"
+    return {
+        "source": source_of(file, line), "reason": reason or "graph break",
+        "fix": break_fix(reason, site["code"], detail),
+        "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
+        "per_hit_us": per_hit, "share": share, "kind": "graph break",
+        "function": ", ".join(site["frames"]), "file": file, "line": line, "code": site["code"],
+        "compile_ids": sorted(site["ids"], key=_id_order), "warmup_calls": site["warm_hits"],
+        "warmup_us": site["warm_us"], "warmup_only": warm_only, "measurable": measurable, "note": note,
+        "detail": detail,
+    }  # fmt: skip
+
+
+def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> list[dict]:
+    """A function Dynamo ran eagerly costs its whole eager time: one row per such function."""
+    rows = []
+    for key, top in tops.items():
+        steady = top.steady["fallback_calls"] > 0
+        side = top.steady if steady else top.warm
+        if not side["fallback_calls"]:
+            continue
+        name, file, line = key
+        why = expl.fallback_of(side.get("function"), file, line)
+        reason = why[0] if why else "Dynamo ran this function eagerly (it did not compile it)"
+        src_file, src_line = (why[1], why[2]) if why and why[1] else (file, line)
+        total = side["fallback_us"]
+        per_call, per_step, share = _per_call(total, {key}, tops, steady, steps)
+        hits = side["fallback_calls"]
+        rows.append({
+            "source": source_of(src_file, src_line), "reason": reason, "fix": fallback_fix(reason),
+            "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
+            "per_hit_us": total / hits, "share": share, "kind": "eager function", "function": name,
+            "file": src_file, "line": src_line, "code": expl.code_at(src_file, src_line),
+            "compile_ids": why[3] if why else [],
+            "warmup_calls": top.warm["fallback_calls"], "warmup_us": top.warm["fallback_us"],
+            "warmup_only": not steady, "measurable": True,
+            "note": f"{name} ran as plain Python",
+            "detail": None,
+        })  # fmt: skip
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
+# recompiles
+
+
+def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[str, int],
+                expl: _Explained) -> pl.DataFrame:  # fmt: skip
+    groups: dict[tuple, dict[str, Any]] = {}
+    explained: set[str] = set()
+    for rc in expl.recompiles():
+        cid = rc["compile_id"]
+        explained.add(_base_id(cid))
+        failure = (rc.get("failures") or [{}])[0]
+        guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"))
+        file, line, code = guard or (rc.get("file"), rc.get("line"), None)
+        key = (file, line, rc.get("function"), failure.get("subject"), _reason_kind(rc.get("reason")))
+        g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code})
+        g["ids"].append(cid)
+    for cid in compile_us:  # recompiles the explanation does not know (or no explanation)
+        if _is_recompile(cid) and _base_id(cid) not in explained:
+            frame = p.entry.filter(pl.col("compile_id") == cid)
+            fn = frame.get_column("qualname")[0] if frame.height else None
+            file = frame.get_column("file")[0] if frame.height else None
+            line = frame.get_column("line")[0] if frame.height else None
+            key = (file, line, fn, None, "unknown")
+            g = groups.setdefault(key, {"ids": [], "reason": None, "code": None})
+            g["ids"].append(cid)
+    rows = []
+    for (file, line, fn, subject, _), g in groups.items():
+        ids = sorted(set(g["ids"]), key=_id_order)
+        total = sum(compile_us.get(c, 0) for c in ids) or expl.compile_seconds(ids)
+        reason = g["reason"] or "recompiled (the explanation, from dynascope run or explain, names the guard)"
+        rows.append({
+            "source": source_of(file, line), "reason": reason, "fix": recompile_fix(g["reason"], subject),
+            "calls": len(ids), "total_us": total, "per_call_us": total / len(ids),
+            "per_step_us": total / steps if steps else None, "function": fn, "file": file, "line": line,
+            "code": g["code"], "subject": subject, "compile_ids": ids,
+        })  # fmt: skip
+    frame = pl.DataFrame(rows, schema=_RECOMPILE_SCHEMA)
+    return frame.sort(["total_us", "source"], descending=[True, False], nulls_last=True)
+
+
+def _is_recompile(cid: str) -> bool:
+    m = re.match(r"^\[?(\d+)/(\d+)", cid or "")
+    return m is not None and int(m.group(2)) > 0
+
+
+def _reason_kind(reason: str | None) -> str:
+    """Recompiles for one cause are grouped: a size that changes again and again is one row."""
+    text = re.sub(r"expected \S+, actual \S+", "", reason or "")
+    return re.sub(r"==\s*\S+", "== _", text).strip()
+
+
+# ------------------------------------------------------------------------------------------------
+# the explanation
+
+
+class _Explained:
+    """What explanation.json says, looked up the ways the tables need (an empty one without a file)."""
+
+    def __init__(self, data: dict | None) -> None:
+        self.data = data if isinstance(data, dict) else {}
+        self.breaks = [b for b in self.data.get("graph_breaks") or [] if isinstance(b, dict)]
+        self.times = [t for t in self.data.get("compile_times") or [] if isinstance(t, dict)]
+        self.entries: dict[str, dict] = {}
+        for expl in self.data.get("explanations") or []:
+            self._collect(expl)
+
+    def _collect(self, expl: Any) -> None:
+        if not isinstance(expl, dict):
+            return
+        for entry in expl.get("cache_entries") or []:
+            if isinstance(entry, dict) and entry.get("compile_id"):
+                self.entries[str(entry["compile_id"])] = entry
+                for rf in entry.get("resume_functions") or []:
+                    if isinstance(rf, dict):
+                        self._collect(rf.get("explanation"))
+
+    def recompiles(self) -> list[dict]:
+        return [r for r in self.data.get("recompiles") or [] if isinstance(r, dict) and r.get("compile_id")]
+
+    def detail_for(self, ids: set[str], file: str | None, line: int | None) -> str | None:
+        for b in self.breaks:
+            if set(b.get("compile_ids") or []) & ids or (b.get("file") == file and b.get("line") == line):
+                return b.get("detail")
+        return None
+
+    def unseen_breaks(self, seen_ids: set[str]) -> list[dict]:
+        """Breaks the explanation lists that the trace never saw run (no hit, or a frame not traced)."""
+        rows = []
+        for b in self.breaks:
+            ids = [str(c) for c in b.get("compile_ids") or []]
+            if set(ids) & seen_ids or "fell back to eager" in str(b.get("reason")):
+                continue
+            file, line = b.get("file"), b.get("line")
+            rows.append({
+                "source": source_of(file, line), "reason": b.get("reason") or "graph break",
+                "fix": break_fix(b.get("reason"), self.code_at(file, line), b.get("detail")), "calls": 0,
+                "total_us": 0, "per_call_us": None, "per_step_us": None, "per_hit_us": None, "share": None,
+                "kind": "graph break", "function": b.get("function"), "file": file, "line": line,
+                "code": self.code_at(file, line), "compile_ids": ids, "warmup_calls": 0, "warmup_us": 0,
+                "warmup_only": False, "measurable": False, "note": "not seen running in the trace",
+                "detail": b.get("detail"),
+            })  # fmt: skip
+        return rows
+
+    def fallback_of(self, function: str | None, file: str | None, line: int | None) -> tuple | None:
+        """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None."""
+        failed = [str(t.get("compile_id")) for t in self.times
+                  if t.get("file") == file and t.get("line") == line and t.get("status") != "ok"
+                  and (function is None or t.get("function") == function)]  # fmt: skip
+        for b in self.breaks:
+            if set(b.get("compile_ids") or []) & set(failed):
+                return (b.get("reason"), b.get("file"), b.get("line"), failed)
+        for fb in self.data.get("eager_fallbacks") or []:
+            if isinstance(fb, dict) and fb.get("file") == file and fb.get("line") == line:
+                return (fb.get("reason"), None, None, [str(fb.get("compile_id"))])
+        return None
+
+    def guard_line(self, compile_id: str | None, subject: str | None) -> tuple | None:
+        """(file, line, code) of the user line that installed the guard on `subject` in cache entry
+        `compile_id` (torch 2.9+ records it), or None."""
+        entry = self.entries.get(str(compile_id))
+        if entry is None or not subject:
+            return None
+        for group in entry.get("guards") or []:
+            if isinstance(group, dict) and group.get("subject") == subject:
+                for guard in group.get("guards") or []:
+                    ul = guard.get("user_line") if isinstance(guard, dict) else None
+                    if isinstance(ul, dict) and ul.get("line"):
+                        return (ul.get("file"), ul.get("line"), ul.get("code"))
+        return None
+
+    def compile_seconds(self, ids: list[str]) -> int:
+        wanted = set(ids)
+        return int(sum((t.get("total_s") or 0) * 1e6 for t in self.times if str(t.get("compile_id")) in wanted))
+
+    @staticmethod
+    def code_at(file: str | None, line: int | None) -> str | None:
+        import linecache
+
+        if not file or not line:
+            return None
+        return linecache.getline(file, line).strip() or None

@@ -1,0 +1,111 @@
+"""One concrete fix for a graph break or a recompile: what to change at the line it names.
+
+Rules keyed on torch's reason (the wording of torch 2.5 to 2.15), most specific first; the code of the
+line fills in names. Where no rule fits, torch's own hint (the "Hint:" lines torch 2.6+ gives with a
+break) is the fix, else a general one. Plain text, no torch.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["break_fix", "fallback_fix", "recompile_fix"]
+
+_CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+
+
+def _callee(code: str | None, skip: tuple[str, ...] = ()) -> str | None:
+    """The first function called on a line of code (`x = helper(x)` -> helper)."""
+    for name in _CALLEE.findall(code or ""):
+        if name.split(".")[-1] not in skip:
+            return name
+    return None
+
+
+def _hint(detail: str | None) -> str | None:
+    """torch's first hint for a break, without its "Hint:" label."""
+    for line in (detail or "").splitlines():
+        text = line.strip()
+        if text.startswith("Hint:"):
+            return text[len("Hint:"):].strip() or None
+    return None
+
+
+def break_fix(reason: str | None, code: str | None, detail: str | None = None) -> str:
+    """What to change at a graph break's line."""
+    why = (reason or "").lower()
+    text = f"{why}\n{(detail or '').lower()}"
+    callee = _callee(code)
+    if "fell back to eager" in why and "loop" in why:
+        return ("the break is inside a loop, where Dynamo cannot resume, so it runs the whole function eagerly: "
+                "remove the break (see its own row), or move the loop body into a function of its own so that "
+                "only that function splits")
+    if "compiler.disable" in text or "disable()`d" in text:
+        name = _callee(code) or "the function"
+        return (f"{name} is marked torch.compiler.disable: remove the decorator so that Dynamo compiles it, or "
+                "call it outside the compiled function")
+    if "graph_break()" in text or ("explicit" in text and "graph break" in text):
+        return "remove the torch._dynamo.graph_break() call"
+    if re.search(r"\bprint\b", text) or re.match(r"\s*print\s*\(", code or ""):
+        return ("remove the print, or let Dynamo print after the graph: "
+                "torch._dynamo.config.reorderable_logging_functions.add(print)")
+    if ".item()" in text or "capture_scalar_outputs" in text:
+        return ("keep the value a tensor instead of calling .item(), or set "
+                "torch._dynamo.config.capture_scalar_outputs = True so that Dynamo keeps it in the graph")
+    if "tolist" in text:
+        return "keep the values in a tensor instead of calling .tolist() inside the compiled function"
+    if "data-dependent branching" in why or "generic_jump" in text:
+        return ("the `if` depends on a tensor's value: compute both sides and pick with torch.where(...), use "
+                "torch.cond(...), or move the test out of the compiled function")
+    if "dynamic shape operator" in text or "capture_dynamic_output_shape_ops" in text:
+        return ("the op's output shape depends on the data: set "
+                "torch._dynamo.config.capture_dynamic_output_shape_ops = True, or move it out of the compiled function")
+    if "numpy" in text:
+        return "use torch operations instead of NumPy on this line (or a tensor's own methods)"
+    if "marked as skipped" in text or "skip_files" in text or "skipfiles" in text:
+        name = callee or "the function"
+        return (f"Dynamo does not trace {name} (its module is on Dynamo's skip list): call it outside the compiled "
+                "function, or use torch ops in its place")
+    hint = _hint(detail)
+    if hint:
+        return hint
+    return "rewrite this line with torch operations Dynamo can trace, or move it out of the compiled function"
+
+
+def fallback_fix(reason: str | None) -> str:
+    """What to change when Dynamo ran a whole function eagerly."""
+    why = (reason or "").lower()
+    if "recompile limit" in why or "cache size limit" in why or "cache_size_limit" in why:
+        return ("it recompiled until the recompile limit: find the guard that keeps failing in the recompiles "
+                "table and make that input stable, or dynamic (torch._dynamo.mark_dynamic)")
+    if "loop" in why:
+        return break_fix(reason, None)
+    if not why or "did not compile" in why:
+        return "run `dynascope explain` (or `dynascope run`) on the script to see why Dynamo gave up on it"
+    return "fix the break that made Dynamo give up on the function (its reason says which)"
+
+
+def recompile_fix(reason: str | None, subject: str | None = None) -> str:
+    """What to change so that a guard stops failing."""
+    why = (reason or "").lower()
+    name = subject or "the input"
+    if "size mismatch" in why or "stride mismatch" in why:
+        return (f"{name}'s shape changes between calls: mark the dimension dynamic with "
+                f"torch._dynamo.mark_dynamic({name}, dim), or compile with dynamic=True")
+    if "dtype mismatch" in why:
+        return f"{name} arrives with another dtype: cast it to one dtype before the call"
+    if "requires_grad mismatch" in why:
+        return f"{name} changes requires_grad between calls: keep it the same, or expect one cache entry per setting"
+    if "device mismatch" in why:
+        return f"{name} moves between devices: keep it on one device"
+    if "grad_mode" in why or "global state" in why:
+        return ("the call switches between grad and no_grad (or another global setting): expected, one cache "
+                "entry per setting")
+    if re.search(r"==|!=", why) or "expected" in why:
+        return (f"{name} is a Python value Dynamo specialised on: pass it as a tensor, or compile with "
+                "dynamic=True so that a changing int becomes a symbol")
+    if "id_match" in why or "is the same object" in why or "___check_obj_id" in why:
+        return f"{name} is a new object each call: create it once and reuse it"
+    if "type" in why:
+        return f"{name} changes type between calls: pass one type"
+    return "make the value the guard checks stay the same between calls, or mark it dynamic"
