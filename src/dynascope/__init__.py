@@ -35,6 +35,8 @@ _EXPORTS = {
     "CompileProfile": "dynascope.debug.profile",
     "stepping": "dynascope.debug.stepping",
     "Stepping": "dynascope.debug.stepping",
+    "compare_eager": "dynascope.debug.payoff",
+    "EagerComparison": "dynascope.debug.payoff",
     # analysing
     "read_trace": "dynascope.analyze.reader",
     "summarize": "dynascope.analyze.summarize",

@@ -483,8 +483,10 @@ _OLD_BREAK_NAMES = (("generic_jump", "Data-dependent branching"), ("builtin: ", 
 
 def break_reason_name(reason: str) -> str:
     """A graph break's reason from graph_breaks_since() in the words torch 2.6+ uses for it: the first line
-    (the rest is explanation and hints), torch 2.5.1's internal names translated."""
-    return next((new for old, new in _OLD_BREAK_NAMES if reason.startswith(old)), (reason.splitlines() or [""])[0])
+    (the rest is explanation and hints), torch 2.5.1's internal names translated, an object's address
+    left out (`<function helper at 0x7f..>` is `helper`: the same break reads the same in every run)."""
+    name = next((new for old, new in _OLD_BREAK_NAMES if reason.startswith(old)), (reason.splitlines() or [""])[0])
+    return re.sub(r"<(?:function|bound method|built-in function) ([^ >]+)(?: of <[^>]*>)? at 0x[0-9a-f]+>", r"\1", name)
 
 
 def compilation_metrics() -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ def break_fix(reason: str | None, code: str | None, detail: str | None = None) -
         return ("the break is inside a loop, where Dynamo cannot resume, so it runs the whole function eagerly: "
                 "remove the break (see its own row), or move the loop body into a function of its own so that "
                 "only that function splits")
-    if "compiler.disable" in text or "disable()`d" in text:
+    if "compiler.disable" in text or "disable()" in text:
         name = _callee(code) or "the function"
         return (f"{name} is marked torch.compiler.disable: remove the decorator so that Dynamo compiles it, or "
                 "call it outside the compiled function")

@@ -44,12 +44,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile-profile", type=Path, metavar="FILE",
         help="compile_profile.json to include (default: the one beside the trace, if any)",
     )  # fmt: skip
+    parser.add_argument(
+        "--eager", type=Path, metavar="DIR",
+        help="traces of the same program run eagerly, to compare against (default: the eager/ directory that "
+             "`dynascope run --compare-eager` wrote beside the traces, if any)",
+    )  # fmt: skip
     parser.add_argument("--title", help="title of the HTML report")
     dask = parser.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDR", help="summarise on this Dask scheduler (e.g. tcp://host:8786)")
     dask.add_argument("--workers", type=int, metavar="N", help="summarise on a local Dask cluster of N workers")
     parser.add_argument("-q", "--quiet", action="store_true", help="no terminal tables (with --html/--csv)")
     return parser
+
+
+def _eager_beside(traces: list[str]) -> Path | None:
+    """The eager/ directory a `dynascope run --compare-eager` wrote, under a directory given or beside a trace."""
+    from ..analyze.paths import EAGER_DIR
+
+    for raw in traces:
+        p = Path(raw)
+        for d in ([p] if p.is_dir() else []) + [p.parent]:
+            if (d / EAGER_DIR).is_dir() and any((d / EAGER_DIR).glob("*.pfw*")):
+                return d / EAGER_DIR
+    return None
 
 
 def main(argv: list[str]) -> int:
@@ -68,6 +85,12 @@ def main(argv: list[str]) -> int:
     summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
                               explanation=explanation)  # fmt: skip
     notes: list[str] = []
+    eager = args.eager or _eager_beside(args.traces)
+    if eager is not None:
+        from ..analyze.payoff import with_eager
+
+        summary = with_eager(summary, summarize_paths([eager], top=args.top))
+        notes.append(f"compared with the eager run in {eager}")
     if args.csv is not None:
         written = write_csv(summary, args.csv)
         notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")

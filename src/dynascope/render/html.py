@@ -57,6 +57,8 @@ TEMPLATES = Path(__file__).with_name("templates")
 HTML_ROWS = 200  # rows per table in the HTML (the terminal shows Summary.top)
 KERNEL_CODE_ROWS = 60  # kernels whose code the HTML shows (the slowest first)
 PHASE_ORDER = ("forward", "backward", "inference")
+# tables with a section of their own (file I/O; graph breaks, recompiles, compiled functions, vs eager)
+_OWN_SECTIONS = ("by_file", "graph_breaks", "recompiles", "compiled_functions", "vs_eager")
 
 
 def _env() -> Environment:
@@ -414,6 +416,58 @@ def _files_view(summary: Summary, limit: int) -> dict | None:
     return {"table": table, "line": compile_files_line(view), "title": spec.title}
 
 
+def _costs_view(summary: Summary, limit: int) -> dict | None:
+    """Graph breaks and recompiles by cost (each with its line, reason, fix and torch's details), the
+    compiled functions and the comparison with the eager run. None when the trace has none of them."""
+    breaks = [_cost_item(r, "graph_breaks") for r in frame_of(summary, "graph_breaks").head(limit).to_dicts()]
+    recompiles = [_cost_item(r, "recompiles") for r in frame_of(summary, "recompiles").head(limit).to_dicts()]
+    functions = _table_view(summary, "compiled_functions", limit)
+    vs_eager = _table_view(summary, "vs_eager", None)
+    if not (breaks or recompiles or functions or vs_eager):
+        return None
+    return {"breaks": breaks, "recompiles": recompiles, "functions": functions, "vs_eager": vs_eager,
+            "break_total": fmt_us(sum(_num(r.get("total_us")) for r in frame_of(summary, "graph_breaks").to_dicts()
+                                      if r.get("measurable")))}  # fmt: skip
+
+
+def _cost_item(row: dict, attr: str) -> dict:
+    """One graph break or recompile as the HTML shows it: numbers formatted, the line's code, the fix."""
+    measurable = attr == "recompiles" or bool(row.get("measurable"))
+    numbers = [
+        ("hits" if attr == "graph_breaks" else "recompiles", fmt_value(row.get("calls"), "int")),
+        ("per call" if attr == "graph_breaks" else "each", fmt_us(row.get("per_call_us")) if measurable else "–"),
+        ("per step", fmt_us(row.get("per_step_us")) if measurable else "–"),
+        ("total" if attr == "graph_breaks" else "compile time", fmt_us(row.get("total_us")) if measurable else "–"),
+    ]
+    if attr == "graph_breaks":
+        numbers.append(("of the call", fmt_share(row.get("share")) if measurable else "–"))
+    return {
+        "source": row.get("source") or "(unknown line)", "reason": row.get("reason") or "", "fix": row.get("fix") or "",
+        "code": row.get("code") or "", "note": row.get("note") or "", "detail": row.get("detail") or "",
+        "function": row.get("function") or "", "kind": row.get("kind") or "",
+        "compile_ids": ", ".join(row.get("compile_ids") or []), "numbers": numbers,
+        "warmup": fmt_us(row.get("warmup_us")) if row.get("warmup_us") else "",
+    }  # fmt: skip
+
+
+def _break_costs(summary: Summary) -> dict[tuple, str]:
+    """Each graph break's run-time cost in a few words, by (file, line) and by compile id, for the
+    explanation's list of breaks (it shows them beside their source excerpt)."""
+    out: dict[tuple, str] = {}
+    for r in frame_of(summary, "graph_breaks").iter_rows(named=True):
+        if not r.get("calls"):
+            text = r.get("note") or "not hit while traced"
+        elif not r.get("measurable"):
+            text = "nothing measurable"
+        else:
+            text = (f"{fmt_us(r.get('per_call_us'))} per call ({fmt_share(r.get('share'))}), "
+                    f"{fmt_us(r.get('total_us'))} in all")
+        out.setdefault(("line", r.get("file"), r.get("line")), text)
+        for cid in r.get("compile_ids") or []:
+            out.setdefault(("id", cid), text)
+    return out
+
+
 def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     """Op time and compile time per process (rank), when there is more than one: stragglers stand out."""
     frame = frame_of(summary, "by_process")
@@ -531,18 +585,24 @@ def _where(obj: Any) -> str:
     return f"{file}:{line}" if line not in (None, "") else str(file)
 
 
-def _explanation_view(explanation: Report | dict | None) -> dict | None:
+def _explanation_view(explanation: Report | dict | None, summary: Summary | None = None) -> dict | None:
     """The explanation section: the Report itself (read with the explain model's own from_dict), the
-    file it came from, and the numbers computed from it."""
+    file it came from, the numbers computed from it, and each graph break's run-time cost from the trace."""
     if explanation is None or not isinstance(explanation, (Report, dict)):
         return None
     report = explanation if isinstance(explanation, Report) else Report.from_dict(explanation)
     path = explanation.get("_path") if isinstance(explanation, dict) else None
+    costs = _break_costs(summary) if summary is not None else {}
+    break_costs = []
+    for b in report.graph_breaks:
+        found = [costs.get(("id", cid)) for cid in b.compile_ids] + [costs.get(("line", b.file, b.line))]
+        break_costs.append(next((c for c in found if c), ""))
     return {
         "report": report,
         "path": path or "",
         "compile_total_s": sum(_num(ct.total_s) for ct in report.compile_times),
         "compile_chart": _compile_time_chart(report.compile_times),
+        "break_costs": break_costs,
     }
 
 
@@ -569,7 +629,7 @@ def render_html(
     tables = {
         attr: _table_view(summary, attr, None if not spec.limit_to_top else limit)
         for attr, spec in SPEC_BY_ATTR.items()
-        if attr != "by_file"  # its own section (file_io)
+        if attr not in _OWN_SECTIONS
     }
     compile_us, run_us = compile_run_totals(summary)
     phases = phase_totals(summary)
@@ -579,7 +639,7 @@ def render_html(
         cards.append({"label": "run", "value": fmt_us(run_us)})
     if phases.get("forward") and phases.get("backward"):
         cards.append({"label": "backward / forward", "value": f"{phases['backward'] / phases['forward']:.2f}×"})
-    expl = _explanation_view(explanation)
+    expl = _explanation_view(explanation, summary)
     files = meta_files(summary)
     steps = _steps_view(summary)
     file_io = _files_view(summary, limit)
@@ -596,6 +656,7 @@ def render_html(
         "top_table_order": [a for a in order if not (steps and a == "by_step")],
         "steps": steps,
         "file_io": file_io,
+        "costs": _costs_view(summary, limit),
         "kernel_code": _kernel_code(summary),
         "charts": {
             "compile": _compile_chart(summary),

@@ -1,0 +1,157 @@
+"""What graph breaks and recompiles cost at run time, on real torch.compile runs (CPU) of models with
+planted breaks of known cost (planted_breaks.py): in-process, with the Python API, as a user of
+`dynascope.session` + `dynascope.observe` does it.
+
+The planted helpers spin on the wall clock, so their cost does not depend on the machine's load; what a
+break adds on top (the resume function's call and guard checks, tens of µs) is why the checks allow 20%.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from planted_breaks import (
+    Block,
+    DisabledHelper,
+    LoopOfBlocks,
+    SmallBreaks,
+    TwoBreaks,
+    line_of,
+    scale,
+    slow_helper,
+)
+
+import dynascope
+from dynascope import _torch
+
+
+def traced(tmp_path, make, calls=12, inputs=None, backend=None):
+    """Compile `make()` inside a session with the observer on, call it `calls` times (timing each call
+    from outside), and summarise the trace with the explanation. Returns (summary, call times in µs)."""
+    times = []
+    with dynascope.session(str(tmp_path / "t.pfw.gz")), dynascope.observe() as obs:
+        model = torch.compile(make(), backend=backend or dynascope.backend())
+        for k in range(calls):
+            x = inputs(k) if inputs else (torch.randn(8, 16),)
+            start = time.perf_counter_ns()
+            model(*x)
+            times.append((time.perf_counter_ns() - start) / 1000)
+    summary = dynascope.summarize_files(str(tmp_path), explanation=obs.report().to_dict())
+    return summary, times
+
+
+def by_source(summary):
+    return {row["source"]: row for row in summary.graph_breaks.to_dicts()}
+
+
+def source(obj, marker):
+    return f"planted_breaks.py:{line_of(obj, marker)}"
+
+
+def test_a_disabled_helpers_cost_per_call_is_the_planted_time(tmp_path):
+    summary, _ = traced(tmp_path, lambda: DisabledHelper(ms=3.0), calls=15)
+    row = by_source(summary)[source(DisabledHelper.forward, "disabled helper")]
+    assert row["calls"] >= 13  # every steady call hit it once (the first one or two are warm-up)
+    assert row["per_call_us"] == pytest.approx(3000, rel=0.2)
+    assert row["per_hit_us"] == pytest.approx(row["per_call_us"])
+    assert "disable" in row["reason"] and "slow_helper is marked torch.compiler.disable" in row["fix"]
+    assert row["code"] == "x = slow_helper(x, self.ms)  # planted: disabled helper"
+    assert row["share"] > 0.8  # most of each call
+
+
+def test_two_breaks_are_ranked_by_their_cost(tmp_path):
+    summary, _ = traced(tmp_path, TwoBreaks, calls=12)
+    rows = [r for r in summary.graph_breaks.to_dicts() if r["calls"]]
+    assert [r["source"] for r in rows] == [source(TwoBreaks.forward, "the costly break"),
+                                           source(TwoBreaks.forward, "the cheap break")]  # fmt: skip
+    assert rows[0]["per_call_us"] == pytest.approx(4000, rel=0.2)
+    assert rows[1]["per_call_us"] == pytest.approx(1000, rel=0.2)
+
+
+def test_print_item_and_branch_breaks_are_found_costed_and_fixed(tmp_path):
+    summary, _ = traced(tmp_path, SmallBreaks, calls=12)
+    rows = by_source(summary)
+    printed = rows[source(SmallBreaks.forward, "print")]
+    item = rows[source(SmallBreaks.forward, "item")]
+    branch = rows[source(SmallBreaks.forward, "branch")]
+    for row in (printed, item, branch):
+        assert row["calls"] >= 9 and row["measurable"] and 0 < row["per_call_us"] < 2000
+    assert "reorderable_logging_functions" in printed["fix"]
+    assert "capture_scalar_outputs" in item["fix"]
+    assert branch["reason"] == "Data-dependent branching" and "torch.where" in branch["fix"]
+
+
+def test_a_break_in_the_users_loop_counts_every_hit(tmp_path):
+    summary, _ = traced(tmp_path, lambda: LoopOfBlocks(blocks=3, ms=1.0), calls=8)
+    rows = summary.graph_breaks.to_dicts()
+    block = next(r for r in rows if r["kind"] == "graph break" and r["source"] == source(Block.forward, "break in each block"))
+    steady_calls = summary.compiled_functions.to_dicts()[0]["calls"] - summary.compiled_functions.to_dicts()[0]["warmup_calls"]
+    assert block["calls"] == 3 * steady_calls  # three blocks a call
+    assert block["per_hit_us"] == pytest.approx(1000, rel=0.2)
+    assert block["per_call_us"] == pytest.approx(3000, rel=0.2)
+    # Dynamo cannot resume inside the loop, so it ran LoopOfBlocks.forward itself eagerly
+    eager = next(r for r in rows if r["kind"] == "eager function")
+    assert "loop" in eager["reason"] and "loop" in eager["fix"] and eager["calls"] == steady_calls
+
+
+def test_graphs_and_breaks_account_for_the_measured_call(tmp_path):
+    """The tolerance: what is neither graph nor break (Dynamo's guard checks and the code around each
+    graph call) stays under 10% of a call plus 250 µs; and the trace's call time is the call time
+    measured from outside."""
+    summary, times = traced(tmp_path, lambda: DisabledHelper(ms=2.0), calls=15)
+    [fn] = summary.compiled_functions.to_dicts()
+    steady = sorted(times[fn["warmup_calls"]:])
+    assert fn["median_us"] == pytest.approx(steady[len(steady) // 2], rel=0.05, abs=30)
+    accounted = fn["graph_us"] + fn["break_us"] + fn["fallback_us"]
+    assert fn["per_call_us"] - accounted == pytest.approx(fn["overhead_us"])
+    assert 0 <= fn["overhead_us"] <= 0.1 * fn["per_call_us"] + 250
+
+
+@pytest.mark.skipif(not _torch.torch_at_least(2, 6), reason="torch 2.5 specialises int arguments differently")
+def test_a_recompile_on_a_changing_constant_is_charged_to_its_line(tmp_path):
+    summary, _ = traced(tmp_path, lambda: scale, calls=6, inputs=lambda k: (torch.randn(8), k % 3 + 1))
+    [row] = summary.recompiles.to_dicts()
+    guarded = _torch.torch_at_least(2, 9)  # torch records the user line of each guard from 2.9
+    assert row["source"] == (source(scale, "guard on n") if guarded else f"planted_breaks.py:{scale.__code__.co_firstlineno}")
+    assert row["calls"] >= 1 and row["total_us"] > 0 and row["subject"] == "n"
+    assert "n" in row["reason"] and "dynamic=True" in row["fix"]
+
+
+def test_breaks_of_frames_compiled_untraced_have_no_cost_and_say_so(tmp_path):
+    with dynascope.observe() as obs:
+        model = torch.compile(DisabledHelper(ms=0.5), backend=dynascope.backend(enable=False))
+        model(torch.randn(8, 16))  # compiled with tracing off: its frames carry no probes
+        with dynascope.session(str(tmp_path / "t.pfw.gz")):
+            for _ in range(3):
+                model(torch.randn(8, 16))
+    summary = dynascope.summarize_files(str(tmp_path), explanation=obs.report().to_dict())
+    [row] = summary.graph_breaks.to_dicts()
+    assert row["calls"] == 0 and row["note"] == "not seen running in the trace"
+
+
+def test_probes_leave_the_explanations_code_and_the_results_alone(tmp_path):
+    model = DisabledHelper(ms=0.0)
+    x = torch.randn(8, 16)
+    expected = model(x)
+    with dynascope.session(str(tmp_path / "t.pfw.gz")):
+        compiled = torch.compile(model, backend=dynascope.backend())
+        got = compiled(x)
+        explanation = dynascope.explain(compiled)
+    torch.testing.assert_close(got, expected)
+    text = str(explanation)
+    assert "extend" not in text and "_ThreadState" not in text
+    assert "slow_helper" in text  # the decompiled transformed code is Dynamo's own
+
+
+def test_without_frame_events_there_are_no_costs(tmp_path, monkeypatch):
+    monkeypatch.setenv("DYNASCOPE_FRAME_EVENTS", "0")
+    from dynascope.capture import frames
+
+    frames.uninstall()
+    summary, _ = traced(tmp_path, lambda: DisabledHelper(ms=0.2), calls=3)
+    assert summary.compiled_functions.height == 0
+    [row] = summary.graph_breaks.to_dicts()  # the explanation's break, which the trace cannot cost
+    assert row["calls"] == 0 and row["note"] == "not seen running in the trace"
+    assert slow_helper  # the planted module stays imported for the other tests

@@ -1,0 +1,79 @@
+"""Graph-break and recompile costs, and the comparison with eager, through the command line as a user runs
+them (subprocesses): `dynascope run`, `dynascope run --compare-eager`, `dynascope report --json/--csv`."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+PLANTED = os.path.join(HERE, "..", "capture", "planted_breaks.py")
+PAYOFF = os.path.join(HERE, "scripts_payoff.py")
+ROW_KEYS = {"source", "calls", "total_us", "per_call_us", "per_step_us", "reason", "fix"}
+
+
+def dynascope(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False,
+                          text=True, timeout=600)  # fmt: skip
+
+
+def report_json(path, cwd):
+    result = dynascope("report", str(path), "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_run_shows_graph_breaks_by_cost_and_report_gives_them_as_json_and_csv(tmp_path):
+    result = dynascope("run", "--out", "out", "--no-html", PLANTED, "TwoBreaks", "10", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Graph breaks by cost" in result.stdout and "fix:" in result.stdout
+    data = report_json(tmp_path / "out", tmp_path)  # the directory: explanation.json beside the trace is read
+    rows = [r for r in data["graph_breaks"] if r["calls"]]
+    assert len(rows) == 2 and all(set(r) >= ROW_KEYS for r in rows)
+    costly, cheap = rows
+    assert costly["source"].startswith("planted_breaks.py:") and costly["per_call_us"] > cheap["per_call_us"]
+    assert costly["per_call_us"] == pytest.approx(4000, rel=0.2)
+    # the script steps an optimizer once a call: a step holds one call of each break
+    assert costly["per_step_us"] == pytest.approx(costly["per_call_us"], rel=0.25)
+    assert "other_helper is marked torch.compiler.disable" in cheap["fix"]
+    assert data["compiled_functions"][0]["function"] == "TwoBreaks.forward"
+    assert data["recompiles"] == []
+    dynascope("report", str(tmp_path / "out"), "--csv", str(tmp_path / "csv"), "-q", cwd=tmp_path)
+    with open(tmp_path / "csv" / "graph_breaks.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert table[0]["source"] == costly["source"] and table[0]["fix"] == costly["fix"]
+    assert table[0]["compile_ids"] == "; ".join(costly["compile_ids"])  # a list, as CSV holds one
+
+
+def test_compare_eager_when_compiling_wins(tmp_path):
+    result = dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "40", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Compiled against eager" in result.stdout and "repaid after" in result.stdout
+    assert (tmp_path / "out" / "eager").is_dir()
+    data = report_json(tmp_path / "out", tmp_path)  # report finds out/eager/ and compares again
+    [row] = [r for r in data["vs_eager"] if r["what"] == "calls of folded"]
+    assert row["speedup"] > 2 and not row["noisy"] and row["breakeven_calls"] > 0
+    assert "faster" in row["verdict"]
+    [fn] = data["compiled_functions"]
+    assert fn["speedup"] == row["speedup"] and fn["eager_per_call_us"] > fn["median_us"]
+    # the eager run's trace is not read as part of the compiled run
+    assert len(data["meta"]["files"]) == 1
+
+
+def test_compare_eager_when_compiling_loses(tmp_path):
+    result = dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "loses", "40", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = report_json(tmp_path / "out", tmp_path)
+    [row] = [r for r in data["vs_eager"] if r["what"] == "calls of split"]
+    assert row["speedup"] < 0.7 and not row["noisy"] and row["breakeven_calls"] is None
+    assert "never pays off" in row["verdict"]
+    assert len([r for r in data["graph_breaks"] if r["calls"]]) == 4  # the four prints
+
+
+def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path):
+    assert dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "6", cwd=tmp_path).returncode == 0
+    assert dynascope("run", "--out", "out", "--no-html", PAYOFF, "wins", "6", cwd=tmp_path).returncode == 0
+    assert report_json(tmp_path / "out", tmp_path)["vs_eager"] == []
