@@ -17,7 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "dynascope.runner",
         "run a script with every torch.compile traced and explained; write trace, explanation, HTML",
     ),
-    "explain": ("dynascope.explain.command", "run a script and explain what Dynamo did to each compiled function"),
+    "explain": (
+        "dynascope.render.command_explain",
+        "run a script and explain what Dynamo did to each compiled function (or show a run's saved explanation)",
+    ),
     "report": ("dynascope.render.command_report", "summarise traces: terminal tables, --json, --csv, --html"),
     "convert": ("dynascope.render.command_convert", "write Chrome-trace JSON that Perfetto and chrome://tracing open"),
     "view": ("dynascope.render.command_view", "open a trace in a local viewer"),

@@ -51,7 +51,7 @@ class DisabledHelper(torch.nn.Module):
 
 
 class TwoBreaks(torch.nn.Module):
-    """Two breaks of different cost in one forward: 1 ms, then 4 ms."""
+    """Two breaks of different cost in one forward: 2 ms, then 6 ms."""
 
     def __init__(self):
         super().__init__()
@@ -61,9 +61,9 @@ class TwoBreaks(torch.nn.Module):
 
     def forward(self, x):
         x = self.a(x)
-        x = other_helper(x, 1.0)  # planted: the cheap break
+        x = other_helper(x, 2.0)  # planted: the cheap break
         x = self.b(x)
-        x = slow_helper(x, 4.0)  # planted: the costly break
+        x = slow_helper(x, 6.0)  # planted: the costly break
         return self.c(x)
 
 
@@ -100,7 +100,7 @@ class LoopOfBlocks(torch.nn.Module):
     """The user's loop over blocks, each with a break: the break is hit once per block and call (and
     Dynamo, unable to resume inside the loop, runs this forward eagerly)."""
 
-    def __init__(self, blocks=3, ms=1.0):
+    def __init__(self, blocks=3, ms=3.0):
         super().__init__()
         self.blocks = torch.nn.ModuleList(Block(ms) for _ in range(blocks))
         self.head = torch.nn.Linear(16, 16)

@@ -457,8 +457,10 @@ def render_observations(obj: Explanation | Report) -> str:
     return observation_lines(obj).text()
 
 
-def observation_lines(obj: Explanation | Report) -> Lines:
-    """Graph breaks, recompiles and compile times (and for a Report: limit hits, eager fallbacks, notes)."""
+def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = None) -> Lines:
+    """Graph breaks, recompiles and compile times (and for a Report: limit hits, eager fallbacks, notes).
+    `costs`: what each graph break cost at run time, in a few words, by compile id (from a trace of the
+    same run), shown under the break."""
     out = Lines()
     if obj.graph_breaks:
         out.heading(f"Graph breaks ({len(obj.graph_breaks)} distinct):")
@@ -467,6 +469,9 @@ def observation_lines(obj: Explanation | Report) -> Lines:
             out.add(f"  - {gb.reason}  at {where}  [{_plural(gb.count, 'time')}]")
             if gb.excerpt:
                 out.block(gb.excerpt, "      | ")
+            cost = next((costs[c] for c in gb.compile_ids if c in costs), None) if costs else None
+            if cost:
+                out.add(f"      run time: {cost}", NOTE)
     if obj.recompiles:
         if out:
             out.add("")

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -263,6 +264,8 @@ def _why_cell(row: dict, attr: str) -> Text:
     if row.get("code"):
         text.append("\n  ")
         text.append(str(row["code"]), style="cyan")
+    elif row.get("function") and attr == "graph_breaks":
+        text.append(f"\n  in {row['function']}", style="dim")
     if attr == "recompiles" and row.get("function"):
         text.append(f"\n  in {row['function']}", style="dim")
     if row.get("fix"):
@@ -271,10 +274,41 @@ def _why_cell(row: dict, attr: str) -> Text:
     return text
 
 
+_NARROW = 120  # columns under which the cost tables are printed as blocks (the why column would be a sliver)
+
+
+def _cost_blocks(summary: Summary, attr: str, limit: int | None, console: Console) -> bool:
+    """Graph breaks or recompiles by cost as one block per row, for a narrow terminal."""
+    frame = summary.table(attr)
+    if frame.height == 0:
+        return False
+    spec = SPEC_BY_ATTR[attr]
+    shown = frame.head(limit) if limit is not None and frame.height > limit else frame
+    title = spec.title + _cost_subtitle(summary, attr)
+    if shown.height < frame.height:
+        title += f" (top {shown.height} of {frame.height:,})"
+    console.print(Text(title, style="bold"))
+    numbers = [c for c in spec.cols if c.key not in ("source", "reason", "fix", "function") and c.key in frame.columns]
+    for i, row in enumerate(shown.iter_rows(named=True), 1):
+        measured = attr != "graph_breaks" or row.get("measurable")
+        facts = ", ".join(f"{c.label} {fmt_value(row.get(c.key), c.kind) if measured else '–'}" for c in numbers)
+        head = Text(f"{i:>3}. ")
+        head.append(str(row.get("source") or "?"), style="cyan")
+        head.append(f"  {facts}")
+        console.print(Padding(head, (0, 0, 0, 0)))
+        console.print(Padding(_why_cell(row, attr), (0, 0, 0, 5)))
+    return True
+
+
 def render_costs(summary: Summary, console: Console, top: int | None = None) -> int:
-    """Graph breaks and recompiles by cost, and the run against its eager run; how many tables it printed."""
+    """Graph breaks and recompiles by cost, and the run against its eager run; how many tables it printed.
+    A narrow terminal gets each row as a block instead of a table."""
     printed = 0
     for attr in ("graph_breaks", "recompiles"):
+        if console.width < _NARROW:
+            console.print()
+            printed += int(_cost_blocks(summary, attr, top, console))
+            continue
         table = _cost_table(summary, attr, top)
         if table is not None:
             console.print()

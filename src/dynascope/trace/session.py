@@ -253,7 +253,8 @@ def session(path: str | None = None, **options: Any) -> TraceSession:
 
     Works as a context manager (`with dynascope.session("run.pfw.gz"): ...`) or on its own (call
     `.finalize()`, or let interpreter exit close it). Options: compression, compression_level,
-    inline_args, record_shapes, flush_interval_s, disable_io (see TraceConfig); environment variables fill the rest.
+    inline_args, record_shapes, flush_interval_s, disable_io, step_events, frame_events (see TraceConfig);
+    environment variables fill the rest.
     """
     config_fields = {k: options.pop(k) for k in list(options) if k in TraceConfig.__dataclass_fields__}
     data_dir = options.pop("data_dir", None)
