@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 
+import polars as pl
 import torch
 from results_io import publish
 
@@ -44,15 +45,16 @@ def make(breaks: int, tag: str):
     """A function with `breaks` graph breaks, with a code object of its own."""
     body = "".join(f"    x = x + {k}\n    x = noop(x)\n" for k in range(breaks))
     namespace = {"torch": torch}
-    exec(compile(TEMPLATE.format(body=body), f"<bench_breaks {tag} {breaks}>", "exec"), namespace)  # noqa: S102
+    exec(compile(TEMPLATE.format(body=body), f"<bench_breaks {tag} {breaks}>", "exec"), namespace)
     return namespace["fn"]
 
 
-def per_call_us(fn, x, calls: int) -> float:
-    start = time.perf_counter_ns()
+def per_call_us(fn, x, calls: int) -> tuple[float, float]:
+    """(wall, this thread's CPU time) per call, in µs."""
+    start, cpu = time.perf_counter_ns(), time.thread_time_ns()
     for _ in range(calls):
         fn(x)
-    return (time.perf_counter_ns() - start) / calls / 1000
+    return (time.perf_counter_ns() - start) / calls / 1000, (time.thread_time_ns() - cpu) / calls / 1000
 
 
 def measure_run(args, workdir: str) -> list[dict]:
@@ -70,27 +72,46 @@ def measure_run(args, workdir: str) -> list[dict]:
                 compiled(x)  # the first run of each cache entry is a warm-up
                 variants[(mode, k)] = compiled
     times: dict[tuple, list[float]] = {key: [] for key in variants}
+    cpu: dict[tuple, list[float]] = {key: [] for key in variants}
     order = list(variants)
     for repeat in range(args.repeats):
         for key in order if repeat % 2 == 0 else reversed(order):
             session = dynascope.session(path) if key[0] != "untraced" else None
-            times[key].append(per_call_us(variants[key], x, args.calls))
+            wall, thread = per_call_us(variants[key], x, args.calls)
+            times[key].append(wall)
+            cpu[key].append(thread)
             if session:
                 session.finalize()
     rows = []
     for k in args.breaks:
         u, off, on = (statistics.median(times[(m, k)]) for m in ("untraced", "frames off", "frames on"))
-        rows.append({"breaks": k, "untraced_us": u, "frames_off_us": off, "frames_on_us": on, "added_us": on - off})
-    xs = [r["breaks"] for r in rows]
-    ys = [r["added_us"] for r in rows]
+        # paired: each repeat's frames-on block against the frames-off block next to it (the machine's load
+        # drifts between repeats, less between neighbours)
+        added = statistics.median(a - b for a, b in zip(times[("frames on", k)], times[("frames off", k)], strict=True))
+        added_cpu = statistics.median(a - b for a, b in zip(cpu[("frames on", k)], cpu[("frames off", k)], strict=True))
+        rows.append({"breaks": k, "untraced_us": u, "frames_off_us": off, "frames_on_us": on, "added_us": added,
+                     "added_cpu_us": added_cpu})  # fmt: skip
+    return rows, {"per_hit_us": _slope(rows, "added_us"), "per_hit_cpu_us": _slope(rows, "added_cpu_us"),
+                  "per_call_us": _intercept(rows, "added_us")}  # fmt: skip
+
+
+def _slope(rows: list[dict], key: str) -> float:
+    xs, ys = [r["breaks"] for r in rows], [r[key] for r in rows]
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((a - mean_x) * (b - mean_y) for a, b in zip(xs, ys, strict=True)) / sum((a - mean_x) ** 2 for a in xs)
-    return rows, {"per_hit_us": slope, "per_call_us": mean_y - slope * mean_x}
+    return sum((a - mean_x) * (b - mean_y) for a, b in zip(xs, ys, strict=True)) / sum((a - mean_x) ** 2 for a in xs)
 
 
-def synthetic_trace(path: str, events: int) -> int:
+def _intercept(rows: list[dict], key: str) -> float:
+    xs, ys = [r["breaks"] for r in rows], [r[key] for r in rows]
+    return statistics.fmean(ys) - _slope(rows, key) * statistics.fmean(xs)
+
+
+def synthetic_trace(path: str, events: int, ops_per_graph: int = 0) -> int:
     """A trace of `events` events: calls of a function with one graph break (call, frame and resume
-    probes and two graph calls: 10 events a call). Returns the events written."""
+    probes and two graph calls: 8 events a call), each graph call with `ops_per_graph` op events in the
+    layout dynascope writes. Returns the events written."""
+    from dynascope.trace import layout
+
     lines = ["["]
     oh = {}
 
@@ -118,58 +139,77 @@ def synthetic_trace(path: str, events: int) -> int:
             '"id":%d,"ts":%d,"dur":%d}')
     pattern = (("c+", 0, 0), ("f+", 5, 0), ("g1", 10, 20), ("r+", 130, 0), ("g2", 140, 20), ("r-", 165, 0),
                ("f-", 166, 0), ("c-", 170, 0))  # fmt: skip
+    if ops_per_graph:
+        for g in ("g1", "g2"):
+            for k in range(ops_per_graph):
+                ref(f"{g}op{k}", {"graph_op": refs[g], "index": k, "kind": "op", "compile_id": "0/0",
+                                  "graph": "__compiled_fn_1", "phase": "forward", "layer": f"l{k}"})  # fmt: skip
+    heads = [layout.head(f'"function.op{k}"', layout.OP_CAT, 1, 1, 1, 2) for k in range(ops_per_graph)]
     n, ident, t = 0, 2, 0
     while n < events:
         for key, offset, dur in pattern:
             cat = "dynamo.graph" if key.startswith("g") else "dynamo.call" if key.startswith("c") else "dynamo.frame"
             lines.append(line % (key, cat, refs[key], ident, t + offset, dur))
+            graph_id = ident
             ident += 1
             n += 1
+            if key.startswith("g"):
+                for head in heads:
+                    lines.append(head + layout.tail(graph_id, ident, t + offset, dur // max(1, ops_per_graph))[:-1])
+                    ident += 1
+                    n += 1
         t += 200
     with open(path, "w") as handle:
         handle.write("\n".join(lines) + "\n")
     return n
 
 
-def measure_join(args, workdir: str) -> dict:
+def measure_join(args, workdir: str) -> list[dict]:
+    """summarize_files and the join alone on 1 M events: probes and graph calls only (the join's worst
+    case), and a trace of op events with a graph-broken call every 40 ops."""
     from dynascope.analyze import breaks
     from dynascope.analyze.partial import SUMMARY_COLUMNS
     from dynascope.analyze.reader import read_file
 
-    path = os.path.join(workdir, "frames.pfw")
-    n = synthetic_trace(path, args.events)
-    start = time.perf_counter()
-    summary = dynascope.summarize_files(path)
-    whole = time.perf_counter() - start
-    frame, _ = read_file(path, columns=SUMMARY_COLUMNS)
-    start = time.perf_counter()
-    tables = breaks.frame_tables(frame)
-    join = time.perf_counter() - start
-    hits = int(tables["brk"].get_column("hits").sum())
-    assert summary.graph_breaks.height == 1
-    return {"events": n, "summarize_s": whole, "join_s": join, "hits": hits, "join_events_per_s": n / join}
+    rows = []
+    for label, ops in (("graph calls and probes only", 0), ("20 op events a graph call", 20)):
+        path = os.path.join(workdir, f"frames-{ops}.pfw")
+        n = synthetic_trace(path, args.events, ops)
+        start = time.perf_counter()
+        summary = dynascope.summarize_files(path)
+        whole = time.perf_counter() - start
+        frame, _ = read_file(path, columns=SUMMARY_COLUMNS)
+        frame = frame.filter(pl.col("cat").cast(pl.String) != "dynamo")  # what the join is handed: no op events
+        start = time.perf_counter()
+        tables = breaks.frame_tables(frame)
+        join = time.perf_counter() - start
+        assert summary.graph_breaks.height == 1 and int(tables["brk"].get_column("hits").sum()) > 0
+        rows.append({"trace": label, "events": n, "probe_and_graph_events": frame.height, "summarize_s": whole,
+                     "join_s": join})  # fmt: skip
+    return rows
 
 
 def render(results: dict) -> str:
     lines = [
         f"graph-break costs, torch {results['torch']}, {results['calls']} calls x {results['repeats']} repeats",
         "",
-        "| breaks a call | untraced torch.compile µs/call | traced, frame events off | traced, frame events on | added µs/call |",
-        "|---:|---:|---:|---:|---:|",
+        "| breaks a call | untraced torch.compile µs/call | traced, frame events off | traced, frame events on | added µs/call | added CPU µs/call |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["run"]:
         lines.append(f"| {row['breaks']} | {row['untraced_us']:.1f} | {row['frames_off_us']:.1f} | "
-                     f"{row['frames_on_us']:.1f} | {row['added_us']:.2f} |")  # fmt: skip
+                     f"{row['frames_on_us']:.1f} | {row['added_us']:.2f} | {row['added_cpu_us']:.2f} |")  # fmt: skip
     fit = results["fit"]
-    lines.append(f"Added per break hit {fit['per_hit_us']:.2f} µs (slope), per call {fit['per_call_us']:.2f} µs (intercept).")
-    join = results["join"]
+    lines.append(f"Added per break hit {fit['per_hit_us']:.2f} µs wall, {fit['per_hit_cpu_us']:.2f} µs CPU of the "
+                 f"program's thread (slopes); per call {fit['per_call_us']:.2f} µs (intercept).")  # fmt: skip
     lines += [
         "",
-        "| trace | events | summarize_files s | the join alone s | join events/s |",
+        "| trace (calls with one graph break) | events | graph calls and probes | summarize_files s | the join alone s |",
         "|---|---:|---:|---:|---:|",
-        f"| calls with one graph break, graph calls and probes only | {join['events']:,} | {join['summarize_s']:.2f} | "
-        f"{join['join_s']:.2f} | {join['join_events_per_s'] / 1e6:.2f} M |",
     ]
+    for join in results["join"]:
+        lines.append(f"| {join['trace']} | {join['events']:,} | {join['probe_and_graph_events']:,} | "
+                     f"{join['summarize_s']:.2f} | {join['join_s']:.2f} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -177,11 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "breaks.json"))
     args = parser.parse_args(argv)
-    args.breaks = (1, 4, 16)
+    args.breaks = (1, 4, 8, 16)
     if args.quick:
         args.calls, args.repeats, args.events = 200, 3, 100_000
     from dynascope.trace import oplines

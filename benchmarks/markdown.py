@@ -173,7 +173,7 @@ def rendered(module: str, data: dict) -> str:
 
 
 def main() -> int:
-    io, step = load("io"), load("step")
+    io, step, breaks = load("io"), load("step"), load("breaks")
     capture, inductor = load("capture"), load("inductor")
     analysis, profile, stepping, bisect = load("analysis"), load("compile_profile"), load("stepping"), load("bisect")
     if capture:
@@ -191,8 +191,10 @@ def main() -> int:
     if step:
         print(rendered("bench_step", step), end="\n\n")
     if io:
-        print(rendered("bench_io", io))
-    return 0 if capture or inductor or analysis or profile or stepping or bisect or step or io else 1
+        print(rendered("bench_io", io), end="\n\n")
+    if breaks:
+        print(rendered("bench_breaks", breaks))
+    return 0 if capture or inductor or analysis or profile or stepping or bisect or step or io or breaks else 1
 
 
 if __name__ == "__main__":

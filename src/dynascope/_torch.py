@@ -884,9 +884,10 @@ _RETURNS = ("RETURN_VALUE", "RETURN_CONST")
 _PREFIX = ("RESUME", "MAKE_CELL", "COPY_FREE_VARS", "NOP")  # what runs before a frame's first line
 
 
-def add_probes(code: types.CodeType, target: Any, clock: Any, enter_value: int, exit_value: int) -> types.CodeType:
-    """`code` with `target.extend((enter_value, clock()))` where it starts and
-    `target.extend((exit_value, clock()))` before each return: constants and C calls only.
+def add_probes(code: types.CodeType, target: Any, clock: Any, enter_value: int,
+               exit_value: int | None) -> types.CodeType:  # fmt: skip
+    """`code` with `target.extend((enter_value, clock()))` where it starts and (unless `exit_value` is
+    None) `target.extend((exit_value, clock()))` before each return: constants and C calls only.
 
     Private: torch._dynamo.bytecode_transformation (transform_code_object, create_instruction,
     add_push_null, create_call_function), which writes the bytecode of every Python torch supports and
@@ -937,7 +938,7 @@ def add_probes(code: types.CodeType, target: Any, clock: Any, enter_value: int, 
             at += 1
         insert(instructions, at, probe(enter_value))
         at = 0
-        while at < len(instructions):
+        while exit_value is not None and at < len(instructions):
             if instructions[at].opname in _RETURNS:
                 new = probe(exit_value)
                 insert(instructions, at, new)

@@ -247,6 +247,19 @@ def test_without_call_probes_a_raising_frame_ends_where_it_runs_again(tmp_path):
     assert s.compiled_functions.to_dicts()[0]["function"] == "M.forward"
 
 
+def test_threads_with_compiles_but_no_graph_calls_are_fine(tmp_path):
+    """Inductor compiles on threads of its own: compile events, no graph calls, no probes."""
+    tr = Trace()
+    for k in range(3):
+        tr.one_break_call(10_000 * k, helper_us=100)
+    helper = Trace(pid=7)
+    helper.lines = []
+    helper.compile(500, 100, "0/0")
+    tr.lines += [line.replace('"tid": 7', '"tid": 8') for line in helper.lines]
+    s = summary_of(tr.write(tmp_path))
+    assert s.graph_breaks.to_dicts()[0]["calls"] == 2
+
+
 def test_a_trace_cut_inside_a_call_leaves_that_call_out(tmp_path):
     tr = Trace()
     for k in range(3):

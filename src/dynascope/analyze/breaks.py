@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Iterable
 
+import numpy as np
 import polars as pl
 
 from .columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
@@ -63,91 +63,112 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "fn_ids": {"qualname": _STR, "file": _STR, "line": _INT, "compile_id": _STR, "n": _INT},
 }  # fmt: skip
 
-_GRAPH, _FRAME, _CALL = 0, 1, 2
+_SPEC_COLUMNS = ("compile_id", "qualname", "function", "file", "line", "resume", "breaks", "break_line", "reason",
+                 "break_file", "break_at", "break_code")  # a probe's spec: spec[i] is column i
+_SPEC_INTS = ("line", "resume", "breaks", "break_line", "break_at")
+_CID, _QUALNAME, _FUNCTION_NAME, _FILE, _LINE, _RESUME, _BREAKS = range(7)
+# event kinds of a thread's sorted events
+_GRAPH, _COMPILE, _FRAME_ENTER, _FRAME_EXIT, _CALL_ENTER, _CALL_EXIT = range(6)
+_FRAME, _CALL = 0, 1
 
 
-class _Node:
-    """One frame run or one call, with what ran inside it: graph calls (start, end) and nodes."""
+class _Run:
+    """One frame run or one call: its times, its own graph calls, and what the join needs of its children."""
 
-    __slots__ = ("end", "graphs", "kids", "kind", "spec", "start")
+    __slots__ = ("end", "first_graph", "frames", "graph_us", "kids", "kind", "last_graph", "resume", "spec", "start")
 
-    def __init__(self, kind: int, spec: tuple, start: int) -> None:
-        self.kind, self.spec, self.start = kind, spec, start
-        self.end = start
-        self.kids: list[_Node] = []
-        self.graphs: list[tuple[int, int]] = []
+    def __init__(self, kind: int, spec: int, start: int) -> None:
+        self.kind, self.spec, self.start, self.end = kind, spec, start, start
+        self.first_graph: int | None = None  # start of its first own graph call
+        self.last_graph: int | None = None  # end of its last own graph call
+        self.graph_us = 0  # its own graph calls (a call's: graphs of frames that carry no probes)
+        self.resume: _Run | None = None  # the resume function it called after its graph break
+        self.kids: list[_Run] | None = None  # a root's direct children
+        self.frames: list[_Run] | None = None  # a root's frame runs, all depths
 
 
 def frame_tables(others: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """The `brk`, `calls`, `entry`, `call_hist` and `fn_ids` tables of one file's non-op rows (SCHEMAS)."""
     cats = pl.col("cat").cast(pl.String)
-    has_probes = others.filter(cats.is_in([FRAME_CAT, CALL_CAT])).height > 0
-    if not has_probes:
-        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
-    acc = _Accumulator()
     rows = others.filter(cats.is_in([FRAME_CAT, CALL_CAT, GRAPH_CAT, COMPILE_CAT]) & pl.col("ts").is_not_null())
+    if rows.filter(cats.is_in([FRAME_CAT, CALL_CAT])).height == 0:
+        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+    rows, specs = _with_spec_ids(rows)
+    acc = _Accumulator(specs)
     for _, thread in rows.group_by(["pid", "tid"], maintain_order=True):
-        roots, compiles = _tree(thread)
-        found = _Compiles(compiles)
-        for root in roots:
-            acc.add_root(root, found)
+        acc.add_thread(thread)
     return acc.tables()
 
 
-def _tree(thread: pl.DataFrame) -> tuple[list[_Node], list[tuple[int, int, str | None]]]:
-    """The calls and frame runs of one thread, nested, with their graph calls; and its compile intervals."""
-    t = thread.sort(["ts", "id"], nulls_last=True)
-    cat = t.get_column("cat").cast(pl.String).to_list()
-    ts = t.get_column("ts").to_list()
-    dur = t.get_column("dur").fill_null(0).to_list()
-    phase = t.get_column("phase").cast(pl.String).to_list()
-    probe = t.get_column("probe").cast(pl.String).to_list()
-    spec_cols = [t.get_column(c).cast(pl.String if c not in ("line", "resume", "breaks", "break_line", "break_at")
-                                      else pl.Int64).to_list()
-                 for c in ("compile_id", "qualname", "function", "file", "line", "resume", "breaks", "break_line",
-                           "reason", "break_file", "break_at", "break_code")]  # fmt: skip
-    specs = list(zip(*spec_cols, strict=True))
-    roots: list[_Node] = []
-    stack: list[_Node] = []
-    compiles: list[tuple[int, int, str | None]] = []
-    for i, c in enumerate(cat):
-        if c == GRAPH_CAT:
-            if stack and phase[i] != "backward":
-                stack[-1].graphs.append((ts[i], ts[i] + dur[i]))
-        elif c == COMPILE_CAT:
-            compiles.append((ts[i], ts[i] + dur[i], specs[i][0]))
-        elif probe[i] in ("enter", "exit"):
-            kind = _FRAME if c == FRAME_CAT else _CALL
-            # an exit closes its run; an enter of a run still open means that one raised (an exception
-            # skips the return probe): it, and what it left open, end here
-            depth = _open_run(stack, kind, specs[i])
-            if depth is not None:
-                for node in stack[depth:]:
-                    node.end = ts[i]
-                del stack[depth:]
-            if probe[i] == "enter":
-                node = _Node(kind, specs[i], ts[i])
-                (stack[-1].kids if stack else roots).append(node)
-                stack.append(node)
-    if stack:  # the trace ends inside a call (Ctrl-C, a crash): its costs are unknown, leave it out
-        roots.remove(stack[0])
-    return roots, sorted(compiles)
+def _with_spec_ids(rows: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple]]:
+    """Each probe row's spec as a number (`_spec`, -1 for other rows), and the specs as tuples
+    (_SPEC_COLUMNS); also `_kind` (the event kinds above) and `_cid`, a graph or compile event's compile
+    id as the number of its spec-less stand-in `(cid,)`."""
+    typed = rows.with_columns(
+        *(pl.col(c).cast(pl.Int64 if c in _SPEC_INTS else pl.String, strict=False) for c in _SPEC_COLUMNS),
+        pl.col("cat").cast(pl.String), pl.col("probe").cast(pl.String), pl.col("phase").cast(pl.String),
+    )  # fmt: skip
+    probes = typed.filter(pl.col("probe").is_not_null())
+    uniq = probes.select(_SPEC_COLUMNS).unique(maintain_order=True).with_row_index("_spec")
+    specs = [tuple(r) for r in uniq.drop("_spec").iter_rows()]
+    typed = typed.join(uniq.with_columns(pl.col("_spec").cast(pl.Int64)), on=list(_SPEC_COLUMNS), how="left",
+                       nulls_equal=True, maintain_order="left")  # fmt: skip
+    cat, probe = pl.col("cat"), pl.col("probe")
+    kind = (
+        pl.when(cat == GRAPH_CAT).then(_GRAPH)
+        .when(cat == COMPILE_CAT).then(_COMPILE)
+        .when((cat == FRAME_CAT) & (probe == "enter")).then(_FRAME_ENTER)
+        .when(cat == FRAME_CAT).then(_FRAME_EXIT)
+        .when(probe == "enter").then(_CALL_ENTER)
+        .otherwise(_CALL_EXIT)
+    )  # fmt: skip
+    return typed.with_columns(
+        kind.alias("_kind"), pl.col("_spec").fill_null(-1), pl.col("dur").fill_null(0).clip(lower_bound=0),
+        pl.col("compile_id").alias("_cid"),
+    ), specs  # fmt: skip
 
 
-def _open_run(stack: list[_Node], kind: int, spec: tuple) -> int | None:
-    for depth in range(len(stack) - 1, -1, -1):
-        if stack[depth].kind == kind and stack[depth].spec == spec:
-            return depth
-    return None
+class _Busy:
+    """Time covered by a set of intervals (merged: none overlap), asked of any [a, b]: graph calls and
+    compiles are not eager time."""
+
+    def __init__(self, starts: list[int], ends: list[int]) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.before: list[int] = [0]  # time covered before interval i
+        if not starts:
+            return
+        a, b = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        order = np.argsort(a, kind="stable")
+        a, b = a[order], b[order]
+        reach = np.maximum.accumulate(b)  # the furthest end so far
+        new = np.ones(a.size, dtype=bool)
+        new[1:] = a[1:] > reach[:-1]  # an interval that starts after everything before it ended
+        first = np.flatnonzero(new)
+        last = np.append(first[1:], a.size) - 1
+        merged_from, merged_to = a[first], reach[last]
+        self.starts = merged_from.tolist()
+        self.ends = merged_to.tolist()
+        self.before = np.concatenate([[0], np.cumsum(merged_to - merged_from)]).tolist()
+
+    def upto(self, t: int) -> int:
+        """Time covered before t."""
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i < 0:
+            return 0
+        return self.before[i] + min(t, self.ends[i]) - self.starts[i]
+
+    def within(self, a: int, b: int) -> int:
+        return self.upto(b) - self.upto(a) if b > a else 0
 
 
 class _Compiles:
     """A thread's compile events (start, end, compile id), sorted, found by the interval they overlap."""
 
     def __init__(self, events: list[tuple[int, int, str | None]]) -> None:
-        self.events = events
-        self.starts = [e[0] for e in events]
-        self.longest = max((e[1] - e[0] for e in events), default=0)
+        self.events = sorted(events, key=lambda e: e[0])
+        self.starts = [e[0] for e in self.events]
+        self.longest = max((e[1] - e[0] for e in self.events), default=0)
 
     def overlapping(self, a: int, b: int) -> list[tuple[int, int, str | None]]:
         lo = bisect.bisect_right(self.starts, a - self.longest - 1)
@@ -155,61 +176,12 @@ class _Compiles:
         return [e for e in self.events[lo:hi] if e[1] > a]
 
 
-def _merged(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(intervals):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
-class _Busy:
-    """Time inside [a, b] covered by a set of intervals (merged first: no two overlap)."""
-
-    def __init__(self, intervals: list[tuple[int, int]]) -> None:
-        graphs = _merged(intervals)
-        self.starts = [g[0] for g in graphs]
-        self.ends = [g[1] for g in graphs]
-        self.before = [0]
-        for s, e in graphs:
-            self.before.append(self.before[-1] + (e - s))
-
-    def within(self, a: int, b: int) -> int:
-        if b <= a:
-            return 0
-        lo = bisect.bisect_right(self.ends, a)  # first graph ending after a
-        hi = bisect.bisect_left(self.starts, b)  # graphs starting before b
-        if hi <= lo:
-            return 0
-        total = self.before[hi] - self.before[lo]
-        total -= max(0, a - self.starts[lo])  # clip the first and last to [a, b]
-        total -= max(0, self.ends[hi - 1] - b)
-        return max(total, 0)
-
-
-def _walk(node: _Node) -> Iterable[_Node]:
-    yield node
-    for kid in node.kids:
-        yield from _walk(kid)
-
-
-def _region(frame: _Node) -> tuple[int, int] | None:
-    """The break region of a frame run that split at a graph break (module docstring), or None."""
-    if not frame.spec[6]:  # breaks
-        return None
-    resumes = [k for k in frame.kids if k.kind == _FRAME and k.spec[5]]
-    resume = resumes[-1] if resumes else None
-    limit = resume.start if resume is not None else frame.end
-    own = [e for s, e in frame.graphs if e <= limit]
-    a = max(own) if own else frame.start
-    b = frame.end if resume is None else min((s for s, _ in resume.graphs), default=resume.start)
-    return (a, max(a, b))
-
-
 class _Accumulator:
-    def __init__(self) -> None:
+    def __init__(self, specs: list[tuple]) -> None:
+        self.specs = specs
+        self.function = [(sp[_QUALNAME], sp[_FUNCTION_NAME], sp[_FILE], sp[_LINE]) for sp in specs]
+        self.cid = [sp[_CID] for sp in specs]
+        self.site = [(sp[9], sp[10], sp[8]) if sp[10] is not None else (sp[_FILE], sp[7], sp[8]) for sp in specs]
         self.brk: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         self.calls: dict[tuple, list[int]] = defaultdict(lambda: [0] * 8)
         self.entry: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -217,59 +189,119 @@ class _Accumulator:
         self.fn_ids: dict[tuple, int] = defaultdict(int)
         self.ran: set[str | None] = set()  # compile ids whose frame has run (in this file, as time goes)
 
-    def add_root(self, root: _Node, compiles: _Compiles) -> None:
-        nodes = list(_walk(root))
-        graphs = [g for n in nodes for g in n.graphs]
-        graph_time = _Busy(graphs)
-        # not eager: graph calls, and compiling (a frame's first run compiles its resume function)
+    def add_thread(self, thread: pl.DataFrame) -> None:
+        t = thread.sort(["ts", "id"], nulls_last=True)
+        kinds, specs = t.get_column("_kind").to_list(), t.get_column("_spec").to_list()
+        ts, dur = t.get_column("ts").to_list(), t.get_column("dur").to_list()
+        cids, phases = t.get_column("_cid").to_list(), t.get_column("phase").to_list()
+        busy_from, busy_to, graph_from, graph_to, compiles = [], [], [], [], []
+        for k, start, d, cid in zip(kinds, ts, dur, cids, strict=True):
+            if k in (_GRAPH, _COMPILE):
+                busy_from.append(start)
+                busy_to.append(start + d)
+                if k == _GRAPH:
+                    graph_from.append(start)
+                    graph_to.append(start + d)
+                else:
+                    compiles.append((start, start + d, cid))
+        busy, graphs, found = _Busy(busy_from, busy_to), _Busy(graph_from, graph_to), _Compiles(compiles)
+        spec_cid, resumes = self.cid, [sp[_RESUME] for sp in self.specs]
+        stack: list[_Run] = []
+        for k, spec, start, d, cid, phase in zip(kinds, specs, ts, dur, cids, phases, strict=True):
+            if k == _GRAPH:
+                if stack and phase != "backward":
+                    top = stack[-1]
+                    if top.kind == _CALL or spec_cid[top.spec] == cid:  # its own (a call's: unprobed frames')
+                        if top.first_graph is None:
+                            top.first_graph = start
+                        top.last_graph = start + d
+                        top.graph_us += d
+                continue
+            if k == _COMPILE:
+                continue
+            kind = _FRAME if k < _CALL_ENTER else _CALL
+            # an exit closes its run; an enter of a run still open means that one raised (an exception
+            # skips the return probe): it, and what it left open, end here
+            if stack and stack[-1].spec == spec and stack[-1].kind == kind:
+                depth: int | None = len(stack) - 1  # the usual case: the innermost run ends
+            else:
+                depth = _open_run(stack, kind, spec)
+            if depth is not None:
+                for run in stack[depth:]:
+                    run.end = start
+                finished = stack[0] if depth == 0 else None
+                del stack[depth:]
+                if finished is not None:
+                    self.add_root(finished, busy, graphs, found)
+            if k not in (_FRAME_ENTER, _CALL_ENTER):
+                continue
+            run = _Run(kind, spec, start)
+            if stack:
+                root = stack[0]
+                if len(stack) == 1:
+                    root.kids.append(run)  # type: ignore[union-attr]
+                parent = stack[-1]
+                if kind == _FRAME and resumes[spec] and parent.kind == _FRAME:
+                    parent.resume = run
+            else:
+                root = run
+                run.kids, run.frames = [], []
+            if kind == _FRAME:
+                root.frames.append(run)  # type: ignore[union-attr]
+            stack.append(run)
+        # a run still open when the trace ends (Ctrl-C, a crash): its costs are unknown, it is left out
+
+    def add_root(self, root: _Run, busy: _Busy, graphs: _Busy, compiles: _Compiles) -> None:
+        frames = root.frames or []
+        top = self.function[root.spec]
         inside = compiles.overlapping(root.start, root.end)
-        compiling_in = [(max(a, root.start), min(b, root.end)) for a, b, _ in inside]
-        busy = _Busy(graphs + compiling_in)
-        top = _function(root.spec)
-        for cid in {c[2] for c in inside} | {n.spec[0] for n in nodes if n.kind == _FRAME}:
+        cids = {self.cid[f.spec] for f in frames}
+        first_runs = cids - self.ran
+        if first_runs:
+            self.ran |= first_runs
+        for cid in cids.union(c[2] for c in inside) if inside else cids:
             if cid is not None:
                 self.fn_ids[(top[0], top[2], top[3], cid)] += 1
-        frames = [n for n in nodes if n.kind == _FRAME]
-        first_runs = {n.spec[0] for n in frames} - self.ran
-        self.ran |= first_runs
-        warmup = int(bool(compiling_in or first_runs))
+        warmup = 1 if inside or first_runs else 0
         regions = []  # (a, b, spec) of every break hit in this call
-        for n in frames:
-            self._entry(n, warmup)
-            region = _region(n)
-            if region is not None:
-                regions.append((*region, n.spec))
-        break_us = self._charge(regions, busy, (*top, warmup))
+        for f in frames:
+            sp = self.specs[f.spec]
+            row = self.entry[(f.spec, warmup)]
+            row[0] += 1
+            row[1] += f.end - f.start
+            row[2] += f.graph_us
+            if sp[_BREAKS]:
+                regions.append((*_region(f), f.spec))
+        break_us = self._charge(regions, busy, (*top, warmup)) if regions else 0
         wall = root.end - root.start
-        graph_us = graph_time.within(root.start, root.end)
-        compile_us = busy.within(root.start, root.end) - graph_us
+        graph_us = graphs.within(root.start, root.end)
+        busy_us = busy.within(root.start, root.end)
+        compile_us = busy_us - graph_us
         fallback_us, fallback = 0, 0
-        if root.kind == _CALL and not any(k.kind == _FRAME and _same_code(k.spec, root.spec) for k in root.kids):
+        kids = root.kids or []
+        if root.kind == _CALL and not any(k.kind == _FRAME and self._same_code(k.spec, root.spec) for k in kids):
             # Dynamo ran the function itself eagerly: its eager time outside the compiled frames it called
-            outside = [(root.start, root.end)]
-            for kid in root.kids:
-                outside = _cut(outside, kid.start, kid.end)
-            fallback_us = sum(b - a - busy.within(a, b) for a, b in outside)
-            fallback = 1
+            outside = wall - sum(k.end - k.start for k in kids)
+            busy_outside = busy_us - sum(busy.within(k.start, k.end) for k in kids)
+            fallback_us, fallback = max(0, outside - busy_outside), 1
         overhead_us = wall - graph_us - compile_us - break_us - fallback_us
-        row = self.calls[(top[0], top[1], top[2], top[3], warmup)]
-        for k, v in enumerate((1, wall, graph_us, compile_us, break_us, fallback, fallback_us, overhead_us)):
-            row[k] += v
-        self.hist[(top[0], top[2], top[3], warmup, wall)] += 1
-
-    def _entry(self, frame: _Node, warmup: int) -> None:
-        spec = frame.spec
-        key = (spec[0], *_function(spec), spec[5], warmup)
-        row = self.entry[key]
+        row = self.calls[(root.spec, warmup)]
         row[0] += 1
-        row[1] += frame.end - frame.start
-        row[2] += sum(e - s for s, e in frame.graphs)
+        row[1] += wall
+        row[2] += graph_us
+        row[3] += compile_us
+        row[4] += break_us
+        row[5] += fallback
+        row[6] += fallback_us
+        row[7] += overhead_us
+        self.hist[(root.spec, warmup, wall)] += 1
 
-    def _charge(self, regions: list[tuple[int, int, tuple]], busy: _Busy, call: tuple) -> int:
+    def _charge(self, regions: list[tuple[int, int, int]], busy: _Busy, call: tuple) -> int:
         """Charge each break region its eager time less that of the regions inside it; the total.
         A region inside a region of the same break site (the same user line and reason: a break in a
         function Dynamo inlined splits the caller too) is the same hit."""
-        regions.sort(key=lambda r: (r[0], -r[1]))
+        if len(regions) > 1:
+            regions.sort(key=lambda r: (r[0], -r[1]))
         eager = [b - a - busy.within(a, b) for a, b, _ in regions]
         hit = [1] * len(regions)
         cost = list(eager)
@@ -279,57 +311,53 @@ class _Accumulator:
                 enclosing.pop()
             if enclosing:
                 cost[enclosing[-1]] -= eager[i]
-                if _site(regions[enclosing[-1]][2]) == _site(regions[i][2]):
+                if self.site[regions[enclosing[-1]][2]] == self.site[regions[i][2]]:
                     hit[i] = 0
             enclosing.append(i)
         total = 0
         for (_, _, spec), c, h in zip(regions, cost, hit, strict=True):
             # call: the top function (qualname, function, file, line) and whether this call was a warm-up
-            key = (spec[0], *_function(spec), *spec[7:12], call[0], call[2], call[3], call[4])
-            row = self.brk[key]
+            row = self.brk[(spec, call)]
             row[0] += h
             row[1] += max(c, 0)
             total += max(c, 0)
         return total
 
+    def _same_code(self, frame_spec: int, call_spec: int) -> bool:
+        f, c = self.specs[frame_spec], self.specs[call_spec]
+        return f[_FILE] == c[_FILE] and f[_LINE] == c[_LINE] and f[_FUNCTION_NAME] == c[_FUNCTION_NAME]
+
     def tables(self) -> dict[str, pl.DataFrame]:
         def frame(name: str, rows: list[tuple]) -> pl.DataFrame:
-            schema = SCHEMAS[name]
-            return pl.DataFrame(rows, schema=schema, orient="row")
+            return pl.DataFrame(rows, schema=SCHEMAS[name], orient="row")
 
+        specs, function = self.specs, self.function
+        brk = [(sp[_CID], *function[spec], *sp[7:12], call[0], call[2], call[3], call[4], *v)
+               for (spec, call), v in self.brk.items() for sp in (specs[spec],)]  # fmt: skip
+        calls = [(*function[spec], warmup, *v) for (spec, warmup), v in self.calls.items()]
+        entry = [(specs[spec][_CID], *function[spec], specs[spec][_RESUME], warmup, *v)
+                 for (spec, warmup), v in self.entry.items()]  # fmt: skip
+        hist = [(function[spec][0], function[spec][2], function[spec][3], warmup, wall, n)
+                for (spec, warmup, wall), n in self.hist.items()]  # fmt: skip
         return {
-            "brk": frame("brk", [(*k, *v) for k, v in self.brk.items()]),
-            "calls": frame("calls", [(*k, *v) for k, v in self.calls.items()]),
-            "entry": frame("entry", [(*k, *v) for k, v in self.entry.items()]),
-            "call_hist": frame("call_hist", [(*k, v) for k, v in self.hist.items()]),
+            "brk": frame("brk", brk),
+            "calls": frame("calls", calls),
+            "entry": frame("entry", entry),
+            "call_hist": frame("call_hist", hist),
             "fn_ids": frame("fn_ids", [(*k, v) for k, v in self.fn_ids.items()]),
         }
 
 
-def _function(spec: tuple) -> tuple:
-    """(qualname, function, file, line) of a probe's spec."""
-    return (spec[1], spec[2], spec[3], spec[4])
+def _open_run(stack: list[_Run], kind: int, spec: int) -> int | None:
+    for depth in range(len(stack) - 1, -1, -1):
+        if stack[depth].kind == kind and stack[depth].spec == spec:
+            return depth
+    return None
 
 
-def _site(spec: tuple) -> tuple:
-    """A break by what the user sees: the line that caused it and torch's reason (else the frame's line)."""
-    return (spec[9], spec[10], spec[8]) if spec[10] is not None else (spec[3], spec[7], spec[8])
-
-
-def _cut(pieces: list[tuple[int, int]], a: int, b: int) -> list[tuple[int, int]]:
-    """`pieces` less [a, b]."""
-    out = []
-    for s, e in pieces:
-        if e <= a or s >= b:
-            out.append((s, e))
-            continue
-        if s < a:
-            out.append((s, a))
-        if e > b:
-            out.append((b, e))
-    return out
-
-
-def _same_code(frame_spec: tuple, call_spec: tuple) -> bool:
-    return frame_spec[3] == call_spec[3] and frame_spec[4] == call_spec[4] and frame_spec[2] == call_spec[2]
-
+def _region(frame: _Run) -> tuple[int, int]:
+    """The break region of a frame run that split at a graph break (module docstring)."""
+    a = frame.last_graph if frame.last_graph is not None else frame.start
+    resume = frame.resume
+    b = frame.end if resume is None else resume.first_graph if resume.first_graph is not None else resume.start
+    return (a, max(a, b))

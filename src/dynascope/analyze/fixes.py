@@ -89,6 +89,8 @@ def recompile_fix(reason: str | None, subject: str | None = None) -> str:
     """What to change so that a guard stops failing."""
     why = (reason or "").lower()
     name = subject or "the input"
+    if name.startswith("___stack"):  # Dynamo's name for a value handed to a resume function
+        name = "the value carried over the graph break"
     if "size mismatch" in why or "stride mismatch" in why:
         return (f"{name}'s shape changes between calls: mark the dimension dynamic with "
                 f"torch._dynamo.mark_dynamic({name}, dim), or compile with dynamic=True")
@@ -102,8 +104,8 @@ def recompile_fix(reason: str | None, subject: str | None = None) -> str:
         return ("the call switches between grad and no_grad (or another global setting): expected, one cache "
                 "entry per setting")
     if re.search(r"==|!=", why) or "expected" in why:
-        return (f"{name} is a Python value Dynamo specialised on: pass it as a tensor, or compile with "
-                "dynamic=True so that a changing int becomes a symbol")
+        return (f"{name} is a Python number Dynamo specialised on, so each new value compiles again: keep it a "
+                "tensor (no .item()), or compile with dynamic=True so that it becomes a symbol")
     if "id_match" in why or "is the same object" in why or "___check_obj_id" in why:
         return f"{name} is a new object each call: create it once and reuse it"
     if "type" in why:

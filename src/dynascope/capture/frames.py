@@ -131,8 +131,11 @@ def _probed(code: types.CodeType, new_code: types.CodeType) -> types.CodeType | 
     attrs = frame_facts(code, _torch.current_compile_id() or "?", len(graphs), breaks if splits else None)
     label = f"{code.co_name} [{attrs['compile_id']}]"
     enter = TABLE.register_graph(OpSpec.make(label, FRAME_CAT, False, {**attrs, "probe": "enter"}), [])
-    leave = TABLE.register_graph(OpSpec.make(label, FRAME_CAT, False, {**attrs, "probe": "exit"}), [])
-    probed = _torch.add_probes(new_code, probes.TARGET, probes.CLOCK, -enter, -leave)
+    # A resume function returns straight into the frame that called it, which returns at once (its code
+    # is `return __resume_at_...(...)`): that frame's return probe ends both, so one probe a break hit.
+    leave = None if attrs["resume"] else TABLE.register_graph(
+        OpSpec.make(label, FRAME_CAT, False, {**attrs, "probe": "exit"}), [])
+    probed = _torch.add_probes(new_code, probes.TARGET, probes.CLOCK, -enter, None if leave is None else -leave)
     probes.remember(probed, new_code)
     return probed
 
