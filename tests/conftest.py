@@ -13,6 +13,7 @@ import pytest
 NEEDS_TORCH = [
     "capture",
     "cli/test_run.py",
+    "cli/test_break_costs_cli.py",
     "debug",
     "explain/test_command.py",
     "explain/test_decompile_dynamo.py",
