@@ -1,44 +1,56 @@
 """Models with graph breaks of known cost, for the graph-break cost tests (and as a script: `dynascope run`).
 
 Each planted break is a `torch.compiler.disable`d helper that spins for a fixed time (a busy loop on the
-wall clock: descheduling does not make it longer), or a break whose own cost is tiny (`print`, `.item()`,
-a data-dependent `if`). The line numbers the tests look for are found by the text of the line.
+wall clock), or a break whose own cost is tiny (`print`, `.item()`, a data-dependent `if`). A helper also
+records how long it really ran (`SPUN`): on a loaded machine a spin can end late (descheduled when its
+time is up), and that is time the break really cost. The line numbers the tests look for are found by the
+text of the line.
 """
 
 from __future__ import annotations
 
 import inspect
 import io
+import json
 import sys
 import time
 
 import torch
 
 SINK = io.StringIO()  # where the planted print writes
+SPUN: dict[str, list[float]] = {}  # helper name -> how long each of its calls really spun (µs)
 
 
-def spin(ms: float) -> None:
-    end = time.perf_counter() + ms / 1000
+def spin(ms: float, who: str) -> None:
+    start = time.perf_counter()
+    end = start + ms / 1000
     while time.perf_counter() < end:
         pass
+    SPUN.setdefault(who, []).append((time.perf_counter() - start) * 1e6)
+
+
+def spun(who: str, last: int) -> float:
+    """The mean time the last `last` calls of helper `who` really spun (µs)."""
+    times = SPUN[who][-last:]
+    return sum(times) / len(times)
 
 
 @torch.compiler.disable
 def slow_helper(x, ms):
-    spin(ms)
+    spin(ms, "slow_helper")
     return x
 
 
 @torch.compiler.disable
 def other_helper(x, ms):
-    spin(ms)
+    spin(ms, "other_helper")
     return x
 
 
 class DisabledHelper(torch.nn.Module):
     """One break: a disabled helper spinning `ms` milliseconds between two layers."""
 
-    def __init__(self, ms=3.0):
+    def __init__(self, ms=8.0):
         super().__init__()
         self.ms = ms
         self.a = torch.nn.Linear(16, 16)
@@ -51,7 +63,7 @@ class DisabledHelper(torch.nn.Module):
 
 
 class TwoBreaks(torch.nn.Module):
-    """Two breaks of different cost in one forward: 2 ms, then 6 ms."""
+    """Two breaks of different cost in one forward: 4 ms, then 12 ms."""
 
     def __init__(self):
         super().__init__()
@@ -61,9 +73,9 @@ class TwoBreaks(torch.nn.Module):
 
     def forward(self, x):
         x = self.a(x)
-        x = other_helper(x, 2.0)  # planted: the cheap break
+        x = other_helper(x, 4.0)  # planted: the cheap break
         x = self.b(x)
-        x = slow_helper(x, 6.0)  # planted: the costly break
+        x = slow_helper(x, 12.0)  # planted: the costly break
         return self.c(x)
 
 
@@ -78,7 +90,7 @@ class SmallBreaks(torch.nn.Module):
     def forward(self, x):
         x = self.a(x)
         print("step", file=SINK)  # planted: print
-        n = x.abs().sum().item()  # planted: item
+        n = (x.abs() >= 0).sum().item()  # planted: item (the same value each call: no recompiles)
         if x.mean() > -100:  # planted: branch
             x = x * 2
         return self.b(x) / (1 + n)
@@ -100,7 +112,7 @@ class LoopOfBlocks(torch.nn.Module):
     """The user's loop over blocks, each with a break: the break is hit once per block and call (and
     Dynamo, unable to resume inside the loop, runs this forward eagerly)."""
 
-    def __init__(self, blocks=3, ms=3.0):
+    def __init__(self, blocks=3, ms=6.0):
         super().__init__()
         self.blocks = torch.nn.ModuleList(Block(ms) for _ in range(blocks))
         self.head = torch.nn.Linear(16, 16)
@@ -135,3 +147,4 @@ if __name__ == "__main__":  # `dynascope run planted_breaks.py [model] [calls]`:
         optimizer.zero_grad()
         model(x).sum().backward()
         optimizer.step()
+    print("spun " + json.dumps(SPUN))  # what each helper really took, call by call (µs)

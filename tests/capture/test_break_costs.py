@@ -2,8 +2,9 @@
 planted breaks of known cost (planted_breaks.py): in-process, with the Python API, as a user of
 `dynascope.session` + `dynascope.observe` does it.
 
-The planted helpers spin on the wall clock, so their cost does not depend on the machine's load; what a
-break adds on top (the resume function's call and guard checks, tens of µs) is why the checks allow 20%.
+The planted helpers spin on the wall clock and record how long they really ran (on a loaded machine a spin
+ends late now and then); a reported cost is checked against that, within 20%: what a break adds on top
+(the resume function's call and guard checks) is tens of µs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from planted_breaks import (
     line_of,
     scale,
     slow_helper,
+    spun,
 )
 
 import dynascope
@@ -29,7 +31,9 @@ from dynascope import _torch
 
 def traced(tmp_path, make, calls=12, inputs=None, backend=None):
     """Compile `make()` inside a session with the observer on, call it `calls` times (timing each call
-    from outside), and summarise the trace with the explanation. Returns (summary, call times in µs)."""
+    from outside), and summarise the trace with the explanation. Returns (summary, call times in µs).
+
+    """
     times = []
     with dynascope.session(str(tmp_path / "t.pfw.gz")), dynascope.observe() as obs:
         model = torch.compile(make(), backend=backend or dynascope.backend())
@@ -51,10 +55,11 @@ def source(obj, marker):
 
 
 def test_a_disabled_helpers_cost_per_call_is_the_planted_time(tmp_path):
-    summary, _ = traced(tmp_path, lambda: DisabledHelper(ms=3.0), calls=15)
+    summary, _ = traced(tmp_path, lambda: DisabledHelper(ms=8.0), calls=15)
     row = by_source(summary)[source(DisabledHelper.forward, "disabled helper")]
     assert row["calls"] >= 13  # every steady call hit it once (the first one or two are warm-up)
-    assert row["per_call_us"] == pytest.approx(3000, rel=0.2)
+    assert spun("slow_helper", row["calls"]) == pytest.approx(8000, rel=0.5)  # as planted, give or take load
+    assert row["per_call_us"] == pytest.approx(spun("slow_helper", row["calls"]), rel=0.2)
     assert row["per_hit_us"] == pytest.approx(row["per_call_us"])
     assert "disable" in row["reason"] and "slow_helper is marked torch.compiler.disable" in row["fix"]
     assert row["code"] == "x = slow_helper(x, self.ms)  # planted: disabled helper"
@@ -66,8 +71,8 @@ def test_two_breaks_are_ranked_by_their_cost(tmp_path):
     rows = [r for r in summary.graph_breaks.to_dicts() if r["calls"]]
     assert [r["source"] for r in rows] == [source(TwoBreaks.forward, "the costly break"),
                                            source(TwoBreaks.forward, "the cheap break")]  # fmt: skip
-    assert rows[0]["per_call_us"] == pytest.approx(6000, rel=0.2)
-    assert rows[1]["per_call_us"] == pytest.approx(2000, rel=0.2)
+    assert rows[0]["per_call_us"] == pytest.approx(spun("slow_helper", rows[0]["calls"]), rel=0.2)
+    assert rows[1]["per_call_us"] == pytest.approx(spun("other_helper", rows[1]["calls"]), rel=0.2)
 
 
 def test_print_item_and_branch_breaks_are_found_costed_and_fixed(tmp_path):
@@ -84,29 +89,31 @@ def test_print_item_and_branch_breaks_are_found_costed_and_fixed(tmp_path):
 
 
 def test_a_break_in_the_users_loop_counts_every_hit(tmp_path):
-    summary, _ = traced(tmp_path, lambda: LoopOfBlocks(blocks=3, ms=3.0), calls=6)
+    summary, _ = traced(tmp_path, lambda: LoopOfBlocks(blocks=3, ms=6.0), calls=6)
     rows = summary.graph_breaks.to_dicts()
     block = next(r for r in rows if r["kind"] == "graph break" and r["source"] == source(Block.forward, "break in each block"))
     steady_calls = summary.compiled_functions.to_dicts()[0]["calls"] - summary.compiled_functions.to_dicts()[0]["warmup_calls"]
     assert block["calls"] == 3 * steady_calls  # three blocks a call
-    assert block["per_hit_us"] == pytest.approx(3000, rel=0.2)
-    assert block["per_call_us"] == pytest.approx(9000, rel=0.2)
+    assert block["per_hit_us"] == pytest.approx(spun("slow_helper", block["calls"]), rel=0.2)
+    assert block["per_call_us"] == pytest.approx(3 * spun("slow_helper", block["calls"]), rel=0.2)
     # Dynamo cannot resume inside the loop, so it ran LoopOfBlocks.forward itself eagerly
     eager = next(r for r in rows if r["kind"] == "eager function")
-    assert "loop" in eager["reason"] and "loop" in eager["fix"] and eager["calls"] == steady_calls
+    assert eager["calls"] == steady_calls and "loop" in eager["fix"]
+    # torch 2.6+ logs the break that made it give up; 2.5 only that it skipped the frame
+    assert "loop" in eager["reason"] if _torch.torch_at_least(2, 6) else "skipped" in eager["reason"]
 
 
 def test_graphs_and_breaks_account_for_the_measured_call(tmp_path):
     """The tolerance: what is neither graph nor break (Dynamo's guard checks and the code around each
-    graph call) stays under 10% of a call plus 250 µs; and the trace's call time is the call time
-    measured from outside."""
-    summary, times = traced(tmp_path, lambda: DisabledHelper(ms=2.0), calls=15)
+    graph call: 40-150 µs a call here) stays under 15% of a call plus 400 µs, room for the machine's load;
+    and the trace's call time is the call time measured from outside."""
+    summary, times = traced(tmp_path, lambda: DisabledHelper(ms=4.0), calls=15)
     [fn] = summary.compiled_functions.to_dicts()
     steady = sorted(times[fn["warmup_calls"]:])
     assert fn["median_us"] == pytest.approx(steady[len(steady) // 2], rel=0.05, abs=30)
     accounted = fn["graph_us"] + fn["break_us"] + fn["fallback_us"]
     assert fn["per_call_us"] - accounted == pytest.approx(fn["overhead_us"])
-    assert 0 <= fn["overhead_us"] <= 0.1 * fn["per_call_us"] + 250
+    assert 0 <= fn["overhead_us"] <= 0.15 * fn["per_call_us"] + 400
 
 
 @pytest.mark.skipif(not _torch.torch_at_least(2, 6), reason="torch 2.5 specialises int arguments differently")
@@ -155,3 +162,30 @@ def test_without_frame_events_there_are_no_costs(tmp_path, monkeypatch):
     [row] = summary.graph_breaks.to_dicts()  # the explanation's break, which the trace cannot cost
     assert row["calls"] == 0 and row["note"] == "not seen running in the trace"
     assert slow_helper  # the planted module stays imported for the other tests
+
+
+def _break_inside_no_grad(x):
+    x = x * 2
+    with torch.no_grad():
+        y = slow_helper(x, 0.0)  # a graph break inside a with block: Dynamo re-enters it in the resume function
+        y = y + 1
+    if x.sum() > 1e9:  # two resume functions, one per branch
+        return y - 1
+    return y * x
+
+
+def test_probed_code_keeps_with_blocks_branches_and_results(tmp_path):
+    x = torch.randn(32)
+    expected = _break_inside_no_grad(x)
+    with dynascope.session(str(tmp_path / "t.pfw.gz")):
+        compiled = torch.compile(_break_inside_no_grad, backend=dynascope.backend())
+        for _ in range(4):
+            torch.testing.assert_close(compiled(x), expected)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), expected)
+    summary = dynascope.summarize_files(str(tmp_path))
+    rows = {r["source"]: r for r in summary.graph_breaks.to_dicts() if r["calls"]}
+    lines = _break_inside_no_grad.__code__.co_firstlineno
+    assert f"test_break_costs.py:{lines + 3}" in rows  # the disabled helper inside the with block
+    [fn] = [f for f in summary.compiled_functions.to_dicts() if f["function"] == "_break_inside_no_grad"]
+    assert fn["calls"] == 5

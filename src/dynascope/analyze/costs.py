@@ -395,12 +395,18 @@ class _Explained:
 
     def fallback_of(self, function: str | None, file: str | None, line: int | None) -> tuple | None:
         """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None."""
-        failed = [str(t.get("compile_id")) for t in self.times
-                  if t.get("file") == file and t.get("line") == line and t.get("status") != "ok"
-                  and (function is None or t.get("function") == function)]  # fmt: skip
+        gave_up = [t for t in self.times
+                   if t.get("file") == file and t.get("line") == line and t.get("status") != "ok"
+                   and (function is None or t.get("function") == function)]  # fmt: skip
+        failed = [str(t.get("compile_id")) for t in gave_up]
         for b in self.breaks:
             if set(b.get("compile_ids") or []) & set(failed):
                 return (b.get("reason"), b.get("file"), b.get("line"), failed)
+        if gave_up:  # torch (2.5) logged no break for it: say what the compile record does
+            t = gave_up[0]
+            why = t.get("fail_reason") or t.get("fail_type")
+            return (f"Dynamo gave up on this function (compile {t.get('compile_id')} {t.get('status')}"
+                    + (f": {why})" if why else ")"), None, None, failed)
         for fb in self.data.get("eager_fallbacks") or []:
             if isinstance(fb, dict) and fb.get("file") == file and fb.get("line") == line:
                 return (fb.get("reason"), None, None, [str(fb.get("compile_id"))])

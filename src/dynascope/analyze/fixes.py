@@ -49,7 +49,7 @@ def break_fix(reason: str | None, code: str | None, detail: str | None = None) -
     if re.search(r"\bprint\b", text) or re.match(r"\s*print\s*\(", code or ""):
         return ("remove the print, or let Dynamo print after the graph: "
                 "torch._dynamo.config.reorderable_logging_functions.add(print)")
-    if ".item()" in text or "capture_scalar_outputs" in text:
+    if ".item()" in text or "capture_scalar_outputs" in text or "tensor.item" in text:
         return ("keep the value a tensor instead of calling .item(), or set "
                 "torch._dynamo.config.capture_scalar_outputs = True so that Dynamo keeps it in the graph")
     if "tolist" in text:
@@ -80,6 +80,9 @@ def fallback_fix(reason: str | None) -> str:
                 "table and make that input stable, or dynamic (torch._dynamo.mark_dynamic)")
     if "loop" in why:
         return break_fix(reason, None)
+    if "skipped" in why:
+        return ("Dynamo skipped the whole function: a graph break inside one of its loops does this (Dynamo "
+                "cannot resume inside a loop): move the loop body into a function of its own, or remove the break")
     if not why or "did not compile" in why:
         return "run `dynascope explain` (or `dynascope run`) on the script to see why Dynamo gave up on it"
     return "fix the break that made Dynamo give up on the function (its reason says which)"

@@ -378,7 +378,8 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
     view = file_view(summary)
     if view is not None:
         console.print(Text(io_line(view)))
-    render_costs(summary, console, top)
+    if render_costs(summary, console, top) and summary.vs_eager.height == 0:
+        console.print(Text("(whether compiling paid off: dynascope run --compare-eager)", style="dim"))
     attr = op_tables(summary)[0]
     spec = SPEC_BY_ATTR[attr]
     spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
