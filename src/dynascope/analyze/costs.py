@@ -394,14 +394,19 @@ class _Explained:
         return rows
 
     def fallback_of(self, function: str | None, file: str | None, line: int | None) -> tuple | None:
-        """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None."""
-        gave_up = [t for t in self.times
-                   if t.get("file") == file and t.get("line") == line and t.get("status") != "ok"
-                   and (function is None or t.get("function") == function)]  # fmt: skip
+        """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None. Its compiles
+        that gave up: status failed or skipped, or (torch 2.8, which calls them ok) no graph; the reason is
+        the break logged in them, else what the compile record says."""
+        mine = [t for t in self.times if t.get("file") == file and t.get("line") == line
+                and (function is None or t.get("function") == function)]  # fmt: skip
+        gave_up = [t for t in mine if t.get("status") != "ok"] or [t for t in mine if t.get("graph_op_count") is None]
         failed = [str(t.get("compile_id")) for t in gave_up]
         for b in self.breaks:
             if set(b.get("compile_ids") or []) & set(failed):
-                return (b.get("reason"), b.get("file"), b.get("line"), failed)
+                reason = str(b.get("reason") or "graph break")
+                if "fell back" not in reason:
+                    reason += " (the whole function ran eagerly)"
+                return (reason, b.get("file"), b.get("line"), failed)
         if gave_up:  # torch (2.5) logged no break for it: say what the compile record does
             t = gave_up[0]
             why = t.get("fail_reason") or t.get("fail_type")

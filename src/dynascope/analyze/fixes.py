@@ -80,6 +80,10 @@ def fallback_fix(reason: str | None) -> str:
                 "table and make that input stable, or dynamic (torch._dynamo.mark_dynamic)")
     if "loop" in why:
         return break_fix(reason, None)
+    if "ran eagerly" in why:
+        return ("Dynamo gave up on the whole function at this break, as it does for a break inside a loop (it "
+                "cannot resume there): remove the break (see its own row), or move the loop body into a function "
+                "of its own so that only that function splits")
     if "skipped" in why:
         return ("Dynamo skipped the whole function: a graph break inside one of its loops does this (Dynamo "
                 "cannot resume inside a loop): move the loop body into a function of its own, or remove the break")
