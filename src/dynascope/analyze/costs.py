@@ -302,7 +302,7 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
         failure = (rc.get("failures") or [{}])[0]
         guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"))
         file, line, code = guard or (rc.get("file"), rc.get("line"), None)
-        key = (file, line, rc.get("function"), failure.get("subject"), _reason_kind(rc.get("reason")))
+        key = (file, line, _readable(rc.get("function")), failure.get("subject"), _reason_kind(rc.get("reason")))
         g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code})
         g["ids"].append(cid)
     for cid in compile_us:  # recompiles the explanation does not know (or no explanation)
@@ -327,6 +327,12 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
         })  # fmt: skip
     frame = pl.DataFrame(rows, schema=_RECOMPILE_SCHEMA)
     return frame.sort(["total_us", "source"], descending=[True, False], nulls_last=True)
+
+
+def _readable(function: str | None) -> str | None:
+    """A resume function's code name as people say it: "forward (after line 33)"."""
+    m = re.match(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$", function or "")
+    return f"{m.group(1)} (after line {m.group(2)})" if m else function
 
 
 def _is_recompile(cid: str) -> bool:
