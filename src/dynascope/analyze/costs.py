@@ -31,7 +31,7 @@ from .fixes import break_fix, fallback_fix, recompile_fix
 __all__ = ["COST_TABLES", "cost_tables"]
 
 COST_TABLES = ("graph_breaks", "recompiles", "compiled_functions", "cache_entries")
-RESOLUTION_US = 2  # four probe readings of 1 µs each bound a hit: less per hit is not measurable
+RESOLUTION_US = 2  # a hit is bounded by two readings written in whole µs: less per hit is not measurable
 
 _Schema = dict[str, pl.DataType | type[pl.DataType]]
 _BREAK_SCHEMA: _Schema = {
