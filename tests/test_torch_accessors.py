@@ -199,3 +199,43 @@ def test_force_eager_runs_code_compiled_before_eagerly():
     with _torch.force_eager():
         assert torch.equal(fn(x), eager)
     assert torch.equal(fn(x), 2 * eager)  # compiled again after the context
+
+
+def test_frame_probe_accessors():
+    """add_probes puts a reading at a generated frame's start and before each return (branchy's transformed
+    code has two: one per branch's resume call); the break the frame split at is in graph_breaks_since,
+    named as torch 2.6+ names it; skip_frames_of is there (the compiled-call wrapper's tests use it)."""
+    import collections
+    import types
+
+    recorded: list = []
+    target = types.SimpleNamespace(extend=recorded.extend)
+    clock = iter(range(1000, 2000)).__next__
+    mark = _torch.graph_break_count()
+    probed = {}
+
+    def hook(code, new_code):
+        if code.co_name == "branchy":
+            probed["code"] = _torch.add_probes(new_code, target, clock, -1, -2)
+            return probed["code"]
+        return None
+
+    remove = _torch.register_replacing_bytecode_hook(hook)
+    try:
+        compiled = torch.compile(branchy, backend="eager")
+        a, b = torch.randn(4), torch.randn(4)
+        torch.testing.assert_close(compiled(a, b), branchy(a, b))
+    finally:
+        remove()
+    counts = collections.Counter(v for v in recorded if isinstance(v, int) and v < 0)
+    assert counts == {-1: 1, -2: 1} and len(recorded) == 4  # (id, clock) at the start, at the return taken
+    reasons = [_torch.break_reason_name(reason) for reason, _ in _torch.graph_breaks_since(mark)]
+    assert "Data-dependent branching" in reasons
+
+    def wrapper(x):
+        return compiled(x, x)
+
+    _torch.skip_frames_of(wrapper)
+    torch.testing.assert_close(wrapper(a), branchy(a, a))
+    assert _torch.break_reason_name("call torch._dynamo.disable() wrapped function <function f at 0x7f1>") == (
+        "call torch._dynamo.disable() wrapped function f")
