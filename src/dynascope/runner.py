@@ -178,6 +178,8 @@ def main(argv: list[str]) -> int:
         _stale_traces(eager_dir, stem)
     if ns.compare_eager and error is None:
         _eager_pass(script, ns.args, os.path.join(eager_dir, stem + ".pfw.gz"), config)
+    elif ns.compare_eager:
+        say("run", "note: --compare-eager skipped: the script did not finish, so there is nothing to compare")
     sys.stdout.flush()
     _write_outputs(out_dir, stem, script, observer, error, ns, profiler)
     return script_exit_status("run", script, error)

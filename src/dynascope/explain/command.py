@@ -26,7 +26,7 @@ from .model import (
 )
 
 TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
-USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]"
+USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]  |  dynascope explain RUN_DIR"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="dynascope explain", usage=USAGE,
         description="Run a script, observe every torch.compile in it, and explain what Dynamo did to each "
                     "compiled function: cache entries, guards, transformed code, subgraphs, resume functions, "
-                    "graph breaks, recompiles and compile times.",
+                    "graph breaks, recompiles and compile times. Given a run's output directory (or its "
+                    "explanation.json) instead, print that saved explanation, with what each graph break and "
+                    "recompile cost when the run's trace is beside it.",
     )
     p.add_argument("--out", metavar="DIR", help="also write one .py file per function and DIR/explanation.json")
     p.add_argument("--quiet", action="store_true", help="do not print the report (use with --out)")

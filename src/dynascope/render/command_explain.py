@@ -26,6 +26,9 @@ def _saved(argv: list[str]) -> Path | None:
     path = Path(targets[0])
     if path.is_dir() and (path / EXPLANATION_FILE).is_file():
         return path / EXPLANATION_FILE
+    if path.is_dir() and not (path / "__main__.py").is_file():
+        raise ConfigError(f"{path} holds no {EXPLANATION_FILE} (what `dynascope run` or `dynascope explain --out` "
+                          "writes) and is no runnable package: give a script, or a run's output directory")
     if path.is_file() and path.suffix == ".json":
         return path
     return None
