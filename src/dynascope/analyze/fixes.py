@@ -12,6 +12,7 @@ import re
 __all__ = ["break_fix", "fallback_fix", "recompile_fix"]
 
 _CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _callee(code: str | None, skip: tuple[str, ...] = ()) -> str | None:
@@ -92,29 +93,33 @@ def fallback_fix(reason: str | None) -> str:
     return "fix the break that made Dynamo give up on the function (its reason says which)"
 
 
-def recompile_fix(reason: str | None, subject: str | None = None) -> str:
-    """What to change so that a guard stops failing."""
+def recompile_fix(reason: str | None, subject: str | None = None, expected: str | None = None) -> str:
+    """What to change so that a guard stops failing (the one wording: `dynascope run --no-recompiles` and
+    the recompiles table both say it). `subject`: what the guard checks; `expected`: its value then."""
     why = (reason or "").lower()
-    name = subject or "the input"
+    name = subject or "the value"
     if name.startswith("___stack"):  # Dynamo's name for a value handed to a resume function
         name = "the value carried over the graph break"
-    if "size mismatch" in why or "stride mismatch" in why:
-        return (f"{name}'s shape changes between calls: mark the dimension dynamic with "
-                f"torch._dynamo.mark_dynamic({name}, dim), or compile with dynamic=True")
+    if "size mismatch" in why or "stride mismatch" in why or "dimensionality" in why:
+        root = _NAME.match(subject or "")
+        at = re.search(r"at index (\d+)", why)
+        return (f"mark the dimension dynamic before the first call (torch._dynamo.mark_dynamic("
+                f"{root.group(0) if root else 'x'}, {at.group(1) if at else 'dim'})), or compile with dynamic=True, "
+                "so that one graph serves every size")  # fmt: skip
     if "dtype mismatch" in why:
-        return f"{name} arrives with another dtype: cast it to one dtype before the call"
-    if "requires_grad mismatch" in why:
-        return f"{name} changes requires_grad between calls: keep it the same, or expect one cache entry per setting"
+        return f"give {name} the same dtype on every call (cast it once, outside the compiled function)"
     if "device mismatch" in why:
-        return f"{name} moves between devices: keep it on one device"
+        return f"keep {name} on the same device on every call"
+    if "requires_grad mismatch" in why:
+        return f"call with {name} requiring grad (or not) consistently, e.g. detach it before the call"
     if "grad_mode" in why or "global state" in why:
         return ("the call switches between grad and no_grad (or another global setting): expected, one cache "
                 "entry per setting")
-    if re.search(r"==|!=", why) or "expected" in why:
-        return (f"{name} is a Python number Dynamo specialised on, so each new value compiles again: keep it a "
-                "tensor (no .item()), or compile with dynamic=True so that it becomes a symbol")
-    if "id_match" in why or "is the same object" in why or "___check_obj_id" in why:
-        return f"{name} is a new object each call: create it once and reuse it"
-    if "type" in why:
-        return f"{name} changes type between calls: pass one type"
-    return "make the value the guard checks stay the same between calls, or mark it dynamic"
+    if expected is not None or re.search(r"==|!=", why):
+        as_tensor = f"torch.tensor({name}), or " if _NAME.fullmatch(name) else ""
+        return (f"{name} is a Python value that Dynamo specialises on, so each new value compiles anew: pass it "
+                f"as a tensor ({as_tensor}the tensor itself where it came from .item()), make it a fixed attribute, "
+                "or for a number compile with dynamic=True")  # fmt: skip
+    if "id_match" in why or "___check_obj_id" in why or " id" in why or "type" in why:
+        return f"the guard checks {name}'s identity or type: create it once instead of on every call"
+    return "run `dynascope explain` on the script to see every guard of this function"

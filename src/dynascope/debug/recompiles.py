@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import _torch
+from ..analyze.fixes import recompile_fix
 from ..errors import DynascopeError
 from ..explain import records
 from ..explain.api import explain_code, globals_for_code, resolve
@@ -142,7 +143,7 @@ def fact_at_call(code: types.CodeType, f_locals: dict[str, Any]) -> RecompileFac
             break
     fact = RecompileFact(code.co_name, code.co_filename, code.co_firstlineno, None, "a guard failed")
     if failure is None:
-        fact.suggestion = "run `dynascope explain` on the script to see every guard of this function"
+        fact.suggestion = recompile_fix(None)  # nothing known of the guard: where to look
         return fact
     _fill(fact, failure, _guard_groups(code))
     if fact.new is None and fact.subject in f_locals and _plain(f_locals[fact.subject]):
@@ -221,29 +222,8 @@ def _guarded_value(groups: list[GuardGroup] | None, subject: str | None) -> str 
 
 
 def suggestion(failure: RecompileFailure) -> str:
-    """One thing to try for this kind of guard failure."""
-    reason = failure.reason.lower()
-    subject = failure.subject or "the value"
-    if "size mismatch" in reason or "stride mismatch" in reason or "dimensionality" in reason:
-        root = _NAME.match(subject)
-        name = root.group(0) if root else "x"
-        at = re.search(r"at index (\d+)", reason)
-        dim = at.group(1) if at else "dim"
-        return (f"mark the dimension dynamic before the first call (torch._dynamo.mark_dynamic({name}, {dim})), "
-                "or compile with dynamic=True, so that one graph serves every size")  # fmt: skip
-    if "dtype mismatch" in reason:
-        return f"give {subject} the same dtype on every call (cast it once, outside the compiled function)"
-    if "device mismatch" in reason:
-        return f"keep {subject} on the same device on every call"
-    if "requires_grad mismatch" in reason:
-        return f"call with {subject} requiring grad (or not) consistently, e.g. detach it before the call"
-    if failure.expected is not None and failure.subject:
-        return (f"{subject} is a Python value that Dynamo specialises on, so each new value compiles anew: pass "
-                f"it as a tensor (torch.tensor({subject})), make it a fixed attribute, or for an int compile "
-                "with dynamic=True")  # fmt: skip
-    if "id" in reason or "type" in reason:
-        return f"the guard checks {subject}'s identity or type: create it once instead of on every call"
-    return "run `dynascope explain` on the script to see every guard of this function"
+    """One thing to try for this kind of guard failure (analyze/fixes.py has the wording)."""
+    return recompile_fix(failure.reason, failure.subject, failure.expected)
 
 
 def _plain(value: Any) -> bool:
