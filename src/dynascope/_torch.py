@@ -876,8 +876,8 @@ def register_replacing_bytecode_hook(hook: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# Frame probes (capture/frames.py): readings in the code Dynamo generates. Checked on 2.5.1, 2.13.0
-# and 2.15.0 (Python 3.11; 3.12 and 3.13 on 2.15.0).
+# Frame probes (capture/frames.py): readings in the code Dynamo generates. Checked on 2.5.1, 2.8.0,
+# 2.13.0 and 2.15.0 (Python 3.11; 3.12 and 3.13 on 2.15.0).
 # ---------------------------------------------------------------------------------------------
 
 _RETURNS = ("RETURN_VALUE", "RETURN_CONST")

@@ -7,6 +7,8 @@ probes are instant `dynamo.frame` / `dynamo.call` events naming their OH record,
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from frame_trace import FILE, Trace
 
@@ -213,6 +215,33 @@ def test_breaks_the_trace_never_saw_run_are_listed_with_no_cost(tmp_path):
     assert unseen["note"] == "not seen running in the trace"
 
 
+def test_auto_takes_the_explanation_beside_the_trace(tmp_path):
+    tr = Trace()
+    for k in range(3):
+        tr.one_break_call(10_000 * k, helper_us=100)
+    path = tr.write(tmp_path)
+    assert all(r["source"] != "model.py:50" for r in summary_of(path, "auto").graph_breaks.to_dicts())
+    (tmp_path / "explanation.json").write_text(json.dumps({"graph_breaks": [
+        {"reason": "Data-dependent branching", "file": FILE, "line": 50, "function": "forward",
+         "compile_ids": ["7/0"], "count": 1}]}))
+    sources = [r["source"] for r in summary_of(path, "auto").graph_breaks.to_dicts()]
+    assert sources == ["model.py:12", "model.py:50"]
+    assert [r["source"] for r in summary_of(tmp_path, "auto").graph_breaks.to_dicts()] == sources
+
+
+def test_a_frame_read_whole_gives_the_same_cost_tables_as_files_read_one_by_one(tmp_path):
+    tr = Trace()
+    for k in range(4):
+        tr.one_break_call(10_000 * k, helper_us=300 + 100 * k)
+    tr.compile(50_000, 700, "0/1")
+    path = tr.write(tmp_path)
+    whole = dynascope.summarize(dynascope.read_trace(str(path)))
+    by_file = summary_of(path)
+    for table in ("graph_breaks", "compiled_functions", "cache_entries", "recompiles"):
+        assert getattr(whole, table).equals(getattr(by_file, table)), table
+    assert by_file.graph_breaks["total_us"].to_list() == [410 + 510 + 610]  # the first call is a warm-up
+
+
 def test_recompiles_are_charged_to_the_guard_line_with_their_compile_time(tmp_path):
     tr = Trace()
     tr.compile(0, 4000, "0/0")
@@ -254,7 +283,8 @@ def test_each_break_gets_a_fix_for_its_line(reason, code, detail, says):
 @pytest.mark.parametrize(("reason", "subject", "says"), [
     ("tensor 'x' size mismatch at index 0. expected 4, actual 5", "x", "mark_dynamic(x"),
     ("tensor 'x' dtype mismatch. expected Float, actual Double", "x", "cast it"),
-    ("guard failed: n == 3", "n", "dynamic=True"),
+    ("guard failed: n == 3", "n", "torch.tensor(n)"),
+    ("___stack0 == 3", "___stack0", "keep it a tensor across the break"),
 ])
 def test_each_recompile_gets_a_fix(reason, subject, says):
     assert says in recompile_fix(reason, subject)

@@ -102,8 +102,8 @@ def frame_tables(others: pl.DataFrame) -> dict[str, pl.DataFrame]:
 
 def _with_spec_ids(rows: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple]]:
     """Each probe row's spec as a number (`_spec`, -1 for other rows), and the specs as tuples
-    (_SPEC_COLUMNS); also `_kind` (the event kinds above) and `_cid`, a graph or compile event's compile
-    id as the number of its spec-less stand-in `(cid,)`."""
+    (_SPEC_COLUMNS); also `_kind` (the event kinds above) and `_cid`, the row's compile id (a graph's
+    or a compile's, which the probes' specs do not cover)."""
     typed = rows.with_columns(
         *(pl.col(c).cast(pl.Int64 if c in _SPEC_INTS else pl.String, strict=False) for c in _SPEC_COLUMNS),
         pl.col("cat").cast(pl.String), pl.col("probe").cast(pl.String), pl.col("phase").cast(pl.String),

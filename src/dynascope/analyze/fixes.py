@@ -97,9 +97,8 @@ def recompile_fix(reason: str | None, subject: str | None = None, expected: str 
     """What to change so that a guard stops failing (the one wording: `dynascope run --no-recompiles` and
     the recompiles table both say it). `subject`: what the guard checks; `expected`: its value then."""
     why = (reason or "").lower()
-    name = subject or "the value"
-    if name.startswith("___stack"):  # Dynamo's name for a value handed to a resume function
-        name = "the value carried over the graph break"
+    carried = (subject or "").startswith("___stack")  # Dynamo's name for a value handed to a resume function
+    name = "the value carried over the graph break" if carried else subject or "the value"
     if "size mismatch" in why or "stride mismatch" in why or "dimensionality" in why:
         root = _NAME.match(subject or "")
         at = re.search(r"at index (\d+)", why)
@@ -116,6 +115,9 @@ def recompile_fix(reason: str | None, subject: str | None = None, expected: str 
         return ("the call switches between grad and no_grad (or another global setting): expected, one cache "
                 "entry per setting")
     if expected is not None or re.search(r"==|!=", why):
+        if carried:  # the function itself made it a Python number before the break
+            return (f"{name} is a Python number that Dynamo specialises on, so each new value compiles anew: "
+                    "keep it a tensor across the break (no .item() before it), or compile with dynamic=True")
         as_tensor = f"torch.tensor({name}), or " if _NAME.fullmatch(name) else ""
         return (f"{name} is a Python value that Dynamo specialises on, so each new value compiles anew: pass it "
                 f"as a tensor ({as_tensor}the tensor itself where it came from .item()), make it a fixed attribute, "

@@ -22,6 +22,7 @@ import orjson
 import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
+from ..analyze.summarize import EXPLANATION_FILE, find_beside
 from ..analyze.summary import Summary
 from ..explain.model import CompileTime, Report
 from ._fmt import (
@@ -51,7 +52,6 @@ __all__ = [
     "load_explanation", "render_html", "write_html",
 ]
 
-EXPLANATION_FILE = "explanation.json"
 COMPILE_PROFILE_FILE = "compile_profile.json"  # what `dynascope compile-profile --json` / `run --compile-profile` write
 TEMPLATES = Path(__file__).with_name("templates")
 HTML_ROWS = 200  # rows per table in the HTML (the terminal shows Summary.top)
@@ -523,13 +523,8 @@ def _compile_time_chart(times: list[CompileTime]) -> dict | None:
 def find_explanation(trace_paths: Iterable[str | Path], name: str = EXPLANATION_FILE) -> Path | None:
     """`explanation.json` (or `name`) beside the first trace that has one (in its directory, or the
     directory itself)."""
-    for raw in trace_paths:
-        p = Path(raw)
-        for d in ([p] if p.is_dir() else []) + [p.parent]:
-            candidate = d / name
-            if candidate.is_file():
-                return candidate
-    return None
+    found = find_beside(list(trace_paths), name)
+    return Path(found) if found else None
 
 
 def find_compile_profile(trace_paths: Iterable[str | Path]) -> Path | None:

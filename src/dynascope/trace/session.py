@@ -315,19 +315,20 @@ def _torch_side_events(action: str, session: TraceSession) -> None:
     imported gets them at the first compile."""
     if "torch" not in sys.modules:
         return
-    wanted = [("dynascope.capture.training", session.config.step_events, "automatic step events"),
-              ("dynascope.capture.frames", session.config.frame_events, "frame events (graph-break costs)")]
-    for module, on, what in wanted:
+    config = session.config
+    wanted = [
+        ("dynascope.capture.training", config.step_events, {"io": not config.disable_io}, "automatic step events"),
+        ("dynascope.capture.frames", config.frame_events, {}, "frame events (graph-break costs)"),
+    ]
+    for module, on, install_options, what in wanted:
         if not on:
             continue
         try:
             events = importlib.import_module(module)
-            if action != "install":
-                events.uninstall()
-            elif module.endswith("training"):
-                events.install(io=not session.config.disable_io)
+            if action == "install":
+                events.install(**install_options)
             else:
-                events.install()
+                events.uninstall()
         except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
             print(f"dynascope: no {what} ({type(exc).__name__}: {exc})", file=sys.stderr)
 
