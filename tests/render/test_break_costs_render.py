@@ -40,7 +40,8 @@ def test_terminal_table_and_narrow_blocks(tmp_path):
     assert "Graph breaks by cost" in wide and "model.py:12" in wide and "2.01 ms" in wide
     assert "fix: helper is marked torch.compiler.disable" in wide
     narrow = text_of(render_costs, s, 80)
-    assert "1. model.py:12  hits 3, per call 2.01 ms" in narrow
+    assert "1. model.py:12\n     hits 3, per call 2.01 ms" in narrow
+    assert max(len(line.rstrip()) for line in narrow.splitlines()) <= 80 and "│" not in narrow
     assert "whether compiling paid off: dynascope run --compare-eager" in text_of(render_short, s, 160)
 
 

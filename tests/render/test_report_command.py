@@ -86,9 +86,10 @@ def test_dask_options_pass_through(stub, trace_file):
 def test_bad_options_are_one_line_errors(stub, trace_file, tmp_path, capsys):
     assert cli_main(["report", str(trace_file), "--workers", "0"]) == 2
     assert cli_main(["report", str(trace_file), "--html", str(tmp_path / "r.html"), "--explanation", str(tmp_path / "none.json")]) == 2
+    assert cli_main(["report", str(trace_file), "--eager", str(tmp_path / "no-eager")]) == 2
     errs = capsys.readouterr().err.strip().splitlines()
-    assert len(errs) == 2 and all(e.startswith("dynascope report: error:") for e in errs)
-    assert "--workers" in errs[0] and "none.json" in errs[1]
+    assert len(errs) == 3 and all(e.startswith("dynascope report: error:") for e in errs)
+    assert "--workers" in errs[0] and "none.json" in errs[1] and "--eager" in errs[2] and "--compare-eager" in errs[2]
     with pytest.raises(SystemExit):  # argparse: scheduler and workers are exclusive
         cli_main(["report", str(trace_file), "--workers", "2", "--scheduler", "x"])
 

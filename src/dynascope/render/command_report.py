@@ -80,6 +80,9 @@ def main(argv: list[str]) -> int:
             f"--explanation {args.explanation}: no such file; "
             "give the explanation.json that `dynascope explain --out` or `dynascope run` wrote"
         )
+    if args.eager is not None and not args.eager.exists():
+        raise ConfigError(f"--eager {args.eager}: no such directory; give the eager/ directory that "
+                          "`dynascope run --compare-eager` wrote, or traces of an eager run")  # fmt: skip
     source = args.explanation or find_explanation(args.traces)
     explanation = load_explanation(source) if source is not None else None
     summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,

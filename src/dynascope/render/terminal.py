@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 from rich import box
 from rich.console import Console
 from rich.padding import Padding
@@ -225,16 +226,10 @@ def render_steps(summary: Summary, console: Console, top: int | None = None) -> 
 def _cost_table(summary: Summary, attr: str, limit: int | None) -> Table | None:
     """Graph breaks or recompiles by cost: the numbers, then each row's reason, code and fix in one wrapped
     cell (they are sentences: a column each would push the numbers off the screen)."""
-    spec = SPEC_BY_ATTR[attr]
-    frame = summary.table(attr)
-    if frame.height == 0:
+    shown, title = _cost_rows(summary, attr, limit)
+    if shown is None:
         return None
-    numbers = [c for c in spec.cols if c.key not in ("reason", "fix", "function")]
-    cols = [c for c in numbers if c.key in frame.columns]
-    shown = frame.head(limit) if limit is not None and frame.height > limit else frame
-    title = spec.title + _cost_subtitle(summary, attr)
-    if shown.height < frame.height:
-        title += f" (top {shown.height} of {frame.height:,})"
+    cols = [c for c in SPEC_BY_ATTR[attr].cols if c.key not in ("reason", "fix", "function") and c.key in shown.columns]
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for col in cols:
         numeric = col.kind not in ("text", "part")
@@ -250,10 +245,16 @@ def _cost_table(summary: Summary, attr: str, limit: int | None) -> Table | None:
     return table
 
 
-def _cost_subtitle(summary: Summary, attr: str) -> str:
-    if attr == "graph_breaks":
-        return " (steady state, warm-up calls left out)"
-    return ""
+def _cost_rows(summary: Summary, attr: str, limit: int | None) -> tuple[pl.DataFrame | None, str]:
+    """The rows to show (None when the table is empty) and the title that says which."""
+    frame = summary.table(attr)
+    if frame.height == 0:
+        return None, ""
+    shown = frame.head(limit) if limit is not None and frame.height > limit else frame
+    title = SPEC_BY_ATTR[attr].title + (" (steady state, warm-up calls left out)" if attr == "graph_breaks" else "")
+    if shown.height < frame.height:
+        title += f" (top {shown.height} of {frame.height:,})"
+    return shown, title
 
 
 def _why_cell(row: dict, attr: str) -> Text:
@@ -279,24 +280,17 @@ _NARROW = 120  # columns under which the cost tables are printed as blocks (the 
 
 def _cost_blocks(summary: Summary, attr: str, limit: int | None, console: Console) -> bool:
     """Graph breaks or recompiles by cost as one block per row, for a narrow terminal."""
-    frame = summary.table(attr)
-    if frame.height == 0:
+    shown, title = _cost_rows(summary, attr, limit)
+    if shown is None:
         return False
-    spec = SPEC_BY_ATTR[attr]
-    shown = frame.head(limit) if limit is not None and frame.height > limit else frame
-    title = spec.title + _cost_subtitle(summary, attr)
-    if shown.height < frame.height:
-        title += f" (top {shown.height} of {frame.height:,})"
     console.print(Text(title, style="bold"))
-    numbers = [c for c in spec.cols if c.key not in ("source", "reason", "fix", "function") and c.key in frame.columns]
+    numbers = [c for c in SPEC_BY_ATTR[attr].cols
+               if c.key not in ("source", "reason", "fix", "function") and c.key in shown.columns]  # fmt: skip
     for i, row in enumerate(shown.iter_rows(named=True), 1):
         measured = attr != "graph_breaks" or row.get("measurable")
         facts = ", ".join(f"{c.label} {fmt_value(row.get(c.key), c.kind) if measured else '–'}" for c in numbers)
-        head = Text(f"{i:>3}. ")
-        head.append(str(row.get("source") or "?"), style="cyan")
-        head.append(f"  {facts}")
-        console.print(Padding(head, (0, 0, 0, 0)))
-        console.print(Padding(_why_cell(row, attr), (0, 0, 0, 5)))
+        console.print(Text(f"{i:>3}. ").append(str(row.get("source") or "?"), style="cyan"))
+        console.print(Padding(Text(facts).append("\n").append_text(_why_cell(row, attr)), (0, 0, 0, 5), expand=False))
     return True
 
 
