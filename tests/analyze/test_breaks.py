@@ -38,6 +38,7 @@ def test_a_breaks_cost_is_the_eager_time_between_the_graphs_it_separates(tmp_pat
     assert (fn["graph_us"], fn["break_us"], fn["fallback_us"], fn["overhead_us"]) == (20, 1010, 0, 40)
     entries = {e["compile_id"]: e for e in s.cache_entries.to_dicts()}
     assert entries["0/0"]["kind"] == "function" and entries["1/0"]["kind"] == "resume function"
+    assert entries["1/0"]["function"] == "M.forward (after line 12)"
     assert entries["1/0"]["calls"] == 4 and entries["1/0"]["per_call_us"] == 30  # its enter to its exit
 
 
@@ -86,6 +87,7 @@ def test_two_breaks_are_ranked_by_cost(tmp_path):
         tr.call("exit", t + 5180)
     rows = summary_of(tr.write(tmp_path)).graph_breaks.to_dicts()
     assert [(r["source"], r["per_call_us"]) for r in rows] == [("model.py:14", 5010), ("model.py:12", 110)]
+    assert [r["function"] for r in rows] == ["M.forward (after line 12)", "M.forward"]  # resume functions as said
 
 
 def test_a_break_inside_an_inlined_function_is_one_hit_charged_to_its_line(tmp_path):

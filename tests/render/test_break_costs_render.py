@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 from frame_trace import FILE, Trace
 
@@ -51,6 +52,9 @@ def test_html_shows_the_break_beside_its_source_and_escapes_what_torch_said(tmp_
     assert "helper is marked torch.compiler.disable" in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert "2.01 ms per call" in page  # the explanation's list of breaks, with the cost beside the excerpt
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), "every anchor the navigation links to is unique"
+    assert 'href="#compiled-functions"' in page and 'id="compiled-functions"' in page
 
 
 def test_json_and_csv_rows(tmp_path):

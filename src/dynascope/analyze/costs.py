@@ -164,7 +164,7 @@ def _entries(entry: pl.DataFrame, compile_us: dict[str, int]) -> pl.DataFrame:
         side = sides.get(0) or sides[1]
         n = int(side["calls"] or 0)
         rows.append({
-            "compile_id": cid, "function": name, "kind": "resume function" if resume else "function",
+            "compile_id": cid, "function": _readable(name), "kind": "resume function" if resume else "function",
             "source": source_of(file, line), "calls": calls,
             "total_us": sum(int(r["wall_us"] or 0) for r in sides.values()),
             "per_call_us": int(side["wall_us"] or 0) / n if n else None,
@@ -252,7 +252,8 @@ def _break_row(key: tuple, site: dict, tops: dict[tuple, _Top], steps: int, expl
         "fix": break_fix(reason, site["code"], detail),
         "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
         "per_hit_us": per_hit, "share": share, "kind": "graph break",
-        "function": ", ".join(site["frames"]), "file": file, "line": line, "code": site["code"],
+        "function": ", ".join(_readable(f) or "" for f in site["frames"]), "file": file, "line": line,
+        "code": site["code"],
         "compile_ids": sorted(site["ids"], key=_id_order), "warmup_calls": site["warm_hits"],
         "warmup_us": site["warm_us"], "warmup_only": warm_only, "measurable": measurable, "note": note,
         "detail": detail,
@@ -311,7 +312,7 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
             fn = frame.get_column("qualname")[0] if frame.height else None
             file = frame.get_column("file")[0] if frame.height else None
             line = frame.get_column("line")[0] if frame.height else None
-            key = (file, line, fn, None, "unknown")
+            key = (file, line, _readable(fn), None, "unknown")
             g = groups.setdefault(key, {"ids": [], "reason": None, "code": None})
             g["ids"].append(cid)
     rows = []
@@ -330,9 +331,9 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
 
 
 def _readable(function: str | None) -> str | None:
-    """A resume function's code name as people say it: "forward (after line 33)"."""
-    m = re.match(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$", function or "")
-    return f"{m.group(1)} (after line {m.group(2)})" if m else function
+    """A resume function's (qualified) code name as people say it: "Net.forward (after line 33)"."""
+    m = re.match(r"^(.*?)torch_dynamo_resume_in_(.+)_at_(\d+)$", function or "")
+    return f"{m.group(1)}{m.group(2)} (after line {m.group(3)})" if m else function
 
 
 def _is_recompile(cid: str) -> bool:
