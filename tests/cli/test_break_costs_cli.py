@@ -95,3 +95,8 @@ def test_explain_shows_a_saved_explanation_with_the_costs_from_the_trace_beside_
     assert alone.returncode == 0 and "run time:" not in alone.stdout and "no trace beside" in alone.stderr
     bad = dynascope("explain", "out/eager.json", cwd=tmp_path)
     assert bad.returncode == 2 and "not" in bad.stderr
+    saved = tmp_path / "out" / "explanation.json"
+    before = saved.stat().st_mtime_ns
+    again = dynascope("explain", "--quiet", "--out", "out", PLANTED, "DisabledHelper", "2", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]  # --out's directory is not the run directory to show
+    assert saved.stat().st_mtime_ns > before and "This function" not in again.stdout

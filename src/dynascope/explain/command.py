@@ -8,6 +8,8 @@ script to pass everything that follows (an `--out` included) to the script untou
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import sys
@@ -45,8 +47,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def script_of(argv: list[str]) -> str | None:
+    """The script (or run directory) `argv` names, its options skipped; None where it names none."""
+    if {"-h", "--help"} & set(argv):
+        return None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ns, _ = _parser().parse_known_args(argv)
+    except SystemExit:  # no script: main() says so in one line
+        return None
+    return ns.script
+
+
 def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
+    if script_of(argv) is None and not {"-h", "--help"} & set(argv):
         raise ConfigError(f"give the script to run: {USAGE}")
     ns = _parser().parse_args(argv)
     values, script_args = trailing_options(list(ns.args), ("--out",), USAGE)

@@ -20,10 +20,10 @@ from ..explain.model import Report
 
 def _saved(argv: list[str]) -> Path | None:
     """The explanation.json the arguments name (a file, or a directory holding one), or None: a script."""
-    targets = [a for a in argv if not a.startswith("-")]
-    if not targets:
+    target = run_and_explain.script_of(argv)
+    if target is None:
         return None
-    path = Path(targets[0])
+    path = Path(target)
     if path.is_dir() and (path / EXPLANATION_FILE).is_file():
         return path / EXPLANATION_FILE
     if path.is_dir() and not (path / "__main__.py").is_file():
