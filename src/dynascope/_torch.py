@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -1018,3 +1019,55 @@ def worker_task_index(frame: Any) -> int | None:
     except Exception:  # noqa: BLE001 - a frame we cannot read gives no index, never an error in the worker
         return None
     return value if isinstance(value, int) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU time (capture/device.py): torch's profiler (Kineto, with CUPTI on CUDA) started and stopped at its
+# lowest level, so that stopping hands over Kineto's raw events without building torch.profiler's Python
+# objects for each one. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0 with CPU activity (no GPU here):
+# torch.autograd.profiler.profile's _prepare_trace/_start_trace (they build the ProfilerConfig, whose
+# arguments change between releases), torch.autograd._disable_profiler, and _KinetoEvent's accessors.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Activity:
+    """One event of torch's profiler: on a device (a kernel, a copy) or on the CPU (a CUDA runtime call)."""
+
+    name: str
+    on_device: bool  # ran on the accelerator (else a CPU-side event)
+    device: int  # the device's index (CPU events: -1)
+    resource: int  # the stream (device events) or the native thread id (CPU events)
+    start_ns: int  # epoch nanoseconds
+    end_ns: int
+    correlation: int  # a kernel and the runtime call that launched it share it (CUPTI's correlation id)
+
+
+def start_activity(cuda: bool) -> None:
+    """Start torch's profiler: CUDA activity only (kernels, copies, memsets, runtime calls), or, with
+    `cuda` False, CPU operator events (what the tests use on machines without a GPU)."""
+    profiler = importlib.import_module("torch.autograd.profiler")
+    try:
+        prof = profiler.profile(use_device="cuda" if cuda else None, use_cpu=not cuda, use_kineto=True)
+        prof._prepare_trace()
+        prof._start_trace()
+    except AttributeError as exc:
+        raise moved("torch.autograd.profiler.profile._prepare_trace/_start_trace", exc) from exc
+
+
+def stop_activity() -> list[Activity]:
+    """Stop the profiler `start_activity` started (on the same thread) and return its events."""
+    autograd = importlib.import_module("torch.autograd")
+    disable = getattr(autograd, "_disable_profiler", None)
+    if disable is None:
+        raise moved("torch.autograd._disable_profiler")
+    result = disable()
+    cpu = importlib.import_module("torch").device("cpu").type
+    out = []
+    for e in result.events():
+        on_device = str(e.device_type()).rsplit(".", 1)[-1].lower() != cpu
+        start = int(e.start_ns())
+        out.append(Activity(e.name(), on_device, int(e.device_index()) if on_device else -1,
+                            int(e.device_resource_id()), start, start + int(e.duration_ns()),
+                            int(e.correlation_id())))  # fmt: skip
+    return out

@@ -21,7 +21,7 @@ from ..trace import fileio
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
-from . import compile_events, frames, kernels, untraced
+from . import compile_events, device, frames, kernels, untraced
 from .attribution import attribution, event_name, graph_label, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
@@ -129,6 +129,8 @@ class TracingBackend:
             training.install(io=not session.config.disable_io)  # a session opened before torch was imported
         if session.config.frame_events and not frames.installed():
             frames.install()
+        if session.config.device_time and not device.installed() and uses_cuda(gm):
+            device.install(session)  # a session opened before torch was imported
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 

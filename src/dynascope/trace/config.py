@@ -57,6 +57,7 @@ class TraceConfig:
     disable_io: bool = False  # no Python file I/O events (fileio.py): DFTRACER_DISABLE_IO, as pydftracer
     step_events: bool = True  # data loading, backward, optimizer, torch.save/load (capture/training.py)
     frame_events: bool = True  # compiled frames' starts and returns, compiled calls (capture/frames.py)
+    device_time: bool = True  # what ran on the GPU, joined to the ops that launched it (capture/device.py)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> TraceConfig:
@@ -69,6 +70,7 @@ class TraceConfig:
             disable_io=env_flag("DISABLE_IO", False),
             step_events=env_flag("STEP_EVENTS", True),
             frame_events=env_flag("FRAME_EVENTS", True),
+            device_time=env_flag("DEVICE_TIME", True),
         )
         overrides = {k: v for k, v in overrides.items() if v is not None}
         config = replace(config, **overrides)

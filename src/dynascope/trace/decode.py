@@ -35,6 +35,7 @@ import orjson
 from . import layout
 from .buffers import MARK
 from .hashing import hash16
+from .launches import GPU_CAT, DeviceRecord, LaunchIndex, by_thread, device_args, gpu_tid
 from .ops import TABLE
 from .probes import CALL_CAT, FRAME_CAT
 
@@ -82,6 +83,8 @@ class Decoder:
         self.file_hashes: dict[str, str] = {}  # paths as recorded -> their hash (FH record written)
         self.file_names: set[str] = set()  # the (normalised) names of the FH records written
         self._io_templates: dict[tuple[str, str | None, int], bytes] = {}
+        self.launches: LaunchIndex | None = None  # set while device activity is collected (launches.py)
+        self._gpu_tracks: set[int] = set()  # device tracks named in this file
 
     # -- static strings -------------------------------------------------------------------------
 
@@ -233,6 +236,8 @@ class Decoder:
             if why == oplines.HELD:
                 stream.pending = values[index:].copy()
             if why != oplines.BUFFER_FULL:
+                if self.launches is not None:  # device activity is collected: keep what launched it
+                    self.launches.add(stream.tid, values[:index] if why == oplines.HELD else values)
                 return
 
     def _buffer(self, line_max: int, call_lines: int) -> np.ndarray:
@@ -241,6 +246,34 @@ class Decoder:
         if self._out.size < size:
             self._out = np.empty(size, dtype=np.uint8)
         return self._out
+
+    # -- device activity (launches.py) ----------------------------------------------------------
+
+    def device_lines(self, records: list[DeviceRecord]) -> bytes:
+        """The lines of device activity records: each joined to the op that launched it, on its own track."""
+        launchers = np.full(len(records), -1, dtype=np.int64)
+        if self.launches is not None:
+            for tid, picks in by_thread(records).items():
+                at = np.fromiter((records[i].launch_ns for i in picks), dtype=np.int64, count=len(picks))
+                launchers[picks] = self.launches.launchers(tid, at)
+        lines = []
+        for record, spec in zip(records, launchers.tolist(), strict=True):
+            tid = gpu_tid(record.device, record.stream)
+            if tid not in self._gpu_tracks:
+                self._gpu_tracks.add(tid)
+                lines.append(self.track_name_line(tid, f"GPU {record.device} stream {record.stream}"))
+            number = self.op_number(spec) if spec >= 0 else None
+            name = TABLE.specs[spec].name if spec >= 0 else None
+            ts = (record.start_ns + self.offset_ns) // 1000
+            dur = (record.end_ns + self.offset_ns) // 1000 - ts
+            args = device_args(record, number, name, self.offset_ns)
+            lines.append(self.event_line(self._take_id(), record.name, GPU_CAT, tid, ts, dur, -1, 1, args))
+        return b"".join(lines)
+
+    def track_name_line(self, tid: int, name: str) -> bytes:
+        record = {"name": "thread_name", "cat": "dftracer", "pid": self.pid, "tid": tid, "ph": "M",
+                  "args": {"hhash": self.hhash, "name": name, "value": "thread_name"}}  # fmt: skip
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
 
     # -- Python-side records --------------------------------------------------------------------
 

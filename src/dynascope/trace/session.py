@@ -159,6 +159,16 @@ class TraceSession:
         if self._writer is not None and not self.closed:
             self._writer.flush()
 
+    def collect_launches(self) -> None:
+        """Device activity will be added (capture/device.py): the writer keeps what launched it."""
+        if self._writer is not None and not self.closed:
+            self._writer.collect_launches()
+
+    def add_device_records(self, records: list, until_ns: int) -> None:
+        """Device activity (launches.DeviceRecord) launched up to `until_ns` (our clock), for the next flush."""
+        if self._writer is not None:
+            self._writer.add_device_records(records, until_ns)
+
     @property
     def events_written(self) -> int:
         return self._writer.decoder.events if self._writer else 0
@@ -253,7 +263,8 @@ def session(path: str | None = None, **options: Any) -> TraceSession:
 
     Works as a context manager (`with dynascope.session("run.pfw.gz"): ...`) or on its own (call
     `.finalize()`, or let interpreter exit close it). Options: compression, compression_level,
-    inline_args, record_shapes, flush_interval_s, disable_io, step_events, frame_events (see TraceConfig);
+    inline_args, record_shapes, flush_interval_s, disable_io, step_events, frame_events, device_time (see
+    TraceConfig);
     environment variables fill the rest.
     """
     config_fields = {k: options.pop(k) for k in list(options) if k in TraceConfig.__dataclass_fields__}
@@ -309,16 +320,17 @@ def open_in_child(spec: tuple) -> TraceSession | None:
 
 
 def _torch_side_events(action: str, session: TraceSession) -> None:
-    """Install (or remove) the automatic training-step events (capture/training.py) and the frame
-    probes (capture/frames.py) where torch is already imported. Imported by name: this package stays
+    """Install (or remove) the automatic training-step events (capture/training.py), the frame probes
+    (capture/frames.py) and the GPU activity (capture/device.py) where torch is already imported. Imported by name: this package stays
     torch-free, and a process without torch never loads them. A session opened before torch was
     imported gets them at the first compile."""
     if "torch" not in sys.modules:
         return
     config = session.config
-    wanted = [
+    wanted: list[tuple[str, bool, dict[str, Any], str]] = [
         ("dynascope.capture.training", config.step_events, {"io": not config.disable_io}, "automatic step events"),
         ("dynascope.capture.frames", config.frame_events, {}, "frame events (graph-break costs)"),
+        ("dynascope.capture.device", config.device_time, {"session": session}, "device times (GPU)"),
     ]
     for module, on, install_options, what in wanted:
         if not on:

@@ -18,6 +18,7 @@ import orjson
 
 from . import buffers
 from .decode import Decoder, ThreadStream
+from .launches import DeviceRecord, LaunchIndex
 
 _fast_zlib: ModuleType | None
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same gzip format
@@ -41,6 +42,7 @@ class TraceWriter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: str | None = None
+        self._device: list[tuple[list[DeviceRecord], int]] = []  # batches of device activity, and until when
 
     def start(self, header_lines: list[str]) -> None:
         self.write(["[", *header_lines])
@@ -68,6 +70,7 @@ class TraceWriter:
             try:
                 for buffer in final_buffers if final_buffers is not None else buffers.registered():
                     self._drain(buffer, final, member.add)
+                self._device_out(member.add)  # after the drains: the readings that launched them are in
             except Exception as exc:  # noqa: BLE001 - the trace must not take the user's program down
                 self._report_failure(exc)
             if member.size:
@@ -85,6 +88,24 @@ class TraceWriter:
             self._named_threads.add(buffer.tid)
             emit(self.thread_name_line(buffer))
         self.decoder.decode(stream, chunk, lambda last: buffers.take_side(buffer, last), final, emit)
+
+    def collect_launches(self) -> None:
+        """Device activity will come (add_device_records): keep each thread's readings to join it to."""
+        if self.decoder.launches is None:
+            self.decoder.launches = LaunchIndex()
+
+    def add_device_records(self, records: list[DeviceRecord], until_ns: int) -> None:
+        """Device activity launched up to `until_ns` (our clock), written at the next flush."""
+        with self._flush_lock:
+            self._device.append((records, until_ns))
+
+    def _device_out(self, emit) -> None:
+        batches, self._device = self._device, []
+        for records, until_ns in batches:
+            if records:
+                emit(self.decoder.device_lines(records))
+            if self.decoder.launches is not None:
+                self.decoder.launches.forget_before(until_ns)
 
     def thread_named(self, tid: int) -> None:
         """The header already named this thread."""
