@@ -10,11 +10,12 @@ __all__ = ["dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
 INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
     "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid", "opt", "loader", "batch",
-    "worker", "workers", "resume", "graphs", "breaks", "break_line", "break_at",
+    "worker", "workers", "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "ltid", "launch",
 }  # fmt: skip
 CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
     "op_type", "target", "layer", "module_type", "file", "code", "backend", "tracer", "shapes", "dtypes",
+    "launcher", "activity",
 }  # fmt: skip
 # event categories: op events, graph calls, compile phases, the whole step's automatic events (data
 # loading, backward, optimizer, file I/O); any other cat but these is a user region
@@ -28,9 +29,10 @@ TORCH_IO_CAT = "torch.io"
 POSIX_CAT = "POSIX"
 FRAME_CAT = "dynamo.frame"  # a compiled frame starts or returns (an instant; trace/probes.py)
 CALL_CAT = "dynamo.call"  # a call of a torch.compile'd function begins or ends
+GPU_CAT = "gpu"  # what ran on a device, on its own track (trace/launches.py)
 NON_REGION_CATS = [
     OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,
-    POSIX_CAT, FRAME_CAT, CALL_CAT,
+    POSIX_CAT, FRAME_CAT, CALL_CAT, GPU_CAT,
 ]  # fmt: skip
 
 BASE_COLUMNS = ["trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from . import gpu
 from .costs import cost_tables
 from .files import finish_files
 from .partial import KERNEL_KEYS, Partial
@@ -59,6 +60,12 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
     by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(
         "epoch", "step", "total_us", "op_us", "op_count", "regions", *PART_COLUMNS, "compiles", *LIST_COLUMNS
     )
+    if p.gpu.height:  # device time beside CPU time (analyze/gpu.py)
+        by_op = gpu.with_gpu_by_op(by_op, p.gpu)
+        by_layer = gpu.with_gpu_by_layer(by_layer, p.gpu)
+        by_kernel = gpu.with_gpu_by_kernel(by_kernel, p.gpu)
+        busy = p.step.sort(["epoch", "step"], nulls_last=False).get_column("gpu_us")
+        by_step = by_step.with_columns(busy.alias("gpu_us"), (pl.col("total_us") - busy).alias("gpu_idle_us"))
     stats = step_stats(by_step)
     by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
         "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"
@@ -104,6 +111,7 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         step_stats=stats,
         slow_steps=slow_steps(by_step, stats),
         by_file=finish_files(p.file),
+        by_device=gpu.by_device(p.gpu),
         **cost_tables(p, _step_count(by_step), explanation),
     )
 

@@ -20,7 +20,7 @@ from typing import cast
 
 import polars as pl
 
-from . import breaks
+from . import breaks, gpu
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
 from .files import FILE_SCHEMA, file_table
 from .reader import FileReader, ReadInfo, read_file_reduced
@@ -46,16 +46,17 @@ KERNEL_FIELDS = ["kernel_kind", "target", "layers", "lines", "code", "kernel_cod
 SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
-    "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"),
+    "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
 ]  # fmt: skip
 
 _STR_KEYS = [
     "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
-    "qualname", "function", "file", "top_qualname", "top_file", "break_file", "break_code", "reason",
+    "qualname", "function", "file", "top_qualname", "top_file", "break_file", "break_code", "reason", "launcher",
+    "activity",
 ]  # fmt: skip
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
-             "resume", "graphs", "breaks", "break_line", "break_at")  # fmt: skip
+             "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream")  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -113,6 +114,7 @@ class Partial:
     entry: pl.DataFrame = field(default_factory=lambda: _empty("entry"))
     call_hist: pl.DataFrame = field(default_factory=lambda: _empty("call_hist"))
     fn_ids: pl.DataFrame = field(default_factory=lambda: _empty("fn_ids"))
+    gpu: pl.DataFrame = field(default_factory=lambda: _empty("gpu"))  # device time per launcher (analyze/gpu.py)
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -130,6 +132,7 @@ _KEYS = {
     "entry": breaks.ENTRY_KEYS,
     "call_hist": ["qualname", "file", "line", "warmup", "dur"],
     "fn_ids": ["qualname", "file", "line", "compile_id"],
+    "gpu": gpu.GPU_KEYS,
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -140,13 +143,14 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
               "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
     "step": {"epoch": pl.Int64, "step": pl.Int64,
              "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64,
-             **dict.fromkeys(PART_COLUMNS, pl.Int64), "compiles": pl.Int64,
+             **dict.fromkeys(PART_COLUMNS, pl.Int64), "compiles": pl.Int64, "gpu_us": pl.Int64,
              **dict.fromkeys(LIST_COLUMNS, pl.List(pl.String))},
     "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64,
                 "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
     "compile": {"compile_id": pl.String, "total_us": pl.Int64},
     "file": FILE_SCHEMA,
     **breaks.SCHEMAS,
+    "gpu": gpu.GPU_SCHEMA,
 }  # fmt: skip
 
 
@@ -455,6 +459,7 @@ def _core(
         compile=compile_tbl,
         file=file_table(others),
         meta=meta,
+        gpu=gpu.gpu_partial(others),
         **breaks.frame_tables(others),
     )
 
@@ -489,14 +494,16 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     numbers, listed = step_parts(f, windows)
     keys = ["epoch", "step"]
     found = pl.concat([windows, numbers], how="horizontal")
+    busy = gpu.busy_in_windows(f, windows)
     out = (
-        found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count))
+        found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count), pl.Series("gpu_us", busy))
         .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("regions"),
             pl.col("dur").sum().alias("total_us"),
             pl.col("op_us").sum(),
             pl.col("op_count").sum(),
+            pl.col("gpu_us").sum(),
             *(pl.col(c).sum() for c in (*PART_COLUMNS, "compiles")),
         )
     )

@@ -136,6 +136,11 @@ class Summary:
     #   speedup, saving_us, compile_us, breakeven_calls, noisy, verdict: the run against its eager
     #   comparison run (analyze/payoff.py); empty unless compared (`dynascope run --compare-eager`).
     vs_eager: pl.DataFrame = field(default_factory=_empty)
+    # device, stream, activity ("kernel" / "memcpy" / "memset"), count, total_us, share (of all device time),
+    #   launched (the share of it launched inside a traced op): what ran on the GPU (analyze/gpu.py).  Empty
+    #   without device events.  Where there are, by_op, by_layer and by_kernel gain gpu_us (the device time
+    #   of what each row launched) and by_step gains gpu_us (busy) and gpu_idle_us (the GPU waited).
+    by_device: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -147,5 +152,5 @@ class Summary:
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
-    "vs_eager",
+    "vs_eager", "by_device",
 )  # fmt: skip

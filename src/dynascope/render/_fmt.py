@@ -53,6 +53,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("cat", "cat"),
             Col("count", "count", "int"),
             Col("total_us", "total", "us"),
+            Col("gpu_us", "GPU", "us"),
             Col("mean_us", "mean", "us"),
             Col("p50_us", "p50", "us"),
             Col("p95_us", "p95", "us"),
@@ -68,6 +69,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("phase", "phase"),
             Col("count", "calls", "int"),
             Col("total_us", "total", "us"),
+            Col("gpu_us", "GPU", "us"),
             Col("mean_us", "mean", "us"),
             Col("share", "share", "share"),
             Col("fused", "fused ops"),
@@ -82,6 +84,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("module_type", "module"),
             Col("count", "ops", "int"),
             Col("total_us", "total", "us"),
+            Col("gpu_us", "GPU", "us"),
             Col("forward_us", "forward", "us"),
             Col("backward_us", "backward", "us"),
             Col("share", "share", "share"),
@@ -95,6 +98,20 @@ TABLES: tuple[TableSpec, ...] = (
             Col("count", "ops", "int"),
             Col("total_us", "total", "us"),
             Col("share", "share", "share"),
+        ),
+        limit_to_top=False,
+    ),
+    TableSpec(
+        "by_device",
+        "What ran on the GPU",
+        (
+            Col("device", "device", "id"),
+            Col("stream", "stream", "id"),
+            Col("activity", "kind"),
+            Col("count", "count", "int"),
+            Col("total_us", "busy", "us"),
+            Col("share", "share", "share"),
+            Col("launched", "launched by an op", "share"),
         ),
         limit_to_top=False,
     ),
@@ -123,6 +140,8 @@ TABLES: tuple[TableSpec, ...] = (
             Col("saved", "saved", "names"),
             Col("op_us", "op time", "us"),
             Col("op_count", "ops", "int"),
+            Col("gpu_us", "GPU busy", "us"),
+            Col("gpu_idle_us", "GPU idle", "us"),
         ),
     ),
     TableSpec(
@@ -385,7 +404,9 @@ def step_cols(summary: Summary) -> list[Col]:
         series = frame.get_column(col.key)
         if col.kind == "names":
             empty = series.null_count() == frame.height or not series.list.len().fill_null(0).sum()
-        elif (col.key.endswith("_us") and col.key not in ("total_us", "op_us")) or col.key == "compiles":
+        elif (col.key.endswith("_us") and col.key not in ("total_us", "op_us", "gpu_us", "gpu_idle_us")) or (
+            col.key == "compiles"
+        ):
             empty = not series.fill_null(0).sum()
         elif col.key == "epoch":
             empty = series.null_count() == frame.height

@@ -118,7 +118,7 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             info = ReadInfo.merged(r.info for r in reads)
             tracks = _Tracks.of(reads)
             writer.write_all(tracks.records())
-            flows = _batch_flows(reads, tracks)
+            flows = _batch_flows(reads, tracks) + _gpu_flows(reads)
             stats.flows = len(flows) // 2
             writer.write_all(flows)
             writer.write_all(orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS) for m in info.marks)
@@ -136,7 +136,8 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     groups = _with_identity(read.groups)
     events = _events(read.events, groups)
     parts = _parts(groups)
-    facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups))
+    facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups),
+                      launches=_gpu_launches(events, groups))  # fmt: skip
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
     written, clipped = _write_slices(writer, events, parts)
@@ -192,6 +193,7 @@ class _FileRead:
     starts: dict[Any, dict] = field(default_factory=dict)  # pid -> its start record's row
     fetches: pl.DataFrame | None = None  # the file's dataloader.fetch events (_loader_events)
     nexts: pl.DataFrame | None = None  # the file's dataloader.next events with a batch
+    launches: pl.DataFrame | None = None  # the file's device events with their launch (_gpu_launches)
 
 
 def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict, dict]:
@@ -448,6 +450,37 @@ def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
         out.append(orjson.dumps({**common, "ph": "s", "pid": r["w_pid"], "tid": r["w_tid"], "ts": r["w_ts"]}))
         end = max(r["ts"], r["end"] - 1)
         out.append(orjson.dumps({**common, "ph": "f", "bp": "e", "pid": r["pid"], "tid": r["tid"], "ts": end}))
+    return out
+
+
+def _gpu_launches(events: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
+    """A file's device events (trace/launches.py) with the thread and instant that launched them: pid,
+    tid, ts (the device slice), ltid, launch."""
+    if not {"ltid", "launch"} <= set(groups.columns) or events.height == 0:
+        return None
+    facts = groups.select(
+        (pl.col("cat").cast(pl.String) == "gpu").fill_null(False).alias("__gpu"),
+        pl.col("ltid").cast(pl.Int64, strict=False),
+        pl.col("launch").cast(pl.Int64, strict=False),
+    )
+    rows = pl.concat([events.select("pid", "tid", "ts"), facts.gather(events.get_column("__s"))], how="horizontal")
+    rows = rows.filter(pl.col("__gpu") & pl.col("ltid").is_not_null() & pl.col("launch").is_not_null())
+    return rows.drop("__gpu") if rows.height else None
+
+
+def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
+    """A flow arrow from each launching op (the slice open at the launch on its thread) to the device
+    slice it started."""
+    out = []
+    n = 0
+    for read in reads:
+        if read.launches is None:
+            continue
+        for pid, tid, ts, ltid, launch in read.launches.iter_rows():
+            n += 1
+            common = {"name": "launch", "cat": "gpu", "id": f"gpu{n}"}
+            out.append(orjson.dumps({**common, "ph": "s", "pid": pid, "tid": ltid, "ts": launch}))
+            out.append(orjson.dumps({**common, "ph": "f", "bp": "e", "pid": pid, "tid": tid, "ts": max(ts, launch)}))
     return out
 
 

@@ -341,10 +341,13 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
     for warning in meta_warnings(summary):
         console.print(Text(f"warning: {warning}", style="yellow"))
     printed = int(render_steps(summary, console, top))
+    gpu = gpu_idle_line(summary)
+    if gpu:
+        console.print(Text(gpu))
     printed += int(render_files(summary, console, top))
     printed += render_costs(summary, console, top)
-    order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_phase", *op_tables(summary), "by_layer",
-             "by_graph", "by_process")  # fmt: skip
+    order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_device", "by_phase", *op_tables(summary),
+             "by_layer", "by_graph", "by_process")  # fmt: skip
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
         table = summary_table(summary, spec, top if spec.limit_to_top else None)
@@ -369,6 +372,9 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Text(f"warning: {warning}", style="yellow"))
     for line in short_step_lines(summary):
         console.print(Text(line))
+    gpu = gpu_idle_line(summary)
+    if gpu:
+        console.print(Text(gpu))
     view = file_view(summary)
     if view is not None:
         console.print(Text(io_line(view)))
@@ -384,6 +390,20 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(table)
     else:
         console.print("no op events in the trace")
+
+
+def gpu_idle_line(summary: Summary) -> str | None:
+    """How long the GPU worked and waited within the steps, where the trace has device events."""
+    steps = step_rows(summary.table("by_step"))
+    if "gpu_idle_us" not in steps.columns or steps.height == 0:
+        return None
+    wall = int(steps.get_column("total_us").sum() or 0)
+    busy = int(steps.get_column("gpu_us").sum() or 0)
+    if not wall:
+        return None
+    idle = max(wall - busy, 0)
+    return (f"GPU: busy {fmt_us(busy)} of the steps' {fmt_us(wall)}; idle {fmt_us(idle)} ({idle / wall:.0%}), "
+            "time the GPU waited for the CPU")  # fmt: skip
 
 
 def short_step_lines(summary: Summary, slowest: int = 2) -> list[str]:

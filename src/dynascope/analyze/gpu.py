@@ -1,0 +1,120 @@
+"""GPU time in the summaries: device events ("gpu", trace/launches.py) summed per op, layer and kernel,
+per device and stream, and the GPU's busy time within each step (the rest of the step it waited).
+
+A device event's `launcher` names the op (or inductor kernel) event that launched it, and its OH reference
+gives that op's layer, phase, graph and compile id; an activity launched outside every traced op (eager
+code between graphs, torch's own copies) has no launcher and counts only per device and per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from .columns import GPU_CAT
+
+GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity"]
+GPU_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    **dict.fromkeys(GPU_KEYS, pl.String), "device": pl.Int64, "stream": pl.Int64, "n": pl.Int64, "total_us": pl.Int64,
+}  # fmt: skip
+
+
+def gpu_rows(others: pl.DataFrame) -> pl.DataFrame:
+    return others.filter((pl.col("cat").cast(pl.String) == GPU_CAT).fill_null(False))
+
+
+def gpu_partial(others: pl.DataFrame) -> pl.DataFrame:
+    """Device time summed per launcher, attribution, device, stream and kind (mergeable)."""
+    rows = gpu_rows(others)
+    if rows.height == 0:
+        return pl.DataFrame(schema=GPU_SCHEMA)
+    out = rows.group_by(GPU_KEYS).agg(pl.len().cast(pl.Int64).alias("n"), pl.col("dur").sum().alias("total_us"))
+    return out.select([pl.col(c).cast(t, strict=False) for c, t in GPU_SCHEMA.items()])
+
+
+def busy_in_windows(others: pl.DataFrame, windows: pl.DataFrame) -> np.ndarray:
+    """Per step window: how long a device of the window's process was busy within it (µs, the union of
+    its device events clipped to the window)."""
+    out = np.zeros(windows.height, dtype=np.int64)
+    rows = gpu_rows(others)
+    if rows.height == 0 or windows.height == 0:
+        return out
+    for (pid,), events in rows.group_by(["pid"]):
+        starts = events.get_column("ts").to_numpy().astype(np.int64)
+        s, e = _union(starts, starts + events.get_column("dur").to_numpy().astype(np.int64))
+        reach = np.concatenate([[0], np.cumsum(e - s)])
+        mine = np.flatnonzero(windows.get_column("pid").to_numpy() == pid)
+        a = windows.get_column("ts").to_numpy()[mine].astype(np.int64)
+        b = a + windows.get_column("dur").to_numpy()[mine].astype(np.int64)
+        out[mine] = _covered(s, e, reach, b) - _covered(s, e, reach, a)
+    return out
+
+
+def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def _covered(s: np.ndarray, e: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Busy time in (-inf, t) for each t, over disjoint sorted intervals [s, e)."""
+    i = np.searchsorted(s, t, side="right") - 1
+    inside = np.where(i >= 0, np.minimum(t, e[np.maximum(i, 0)]) - s[np.maximum(i, 0)], 0)
+    return np.where(i >= 0, before[np.maximum(i, 0)] + np.maximum(inside, 0), 0)
+
+
+# -- finishing: the columns the tables gain ---------------------------------------------------------
+
+
+def with_gpu_by_op(by_op: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """by_op + gpu_us (the device time of what each op launched)."""
+    launched = gpu.filter(pl.col("launcher").is_not_null())
+    per = launched.group_by("launcher").agg(pl.col("total_us").sum().alias("gpu_us"))
+    return _joined(by_op, per, ["name"], ["launcher"])
+
+
+def with_gpu_by_layer(by_layer: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    per = gpu.filter(pl.col("launcher").is_not_null()).group_by(["layer", "module_type"]).agg(
+        pl.col("total_us").sum().alias("gpu_us")
+    )
+    return _joined(by_layer, per, ["layer", "module_type"], ["layer", "module_type"])
+
+
+def with_gpu_by_kernel(by_kernel: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    per = gpu.filter(pl.col("launcher").is_not_null()).group_by(["launcher", "compile_id", "graph", "phase"]).agg(
+        pl.col("total_us").sum().alias("gpu_us")
+    )
+    keys = ["name", "compile_id", "graph", "phase"]
+    return _joined(by_kernel, per, keys, ["launcher", "compile_id", "graph", "phase"])
+
+
+def _joined(table: pl.DataFrame, per: pl.DataFrame, left: list[str], right: list[str]) -> pl.DataFrame:
+    if table.height == 0 or per.height == 0 or not set(left) <= set(table.columns):
+        return table
+    per = per.with_columns(pl.col(c).cast(pl.String) for c in right)
+    out = table.with_columns(pl.col(c).cast(pl.String).alias(f"__{c}") for c in left)
+    out = out.join(per, left_on=[f"__{c}" for c in left], right_on=right, how="left", nulls_equal=True)
+    return out.drop([f"__{c}" for c in left]).with_columns(pl.col("gpu_us").fill_null(0))
+
+
+def by_device(gpu: pl.DataFrame) -> pl.DataFrame:
+    """device, stream, activity, count, total_us, share (of all device time), launched (share of it that
+    a traced op launched)."""
+    if gpu.height == 0:
+        return pl.DataFrame()
+    out = (
+        gpu.group_by(["device", "stream", "activity"])
+        .agg(
+            pl.col("n").sum().alias("count"),
+            pl.col("total_us").sum(),
+            pl.col("total_us").filter(pl.col("launcher").is_not_null()).sum().alias("launched_us"),
+        )
+        .sort(["device", "stream", "total_us"], descending=[False, False, True])
+    )
+    total = int(out.get_column("total_us").sum() or 0)
+    return out.with_columns(
+        (pl.col("total_us") / total if total else pl.lit(0.0)).alias("share"),
+        (pl.col("launched_us") / pl.col("total_us")).fill_nan(0.0).alias("launched"),
+    ).drop("launched_us")

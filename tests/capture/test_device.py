@@ -1,0 +1,203 @@
+"""GPU time on CPU machines: the device-activity path (capture/device.py -> the writer's join ->
+"gpu" events -> summaries and the Chrome export) driven by sources that need no GPU.
+
+- `CpuOpsSource` reads torch's profiler exactly as the CUDA source does, but with CPU activity: each
+  outermost aten op stands for a kernel that its own thread launched when it began. Real profiler
+  times, the real clock alignment, the real join to dynascope's op events.
+- `PlannedSource` hands back device intervals planned by the test (a known busy time in each step).
+The CUDA source itself is exercised by the `gpu` tests at the end, which skip without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+import torch
+
+import dynascope
+from dynascope import _torch
+from dynascope.capture import device
+from dynascope.render.chrome import convert
+from dynascope.trace.buffers import now_ns
+from dynascope.trace.launches import DeviceRecord
+
+STANDS_IN = {"aten::addmm": "function.addmm.default", "aten::mm": "function.mm.default",
+             "aten::relu": "function.relu.default", "aten::threshold_backward": "function.threshold_backward.default"}  # fmt: skip
+
+
+class CpuOpsSource:
+    def start(self):
+        self.offset = device.epoch_offset()
+        _torch.start_activity(cuda=False)
+
+    def stop(self):
+        picked = [a for a in _torch.stop_activity() if a.name in STANDS_IN]
+        outer = []  # an aten op calls itself through the dispatcher: keep the outermost of each nest
+        for a in sorted(picked, key=lambda a: (a.start_ns, -a.end_ns)):
+            if not outer or a.start_ns >= outer[-1].end_ns or a.resource != outer[-1].resource:
+                outer.append(a)
+        self.records = [DeviceRecord(a.name, "kernel", 0, 7, a.start_ns - self.offset, a.end_ns - self.offset,
+                                     a.resource, a.start_ns - self.offset) for a in outer]  # fmt: skip
+        return self.records
+
+
+class PlannedSource:
+    """Device intervals planned by the test: `plan` is called at stop and returns the records."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def start(self):
+        pass
+
+    def stop(self):
+        return self.plan()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+
+
+def run_with(tmp_path, source, steps=4, regions=True):
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=source)
+        for i in range(steps):
+            if regions:
+                with dynascope.region("step", step=i):
+                    model(torch.randn(8, 16)).sum().backward()
+            else:
+                model(torch.randn(8, 16)).sum().backward()
+    assert not device.installed()  # the session's end stopped it
+    return dynascope.read_trace(str(tmp_path))
+
+
+def test_each_kernel_is_joined_to_the_op_that_launched_it(tmp_path):
+    source = CpuOpsSource()
+    frame = run_with(tmp_path, source)
+    gpu = frame.filter(pl.col("cat") == "gpu")
+    ops = frame.filter(pl.col("cat") == "dynamo")
+    assert gpu.height == len(source.records) > 0
+    attributed = gpu.filter(pl.col("launcher").is_not_null())
+    # every op of the graphs launched its kernel: the ones left are the user's eager .sum() and compile's own
+    assert attributed.height >= 4 * 3 * 2
+    for row in attributed.iter_rows(named=True):
+        assert row["launcher"] == STANDS_IN[row["name"]]  # aten::addmm came from function.addmm.default
+        holder = ops.filter((pl.col("tid") == row["ltid"]) & (pl.col("ts") <= row["launch"])
+                            & (pl.col("ts") + pl.col("dur") >= row["launch"]))  # fmt: skip
+        assert row["launcher"] in holder.get_column("name").cast(pl.String).to_list()
+        assert row["phase"] in ("forward", "backward") and row["layer"] in ("0", "1", "2")
+    # its own track, named for the device and stream
+    assert gpu.get_column("tid").n_unique() == 1 and gpu.get_column("tid")[0] not in ops.get_column("tid").to_list()
+    assert set(attributed.get_column("device").to_list()) == {0} and set(attributed.get_column("stream").to_list()) == {7}
+
+
+def test_summaries_put_gpu_time_beside_cpu_time(tmp_path):
+    source = CpuOpsSource()
+    frame = run_with(tmp_path, source)
+    attributed = frame.filter((pl.col("cat") == "gpu") & pl.col("launcher").is_not_null())
+    want = dict(attributed.group_by(pl.col("launcher").cast(pl.String)).agg(pl.col("dur").sum()).iter_rows())
+    from_files = dynascope.summarize_files(str(tmp_path))
+    from_rows = dynascope.summarize(frame)
+    for summary in (from_files, from_rows):
+        got = {r["name"]: r["gpu_us"] for r in summary.by_op.iter_rows(named=True) if r["gpu_us"]}
+        assert got == want
+        layers = {r["layer"]: r["gpu_us"] for r in summary.by_layer.iter_rows(named=True)}
+        assert sum(layers.values()) == sum(want.values()) and layers["1"] > 0  # ReLU's kernels
+        [row] = summary.by_device.to_dicts()
+        assert (row["device"], row["stream"], row["activity"]) == (0, 7, "kernel")
+        assert row["count"] == len(source.records) and 0 < row["launched"] <= 1
+        assert {"gpu_us", "gpu_idle_us"} <= set(summary.by_step.columns)
+    assert from_files.by_step.equals(from_rows.by_step)
+
+
+def test_gpu_idle_in_each_step_is_what_the_device_did_not_cover(tmp_path):
+    marks = []
+
+    def plan():  # busy for the first half of each step, in two overlapping kernels on two streams
+        out = []
+        for a, b in marks:
+            half = a + (b - a) // 2
+            out.append(DeviceRecord("k1", "kernel", 0, 7, a, a + (b - a) // 3, 0, 0))
+            out.append(DeviceRecord("k2", "kernel", 0, 9, a + (b - a) // 4, half, 0, 0))
+        return out
+
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=PlannedSource(plan))
+        for i in range(3):
+            with dynascope.region("step", step=i):
+                a = now_ns()
+                model(torch.randn(8, 16)).sum().backward()
+                marks.append((a, now_ns()))
+    summary = dynascope.summarize_files(str(tmp_path))
+    for row in summary.by_step.iter_rows(named=True):
+        assert row["gpu_us"] + row["gpu_idle_us"] == row["total_us"]
+        assert row["gpu_us"] == pytest.approx(row["total_us"] / 2, abs=max(3, 0.05 * row["total_us"]))
+    unlaunched = summary.by_device.filter(pl.col("activity") == "kernel")
+    assert unlaunched.get_column("launched").to_list() == [0.0, 0.0]  # no launch recorded: no op to charge
+
+
+def test_the_chrome_export_draws_an_arrow_from_each_launch_to_its_kernel(tmp_path):
+    run_with(tmp_path, CpuOpsSource(), steps=2)
+    out = tmp_path / "out.json"
+    convert([str(tmp_path / f) for f in _traces(tmp_path)], out)
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    kernels = [e for e in events if e.get("cat") == "gpu" and e.get("ph") == "X"]
+    starts = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "s"}
+    ends = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "f"}
+    assert kernels and set(starts) == set(ends) and len(starts) == len(kernels)
+    for flow, s in starts.items():
+        f = ends[flow]
+        assert names[(f["pid"], f["tid"])] == "GPU 0 stream 7"
+        assert (s["pid"], s["tid"]) != (f["pid"], f["tid"]) and s["ts"] <= f["ts"]
+
+
+def _traces(tmp_path):
+    return sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".pfw.gz"))
+
+
+def test_profiler_events_become_device_records_on_the_traces_clock():
+    cpu = -1
+    runtime = _torch.Activity("cudaLaunchKernel", False, cpu, 4242, 1_000_000, 1_004_000, 17)
+    kernel = _torch.Activity("sgemm_128x64", True, 1, 7, 1_010_000, 1_050_000, 17)
+    orphan = _torch.Activity("Memcpy HtoD (Pageable -> Device)", True, 1, 13, 1_060_000, 1_061_000, 99)
+    records = device.device_records([runtime, kernel, orphan], offset_ns=1_000_000)
+    assert records == [
+        DeviceRecord("sgemm_128x64", "kernel", 1, 7, 10_000, 50_000, 4242, 0),
+        DeviceRecord("Memcpy HtoD (Pageable -> Device)", "memcpy", 1, 13, 60_000, 61_000, 0, 0),
+    ]
+
+
+def test_without_cuda_nothing_is_collected_and_tracing_goes_on(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    frame = run_with(tmp_path, source=None, steps=1)  # install(source=None): CUDA's source, or none
+    assert frame.filter(pl.col("cat") == "gpu").height == 0 and frame.filter(pl.col("cat") == "dynamo").height > 0
+
+
+# ------------------------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_are_timed_and_joined_to_their_ops(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    model = torch.compile(mlp().cuda(), backend=dynascope.backend(name="aot_eager"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        assert device.installed()
+        for i in range(5):
+            with dynascope.region("step", step=i):
+                model(torch.randn(64, 16, device="cuda")).sum().backward()
+        torch.cuda.synchronize()
+    frame = dynascope.read_trace(str(tmp_path))
+    kernels = frame.filter((pl.col("cat") == "gpu") & (pl.col("activity") == "kernel"))
+    assert kernels.height >= 5 * 3
+    attributed = kernels.filter(pl.col("launcher").is_not_null())
+    assert attributed.height / kernels.height > 0.5
+    summary = dynascope.summarize_files(str(tmp_path))
+    assert summary.by_op.get_column("gpu_us").sum() > 0 and summary.by_device.height >= 1
