@@ -321,9 +321,9 @@ def open_in_child(spec: tuple) -> TraceSession | None:
 
 def _torch_side_events(action: str, session: TraceSession) -> None:
     """Install (or remove) the automatic training-step events (capture/training.py), the frame probes
-    (capture/frames.py) and the GPU activity (capture/device.py) where torch is already imported. Imported by name: this package stays
-    torch-free, and a process without torch never loads them. A session opened before torch was
-    imported gets them at the first compile."""
+    (capture/frames.py) and the GPU activity (capture/device.py) where torch is already imported.
+    Imported by name: this package stays torch-free, and a process without torch never loads them. A
+    session opened before torch was imported gets them at the first compile."""
     if "torch" not in sys.modules:
         return
     config = session.config
