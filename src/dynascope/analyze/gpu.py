@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from .columns import GPU_CAT
+from .stepparts import interval_union
 
 GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity"]
 GPU_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
@@ -41,21 +42,13 @@ def busy_in_windows(others: pl.DataFrame, windows: pl.DataFrame) -> np.ndarray:
         return out
     for (pid,), events in rows.group_by(["pid"]):
         starts = events.get_column("ts").to_numpy().astype(np.int64)
-        s, e = _union(starts, starts + events.get_column("dur").to_numpy().astype(np.int64))
+        s, e = interval_union(starts, starts + events.get_column("dur").to_numpy().astype(np.int64))
         reach = np.concatenate([[0], np.cumsum(e - s)])
         mine = np.flatnonzero(windows.get_column("pid").to_numpy() == pid)
         a = windows.get_column("ts").to_numpy()[mine].astype(np.int64)
         b = a + windows.get_column("dur").to_numpy()[mine].astype(np.int64)
         out[mine] = _covered(s, e, reach, b) - _covered(s, e, reach, a)
     return out
-
-
-def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
-    return s[first], np.maximum.reduceat(e, first)
 
 
 def _covered(s: np.ndarray, e: np.ndarray, before: np.ndarray, t: np.ndarray) -> np.ndarray:

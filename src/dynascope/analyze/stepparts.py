@@ -39,6 +39,7 @@ __all__ = [
     "PARTS",
     "PART_COLUMNS",
     "STEP_EXTRA_COLUMNS",
+    "interval_union",
     "op_windows",
     "step_parts",
     "step_sources",
@@ -278,7 +279,7 @@ def _paint_thread(ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarr
     return out
 
 
-def _union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def interval_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals [s, e) as sorted disjoint intervals (touching ones merged)."""
     if not len(s):
         return s, e
@@ -300,7 +301,7 @@ def _forward_runs(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) 
     if len(bs) and cut.any():
         starts = np.sort(bs)
         inside = np.searchsorted(starts, g1, side="left") > np.searchsorted(starts, g0, side="left")
-        us, ue = _union(bs, be)
+        us, ue = interval_union(bs, be)
         k = np.searchsorted(us, g0, side="left") - 1
         covers = (k >= 0) & (ue[np.maximum(k, 0)] > g0)
         cut &= inside | covers
