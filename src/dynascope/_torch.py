@@ -1055,17 +1055,21 @@ def start_activity(cuda: bool) -> None:
         raise moved("torch.autograd.profiler.profile._prepare_trace/_start_trace", exc) from exc
 
 
-def stop_activity() -> list[Activity]:
-    """Stop the profiler `start_activity` started (on the same thread) and return its events."""
+def stop_activity() -> Any:
+    """Stop the profiler `start_activity` started (on the same thread); its raw result, for `activities`."""
     autograd = importlib.import_module("torch.autograd")
     disable = getattr(autograd, "_disable_profiler", None)
     if disable is None:
         raise moved("torch.autograd._disable_profiler")
-    result = disable()
-    cpu = importlib.import_module("torch").device("cpu").type
+    return disable()
+
+
+def activities(result: Any) -> list[Activity]:
+    """The events of a `stop_activity` result (any thread may read them)."""
+    cpu = importlib.import_module("torch.autograd").DeviceType.CPU
     out = []
     for e in result.events():
-        on_device = str(e.device_type()).rsplit(".", 1)[-1].lower() != cpu
+        on_device = e.device_type() != cpu
         start = int(e.start_ns())
         out.append(Activity(e.name(), on_device, int(e.device_index()) if on_device else -1,
                             int(e.device_resource_id()), start, start + int(e.duration_ns()),

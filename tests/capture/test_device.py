@@ -10,7 +10,12 @@ The CUDA source itself is exercised by the `gpu` tests at the end, which skip wi
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import threading
+import types
 
 import polars as pl
 import pytest
@@ -19,7 +24,9 @@ import torch
 import dynascope
 from dynascope import _torch
 from dynascope.capture import device
+from dynascope.console import make_console
 from dynascope.render.chrome import convert
+from dynascope.render.terminal import render_summary
 from dynascope.trace.buffers import now_ns
 from dynascope.trace.launches import DeviceRecord
 
@@ -33,14 +40,14 @@ class CpuOpsSource:
         _torch.start_activity(cuda=False)
 
     def stop(self):
-        picked = [a for a in _torch.stop_activity() if a.name in STANDS_IN]
+        picked = [a for a in _torch.activities(_torch.stop_activity()) if a.name in STANDS_IN]
         outer = []  # an aten op calls itself through the dispatcher: keep the outermost of each nest
         for a in sorted(picked, key=lambda a: (a.start_ns, -a.end_ns)):
             if not outer or a.start_ns >= outer[-1].end_ns or a.resource != outer[-1].resource:
                 outer.append(a)
         self.records = [DeviceRecord(a.name, "kernel", 0, 7, a.start_ns - self.offset, a.end_ns - self.offset,
                                      a.resource, a.start_ns - self.offset) for a in outer]  # fmt: skip
-        return self.records
+        return lambda: self.records
 
 
 class PlannedSource:
@@ -48,12 +55,15 @@ class PlannedSource:
 
     def __init__(self, plan):
         self.plan = plan
+        self.stops = []  # (pid, thread) of each stop
 
     def start(self):
         pass
 
     def stop(self):
-        return self.plan()
+        self.stops.append((os.getpid(), threading.get_ident()))
+        records = self.plan()
+        return lambda: records
 
 
 def mlp():
@@ -151,10 +161,88 @@ def test_the_chrome_export_draws_an_arrow_from_each_launch_to_its_kernel(tmp_pat
     starts = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "s"}
     ends = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "f"}
     assert kernels and set(starts) == set(ends) and len(starts) == len(kernels)
+    ops = [e for e in events if (e.get("cat") or "").startswith("dynamo,") and e.get("ph") == "X"]
+    launched = {(e["tid"], e["ts"]): e["args"].get("launcher") for e in kernels}
     for flow, s in starts.items():
         f = ends[flow]
         assert names[(f["pid"], f["tid"])] == "GPU 0 stream 7"
         assert (s["pid"], s["tid"]) != (f["pid"], f["tid"]) and s["ts"] <= f["ts"]
+        launcher = launched[(f["tid"], f["ts"])]
+        if launcher:  # the arrow starts inside the slice of the op that launched it, on its thread
+            holders = [o["name"] for o in ops if o["tid"] == s["tid"] and o["ts"] <= s["ts"] <= o["ts"] + o["dur"]]
+            assert launcher in holders, (s, holders)
+    assert sum(1 for v in launched.values() if v) >= 2 * 3
+
+
+def test_the_terminal_report_shows_gpu_beside_cpu_and_the_gpu_idle_time(tmp_path):
+    run_with(tmp_path, CpuOpsSource(), steps=3)
+    out = io.StringIO()
+    render_summary(dynascope.summarize_files(str(tmp_path)), make_console(out, width=200))
+    text = out.getvalue()
+    assert "What ran on the GPU" in text and "launched by an op" in text
+    ops_header = next(line for line in text.splitlines() if line.split()[:2] == ["op", "cat"])
+    assert ops_header.split()[3:5] == ["total", "GPU"]  # CPU launch time, then device time
+    assert "GPU busy" in text and "GPU idle" in text
+    assert re.search(r"GPU: busy \S+ \S+ of the steps' \S+ \S+; idle \S+ \S+ \(\d+%\)", text)
+
+
+def test_collected_activity_is_handed_over_while_the_program_runs(tmp_path, monkeypatch):
+    batch = iter(range(1, 100))
+    source = PlannedSource(lambda: [DeviceRecord(f"k{next(batch)}", "kernel", 0, 7, now_ns() - 1000, now_ns(), 0, 0)])
+    monkeypatch.setattr(device, "CYCLE_S", 0.0)
+    with dynascope.session(str(tmp_path / "run.pfw.gz")) as session:
+        device.install(source=source)
+        elsewhere = threading.Thread(target=device.sink)
+        elsewhere.start()
+        elsewhere.join()
+        assert source.stops == []  # only the thread that started the profiler stops it
+        device.sink()
+        device.sink()
+        assert len(source.stops) == 2
+        session.flush()
+        assert dynascope.read_trace(str(tmp_path)).filter(pl.col("cat") == "gpu").height == 2  # written already
+    names = dynascope.read_trace(str(tmp_path)).filter(pl.col("cat") == "gpu").get_column("name").cast(pl.String)
+    assert sorted(names.to_list()) == ["k1", "k2", "k3"]  # the third batch at the session's end
+
+
+def test_graphs_on_cuda_get_the_sink_that_hands_activity_over(tmp_path):
+    def graph_on(device_type):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        x.meta["val"] = types.SimpleNamespace(device=types.SimpleNamespace(type=device_type))
+        g.output(x)
+        return torch.fx.GraphModule(torch.nn.Module(), g)
+
+    from dynascope.capture.backend import _sink
+    from dynascope.trace import buffers
+
+    assert _sink(graph_on("cuda")) is buffers.sink  # nothing collected
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=PlannedSource(list))
+        assert _sink(graph_on("cuda")) is device.sink
+        assert _sink(graph_on("cpu")) is buffers.sink
+
+
+def test_a_forked_child_leaves_the_parents_profiler_alone(tmp_path):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    source = PlannedSource(list)
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=source)
+        pid = os.fork()
+        if pid == 0:  # the child: its own session, closed on the way out; it must not stop the source
+            code = 1
+            try:
+                from dynascope.trace import session as session_module
+
+                session_module.current_session().finalize()
+                code = 0 if not device.installed() and source.stops == [] else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert device.installed()
+    assert source.stops == [(os.getpid(), threading.get_ident())]
 
 
 def _traces(tmp_path):

@@ -57,15 +57,15 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         .sort(["total_us", "compile_id", "graph", "phase"], descending=[True, False, False, False], nulls_last=True)
         .select("compile_id", "graph", "phase", "calls", "ops_per_call", "total_us", "mean_call_us", "ops")
     )
-    by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(
-        "epoch", "step", "total_us", "op_us", "op_count", "regions", *PART_COLUMNS, "compiles", *LIST_COLUMNS
-    )
+    step_columns: list[str | pl.Expr] = [
+        "epoch", "step", "total_us", "op_us", "op_count", "regions", *PART_COLUMNS, "compiles", *LIST_COLUMNS,
+    ]  # fmt: skip
     if p.gpu.height:  # device time beside CPU time (analyze/gpu.py)
         by_op = gpu.with_gpu_by_op(by_op, p.gpu)
         by_layer = gpu.with_gpu_by_layer(by_layer, p.gpu)
         by_kernel = gpu.with_gpu_by_kernel(by_kernel, p.gpu)
-        busy = p.step.sort(["epoch", "step"], nulls_last=False).get_column("gpu_us")
-        by_step = by_step.with_columns(busy.alias("gpu_us"), (pl.col("total_us") - busy).alias("gpu_idle_us"))
+        step_columns += ["gpu_us", (pl.col("total_us") - pl.col("gpu_us")).alias("gpu_idle_us")]
+    by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(step_columns)
     stats = step_stats(by_step)
     by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
         "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"

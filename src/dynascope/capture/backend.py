@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import _torch
 from ..errors import ConfigError, TorchVersionError
-from ..trace import fileio
+from ..trace import buffers, fileio
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
@@ -231,7 +231,7 @@ class TracingBackend:
             {"kind": "graph", **shared, "n_ops": len(ops), **self.labels},
         )
         gid = TABLE.register_graph(graph, ops)
-        instrument(gm, gid, self._synchronize(gm))
+        instrument(gm, gid, self._synchronize(gm), _sink(gm))
         return gid
 
     def _synchronize(self, gm: Any) -> Any:
@@ -277,8 +277,6 @@ class TracingBackend:
         """Register the kernels of one compiled graph and put an instrumented `call` in its place."""
         import types
 
-        from ..trace import buffers
-
         call, replace = _torch.wrapper_call(compiled)
         function = getattr(call, "__func__", call)
         filename = function.__code__.co_filename
@@ -287,7 +285,7 @@ class TracingBackend:
             wrapper = kernels.Wrapper.parse(source.read())
         provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled), _torch.fx_graph_cache_place(compiled))
         gid = self._register_kernels(wrapper, provenance, gm, context, phase)
-        new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, buffers.sink, buffers.now_ns,
+        new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, _sink(gm), buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
 
@@ -327,6 +325,12 @@ def _check_kernels_timeable(kwargs: dict) -> None:
     if _torch.inductor_cpp_wrapper(kwargs):
         raise ConfigError("inductor's C++ wrapper (cpp_wrapper=True) calls its kernels from C++, "
                           "so they cannot be timed one by one")  # fmt: skip
+
+
+def _sink(gm: Any) -> Callable:
+    """What a graph's generated code calls for its buffer: device.sink for graphs on CUDA while device
+    activity is collected (it also hands the activity over now and then), else buffers.sink."""
+    return device.sink if device.installed() and uses_cuda(gm) else buffers.sink
 
 
 def _inductor_phase(kwargs: dict) -> str:

@@ -3,15 +3,17 @@
 On CUDA an op event measures the launch on the CPU, not the work on the GPU. While a session records on
 a machine with CUDA, torch's profiler collects CUDA activity only (CUPTI: kernels, copies and memsets with
 their device intervals, and the runtime calls that launched them; no CPU operator events, so torch adds
-no callback per op). At the end of the session, and every `CYCLE_S` seconds at an optimizer step, the
-collected activity is taken (`ActivitySource.stop`) and handed to the session's writer, which joins each
-kernel to the op whose interval on the launching thread holds the launch (trace/launches.py) and writes
-it as a "gpu" event on a track per device and stream.
+no callback per op). At the end of the session, and every `CYCLE_S` seconds at the start of a graph call
+on CUDA (`sink`, which the backend gives those graphs in place of buffers.sink), the collected activity
+is taken (`ActivitySource.stop`) and handed to the session's writer. The writer turns it into records,
+joins each kernel to the op whose interval on the launching thread holds the launch (trace/launches.py),
+and writes it as a "gpu" event on a track per device and stream: the program's thread only stops and
+restarts the profiler.
 
 Why CUPTI and not CUDA events around each op: an event pair would add two `cudaEventRecord` calls (and
 Python) per op to the hot path, and its interval starts when the stream reaches the first event, so on a
 GPU that waits for the CPU it counts the wait as the op's time. CUPTI gives each kernel's own start and
-end, launches and all, for aot_eager ops, inductor kernels and CUDA-graph replays alike.
+end, for aot_eager ops and inductor kernels alike.
 `cuda_sync=True` on the backend stays as the fallback that times ops by synchronising.
 
 The source is pluggable (`install(source=...)`): tests use a fake one, and the CPU stand-in that reads
@@ -20,22 +22,28 @@ CPU operator events through the same profiler path, on machines without a GPU.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import _torch
+from ..trace import buffers
 from ..trace.buffers import now_ns
 from ..trace.launches import DeviceRecord
 
-CYCLE_S = 20.0  # how often the collected activity is taken and written, at an optimizer step
+CYCLE_S = 20.0  # how often the collected activity is handed over while the program runs
+Collected = Callable[[], list[DeviceRecord]]  # what a source collected, turned into records when called
 
 
 class ActivitySource(Protocol):
     def start(self) -> None: ...
 
-    def stop(self) -> list[DeviceRecord]: ...
+    def stop(self) -> Collected:
+        """Stop collecting; the records are made when the result is called (by the writer thread)."""
+        ...
 
 
 class CuptiSource:
@@ -45,8 +53,9 @@ class CuptiSource:
         self.offset_ns = epoch_offset()
         _torch.start_activity(cuda=True)
 
-    def stop(self) -> list[DeviceRecord]:
-        return device_records(_torch.stop_activity(), self.offset_ns)
+    def stop(self) -> Collected:
+        result, offset = _torch.stop_activity(), self.offset_ns
+        return lambda: device_records(_torch.activities(result), offset)
 
 
 def epoch_offset() -> int:
@@ -86,16 +95,15 @@ class _Collector:
         self.source = source
         self.session = session
         self.thread = threading.get_ident()  # the profiler is stopped on the thread that started it
-        self.started_ns = now_ns()
-        self.hook: Any = None
+        self.due_ns = now_ns() + int(CYCLE_S * 1e9)
 
     def take(self, restart: bool) -> None:
         until = now_ns()
-        records = self.source.stop()
+        collected = self.source.stop()
         if restart:
             self.source.start()
-            self.started_ns = now_ns()
-        self.session.add_device_records(records, until)
+            self.due_ns = now_ns() + int(CYCLE_S * 1e9)
+        self.session.add_device_records(collected, until)
 
 
 _collector: _Collector | None = None
@@ -106,8 +114,8 @@ def installed() -> bool:
     return _collector is not None
 
 
-def cuda_in_use() -> bool:
-    """Whether this process can run CUDA work (never initialises CUDA where torch has not)."""
+def cuda_available() -> bool:
+    """Whether this process can run CUDA work (asked only where torch is imported already)."""
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_available())
 
@@ -117,7 +125,7 @@ def install(session: Any = None, source: ActivitySource | None = None) -> None:
     available; else nothing is collected)."""
     global _collector
     if source is None:
-        if not cuda_in_use():
+        if not cuda_available():
             return
         source = CuptiSource()
     if session is None:
@@ -130,7 +138,6 @@ def install(session: Any = None, source: ActivitySource | None = None) -> None:
         session.collect_launches()
         source.start()
         _collector = _Collector(source, session)
-        _collector.hook = _cycle_at_optimizer_steps()
 
 
 def uninstall() -> None:
@@ -140,8 +147,6 @@ def uninstall() -> None:
         collector, _collector = _collector, None
     if collector is None:
         return
-    if collector.hook is not None:
-        collector.hook.remove()
     if threading.get_ident() != collector.thread:
         print("dynascope: the session ended on another thread than it started; the GPU activity of its "
               "last stretch is lost", file=sys.stderr)  # fmt: skip
@@ -149,25 +154,21 @@ def uninstall() -> None:
     collector.take(restart=False)
 
 
-def cycle() -> None:
-    """Hand over what was collected so far and go on collecting (on the thread that started)."""
+def sink() -> Callable[[object], None]:
+    """buffers.sink for graphs that run on CUDA: when CYCLE_S has passed, it first hands over what was
+    collected, so that a long run's activity neither piles up in the profiler's buffers nor waits for
+    the end to reach the file (on the thread that started collecting; elsewhere it only checks)."""
     collector = _collector
-    if collector is not None and threading.get_ident() == collector.thread:
+    if collector is not None and now_ns() > collector.due_ns and threading.get_ident() == collector.thread:
         collector.take(restart=True)
+    return buffers.sink()
 
 
-def _cycle_at_optimizer_steps() -> Any:
-    """Every CYCLE_S seconds, at the end of an optimizer step: so that a long run's activity does not
-    pile up in the profiler's buffers, and the trace file has it while the run goes on."""
-    torch = sys.modules.get("torch")
-    optim = getattr(torch, "optim", None) if torch is not None else None
-    register = getattr(getattr(optim, "optimizer", None), "register_optimizer_step_post_hook", None)
-    if register is None:
-        return None
+def _forget_in_child() -> None:
+    """A forked child does not own its parent's profiler: it neither stops it nor hands over its activity."""
+    global _collector
+    _collector = None
 
-    def after_step(*_: Any) -> None:
-        collector = _collector
-        if collector is not None and now_ns() - collector.started_ns > CYCLE_S * 1e9:
-            cycle()
 
-    return register(after_step)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)

@@ -35,8 +35,9 @@ def uses_cuda(gm: Any) -> bool:
     return False
 
 
-def instrument(gm: Any, gid: int, synchronize: Any = None) -> None:
-    """Regenerate `gm.forward` with clock readings for graph id `gid` (in place).
+def instrument(gm: Any, gid: int, synchronize: Any = None, sink: Any = buffers.sink) -> None:
+    """Regenerate `gm.forward` with clock readings for graph id `gid` (in place); `sink` gives each call
+    its thread's list (capture/device.py gives graphs on CUDA its own).
 
     With `synchronize` (e.g. torch.cuda.synchronize), it is called before every reading, so that an
     op's time is its execution on the device rather than its launch.
@@ -67,7 +68,7 @@ def instrument(gm: Any, gid: int, synchronize: Any = None) -> None:
         _recompile(gm)
         raise
     namespace = gm.forward.__globals__
-    namespace["_dsc_sink"] = buffers.sink
+    namespace["_dsc_sink"] = sink
     namespace["_dsc_clock"] = buffers.now_ns
     if synchronize:
         namespace["_dsc_sync"] = synchronize

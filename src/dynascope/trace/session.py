@@ -15,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -164,10 +165,11 @@ class TraceSession:
         if self._writer is not None and not self.closed:
             self._writer.collect_launches()
 
-    def add_device_records(self, records: list, until_ns: int) -> None:
-        """Device activity (launches.DeviceRecord) launched up to `until_ns` (our clock), for the next flush."""
+    def add_device_records(self, collected: Callable[[], list], until_ns: int) -> None:
+        """Device activity launched up to `until_ns` (our clock), for the next flush; `collected()` makes
+        its launches.DeviceRecord list in the writer thread."""
         if self._writer is not None:
-            self._writer.add_device_records(records, until_ns)
+            self._writer.add_device_records(collected, until_ns)
 
     @property
     def events_written(self) -> int:

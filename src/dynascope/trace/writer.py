@@ -8,6 +8,7 @@ killed process leaves every earlier line readable.
 from __future__ import annotations
 
 import _io
+import collections
 import sys
 import threading
 import zlib
@@ -42,7 +43,8 @@ class TraceWriter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failure: str | None = None
-        self._device: list[tuple[list[DeviceRecord], int]] = []  # batches of device activity, and until when
+        # batches of device activity (made into records when called), and the instant they reach
+        self._device: collections.deque[tuple[Callable[[], list[DeviceRecord]], int]] = collections.deque()
 
     def start(self, header_lines: list[str]) -> None:
         self.write(["[", *header_lines])
@@ -94,14 +96,15 @@ class TraceWriter:
         if self.decoder.launches is None:
             self.decoder.launches = LaunchIndex()
 
-    def add_device_records(self, records: list[DeviceRecord], until_ns: int) -> None:
-        """Device activity launched up to `until_ns` (our clock), written at the next flush."""
-        with self._flush_lock:
-            self._device.append((records, until_ns))
+    def add_device_records(self, collected: Callable[[], list[DeviceRecord]], until_ns: int) -> None:
+        """Device activity launched up to `until_ns` (our clock), written at the next flush: `collected()`
+        makes its records there, in this thread, not the program's."""
+        self._device.append((collected, until_ns))
 
     def _device_out(self, emit) -> None:
-        batches, self._device = self._device, []
-        for records, until_ns in batches:
+        while self._device:
+            collected, until_ns = self._device.popleft()
+            records = collected()
             if records:
                 emit(self.decoder.device_lines(records))
             if self.decoder.launches is not None:
