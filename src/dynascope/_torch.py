@@ -953,6 +953,26 @@ def add_probes(code: types.CodeType, target: Any, clock: Any, enter_value: int,
     return result[0] if isinstance(result, tuple) else result
 
 
+def entry_frame_code(compiled: Any) -> types.CodeType | None:
+    """The code of the frame torch puts around what torch.compile returned, where it puts one: for
+    torch.nn's own modules (nn.Sequential, ...) Dynamo compiles `external_utils.wrap_inline`'s `inner`
+    first, not the module's forward. None where the user's code is the first frame. Private:
+    torch._dynamo.external_utils (2.5.1 .. 2.15), found through the __wrapped__ chain of the call."""
+    module = sys.modules.get("torch._dynamo.external_utils")
+    if module is None:
+        return None
+    home = getattr(module, "__file__", None)
+    fn = getattr(compiled, "forward", compiled) if is_optimized_module(compiled) else compiled
+    for _ in range(8):  # a few wrappers deep at most
+        code = getattr(fn, "__code__", None)
+        if code is not None and code.co_filename == home:
+            return code
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            return None
+    return None
+
+
 def skip_frames_of(fn: Any) -> None:
     """Dynamo never compiles `fn`'s own frame (what it calls, it still does): a wrapper around a compiled
     function. Private: torch._dynamo.eval_frame.skip_code (2.5.1 .. 2.15), as torch's own wrappers use it."""

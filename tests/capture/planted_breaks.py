@@ -123,6 +123,24 @@ class LoopOfBlocks(torch.nn.Module):
         return self.head(x)
 
 
+class HelperLayer(torch.nn.Module):
+    """A layer that calls the disabled helper: a break inside a torch.nn.Sequential's loop."""
+
+    def __init__(self, ms=4.0):
+        super().__init__()
+        self.ms = ms
+
+    def forward(self, x):
+        return slow_helper(x, self.ms)
+
+
+def stacked(helper_ms=None):
+    """torch.nn's own container (Dynamo compiles torch's wrapper frame around it, not Sequential.forward);
+    with `helper_ms`, a HelperLayer between its layers."""
+    helper = [HelperLayer(helper_ms)] if helper_ms is not None else [torch.nn.ReLU()]
+    return torch.nn.Sequential(torch.nn.Linear(16, 16), *helper, torch.nn.Linear(16, 16))
+
+
 def scale(x, n):
     y = x * n  # planted: guard on n
     return y + 1

@@ -24,6 +24,7 @@ from planted_breaks import (
     scale,
     slow_helper,
     spun,
+    stacked,
 )
 
 import dynascope
@@ -102,6 +103,27 @@ def test_a_break_in_the_users_loop_counts_every_hit(tmp_path):
     assert eager["calls"] == steady_calls and "loop" in eager["fix"]
     # torch 2.9+ says it fell back because of a break in a loop; 2.8 logs the break; 2.5 that it skipped the frame
     assert "eager" in eager["reason"] or "skipped" in eager["reason"]
+
+
+def test_a_torch_nn_container_is_costed_as_the_function_it_is(tmp_path):
+    """torch.nn's own modules get a wrapper frame (wrap_inline) that Dynamo compiles in place of their
+    forward. With the container inlined into it, that frame is Sequential.forward's: its graphs, no eager
+    time, the cache entry named for it."""
+    summary, _ = traced(tmp_path, stacked, calls=6)
+    assert summary.graph_breaks.height == 0  # not "a function Dynamo ran eagerly"
+    [fn] = summary.compiled_functions.to_dicts()
+    assert fn["function"] == "Sequential.forward" and fn["source"].startswith("container.py:")
+    assert fn["fallback_us"] == 0 and fn["graph_us"] > 0
+    assert {r["function"] for r in summary.cache_entries.to_dicts()} == {"Sequential.forward"}
+
+
+def test_a_container_dynamo_could_not_inline_ran_eagerly(tmp_path):
+    """A break inside a torch.nn.Sequential's loop: Dynamo runs the container as plain Python, and says so."""
+    summary, _ = traced(tmp_path, lambda: stacked(helper_ms=2.0), calls=6)
+    [eager] = summary.graph_breaks.filter(pl.col("kind") == "eager function").to_dicts()
+    assert eager["function"] == "Sequential.forward" and eager["calls"] == 5  # the steady calls
+    [fn] = summary.compiled_functions.to_dicts()
+    assert fn["fallback_us"] > 0 and fn["graph_us"] == 0
 
 
 def test_graphs_and_breaks_account_for_the_measured_call(tmp_path):

@@ -39,7 +39,7 @@ __all__ = ["BREAK_KEYS", "CALL_KEYS", "ENTRY_KEYS", "FRAME_COLUMNS", "SCHEMAS", 
 # what a probe row carries (its OH record; capture/frames.py); `id` orders events of equal `ts`
 FRAME_COLUMNS = [
     "id", "kind", "probe", "function", "qualname", "file", "line", "resume", "graphs", "breaks", "break_line",
-    "reason", "break_file", "break_at", "break_code",
+    "reason", "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line",
 ]  # fmt: skip
 
 _FUNCTION = ["qualname", "function", "file", "line"]  # a compiled function (or frame) by its code
@@ -63,10 +63,12 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "fn_ids": {"qualname": _STR, "file": _STR, "line": _INT, "compile_id": _STR, "n": _INT},
 }  # fmt: skip
 
+# a probe's spec: spec[i] is column i
 _SPEC_COLUMNS = ("compile_id", "qualname", "function", "file", "line", "resume", "breaks", "break_line", "reason",
-                 "break_file", "break_at", "break_code")  # a probe's spec: spec[i] is column i
-_SPEC_INTS = ("line", "resume", "breaks", "break_line", "break_at")
+                 "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line")  # fmt: skip
+_SPEC_INTS = ("line", "resume", "breaks", "break_line", "break_at", "entry_line")
 _CID, _QUALNAME, _FUNCTION_NAME, _FILE, _LINE, _RESUME, _BREAKS = range(7)
+_ENTRY_FUNCTION, _ENTRY_FILE, _ENTRY_LINE = range(12, 15)  # a call's: the frame Dynamo compiles first
 # event kinds of a thread's sorted events
 _GRAPH, _COMPILE, _FRAME_ENTER, _FRAME_EXIT, _CALL_ENTER, _CALL_EXIT = range(6)
 _FRAME, _CALL = 0, 1
@@ -75,7 +77,8 @@ _FRAME, _CALL = 0, 1
 class _Run:
     """One frame run or one call: its times, its own graph calls, and what the join needs of its children."""
 
-    __slots__ = ("end", "first_graph", "frames", "graph_us", "kids", "kind", "last_graph", "resume", "spec", "start")
+    __slots__ = ("end", "first_graph", "frames", "graph_us", "kids", "kind", "last_graph", "parent", "resume", "spec",
+                 "start")  # fmt: skip
 
     def __init__(self, kind: int, spec: int, start: int) -> None:
         self.kind, self.spec, self.start, self.end = kind, spec, start, start
@@ -85,6 +88,7 @@ class _Run:
         self.resume: _Run | None = None  # the resume function it called after its graph break
         self.kids: list[_Run] | None = None  # a root's direct children
         self.frames: list[_Run] | None = None  # a root's frame runs, all depths
+        self.parent: _Run | None = None  # the run it ran inside
 
 
 def frame_tables(others: pl.DataFrame) -> dict[str, pl.DataFrame]:
@@ -188,6 +192,9 @@ class _Accumulator:
         self.hist: dict[tuple, int] = defaultdict(int)
         self.fn_ids: dict[tuple, int] = defaultdict(int)
         self.ran: set[str | None] = set()  # compile ids whose frame has run (in this file, as time goes)
+        # frames of the wrapper torch puts around a compiled function (its resume functions too), named as
+        # that function in the tables: spec -> the call's spec
+        self.alias: dict[int, int] = {}
 
     def add_thread(self, thread: pl.DataFrame) -> None:
         t = thread.sort(["ts", "id"], nulls_last=True)
@@ -240,7 +247,7 @@ class _Accumulator:
                 root = stack[0]
                 if len(stack) == 1:
                     root.kids.append(run)  # type: ignore[union-attr]
-                parent = stack[-1]
+                parent = run.parent = stack[-1]
                 if kind == _FRAME and resumes[spec] and parent.kind == _FRAME:
                     parent.resume = run
             else:
@@ -279,8 +286,10 @@ class _Accumulator:
         compile_us = busy_us - graph_us
         fallback_us, fallback = 0, 0
         kids = root.kids or []
-        if root.kind == _CALL and not any(k.kind == _FRAME and self._same_code(k.spec, root.spec) for k in kids):
+        if root.kind == _CALL and self._ran_eagerly(root, kids, frames):
             # Dynamo ran the function itself eagerly: its eager time outside the compiled frames it called
+            wrappers = [k for k in kids if k.kind == _FRAME and self._same_code(k.spec, root.spec)]
+            kids = [f for f in frames if f.parent in wrappers] + [k for k in kids if k not in wrappers]
             outside = wall - sum(k.end - k.start for k in kids)
             busy_outside = busy_us - sum(busy.within(k.start, k.end) for k in kids)
             fallback_us, fallback = max(0, outside - busy_outside), 1
@@ -323,15 +332,33 @@ class _Accumulator:
             total += max(c, 0)
         return total
 
+    def _ran_eagerly(self, root: _Run, kids: list[_Run], frames: list[_Run]) -> bool:
+        """Whether no compiled frame of the called function ran: Dynamo ran it as plain Python. Where torch
+        compiles a wrapper frame around it (torch.nn's own modules), that frame is the function's only if
+        it ran a graph (the function inlined into it); its frames are then named as the function."""
+        own = [k for k in kids if k.kind == _FRAME and self._same_code(k.spec, root.spec)]
+        if self.specs[root.spec][_ENTRY_FILE] is None:
+            return not own
+        inlined = [k for k in own if k.first_graph is not None]
+        for f in frames if inlined else []:
+            if self._same_code(f.spec, root.spec):
+                self.alias[f.spec] = root.spec
+        return not inlined
+
     def _same_code(self, frame_spec: int, call_spec: int) -> bool:
+        """Whether a frame is the one Dynamo compiles first for a call: the function's own code, or the
+        frame torch puts around it (`entry_*`: torch.nn's own modules get `wrap_inline`'s)."""
         f, c = self.specs[frame_spec], self.specs[call_spec]
+        if c[_ENTRY_FILE] is not None:
+            return f[_FILE] == c[_ENTRY_FILE] and f[_FUNCTION_NAME] == c[_ENTRY_FUNCTION]
         return f[_FILE] == c[_FILE] and f[_LINE] == c[_LINE] and f[_FUNCTION_NAME] == c[_FUNCTION_NAME]
 
     def tables(self) -> dict[str, pl.DataFrame]:
         def frame(name: str, rows: list[tuple]) -> pl.DataFrame:
             return pl.DataFrame(rows, schema=SCHEMAS[name], orient="row")
 
-        specs, function = self.specs, self.function
+        specs = self.specs
+        function = [self.function[self.alias.get(spec, spec)] for spec in range(len(specs))]
         brk = [(sp[_CID], *function[spec], *sp[7:12], call[0], call[2], call[3], call[4], *v)
                for (spec, call), v in self.brk.items() for sp in (specs[spec],)]  # fmt: skip
         calls = [(*function[spec], warmup, *v) for (spec, warmup), v in self.calls.items()]

@@ -11,6 +11,7 @@ INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
     "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid", "opt", "loader", "batch",
     "worker", "workers", "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "ltid", "launch",
+    "entry_line",
 }  # fmt: skip
 CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",

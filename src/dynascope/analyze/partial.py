@@ -52,11 +52,11 @@ SUMMARY_COLUMNS = [
 _STR_KEYS = [
     "name", "cat", "phase", "layer", "module_type", "compile_id", "graph", "host", "trace_file", *KERNEL_FIELDS,
     "qualname", "function", "file", "top_qualname", "top_file", "break_file", "break_code", "reason", "launcher",
-    "activity",
+    "activity", "entry_function", "entry_file",
 ]  # fmt: skip
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
-             "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream")  # fmt: skip
+             "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line")  # fmt: skip
 
 @dataclass
 class PartialMeta:

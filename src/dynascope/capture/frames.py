@@ -213,6 +213,9 @@ def timed_calls(compiled: Any, model: Any) -> Any:
     label: str = getattr(code, "co_qualname", code.co_name)
     attrs = {"kind": "call", "function": code.co_name, "qualname": label, "file": code.co_filename,
              "line": code.co_firstlineno}  # fmt: skip
+    entry = _torch.entry_frame_code(compiled)  # torch.nn's own modules: a wrapper frame is compiled first
+    if entry is not None:
+        attrs.update(entry_function=entry.co_name, entry_file=entry.co_filename, entry_line=entry.co_firstlineno)
     enter = TABLE.register_graph(OpSpec.make(label, CALL_CAT, False, {**attrs, "probe": "enter"}), [])
     leave = TABLE.register_graph(OpSpec.make(label, CALL_CAT, False, {**attrs, "probe": "exit"}), [])
     if _torch.is_optimized_module(compiled):
