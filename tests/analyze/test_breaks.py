@@ -16,6 +16,14 @@ import dynascope
 from dynascope.analyze.fixes import break_fix, recompile_fix
 
 
+def calls_with_one_break(helper_us: int, calls: int = 3) -> Trace:
+    """A trace of `calls` calls 10 ms apart, each with one break whose helper runs `helper_us`."""
+    tr = Trace()
+    for k in range(calls):
+        tr.one_break_call(10_000 * k, helper_us=helper_us)
+    return tr
+
+
 def summary_of(path, explanation=None):
     return dynascope.summarize_files([str(path)], explanation=explanation)
 
@@ -43,9 +51,7 @@ def test_a_breaks_cost_is_the_eager_time_between_the_graphs_it_separates(tmp_pat
 
 
 def test_per_step_cost_needs_steps_and_share_is_of_the_call(tmp_path):
-    tr = Trace()
-    for k in range(3):
-        tr.one_break_call(10_000 * k, helper_us=500)
+    tr = calls_with_one_break(helper_us=500)
     [row] = summary_of(tr.write(tmp_path)).graph_breaks.to_dicts()
     assert row["per_step_us"] is None  # no optimizer steps, no regions: no steps
     assert row["share"] == pytest.approx(510 / 570)
@@ -182,9 +188,7 @@ def test_without_call_probes_a_raising_frame_ends_where_it_runs_again(tmp_path):
 
 def test_threads_with_compiles_but_no_graph_calls_are_fine(tmp_path):
     """Inductor compiles on threads of its own: compile events, no graph calls, no probes."""
-    tr = Trace()
-    for k in range(3):
-        tr.one_break_call(10_000 * k, helper_us=100)
+    tr = calls_with_one_break(helper_us=100)
     helper = Trace(pid=7)
     helper.lines = []
     helper.compile(500, 100, "0/0")
@@ -194,9 +198,7 @@ def test_threads_with_compiles_but_no_graph_calls_are_fine(tmp_path):
 
 
 def test_a_trace_cut_inside_a_call_leaves_that_call_out(tmp_path):
-    tr = Trace()
-    for k in range(3):
-        tr.one_break_call(10_000 * k, helper_us=100)
+    tr = calls_with_one_break(helper_us=100)
     tr.call("enter", 50_000)
     tr.frame("enter", 50_010, "0/0")
     s = summary_of(tr.write(tmp_path))
@@ -204,9 +206,7 @@ def test_a_trace_cut_inside_a_call_leaves_that_call_out(tmp_path):
 
 
 def test_breaks_the_trace_never_saw_run_are_listed_with_no_cost(tmp_path):
-    tr = Trace()
-    for k in range(3):
-        tr.one_break_call(10_000 * k, helper_us=100)
+    tr = calls_with_one_break(helper_us=100)
     explanation = {"graph_breaks": [
         {"reason": "Data-dependent branching", "file": FILE, "line": 50, "function": "forward",
          "compile_ids": ["7/0"], "count": 1, "detail": "Hint: use torch.cond"},
@@ -218,9 +218,7 @@ def test_breaks_the_trace_never_saw_run_are_listed_with_no_cost(tmp_path):
 
 
 def test_auto_takes_the_explanation_beside_the_trace(tmp_path):
-    tr = Trace()
-    for k in range(3):
-        tr.one_break_call(10_000 * k, helper_us=100)
+    tr = calls_with_one_break(helper_us=100)
     path = tr.write(tmp_path)
     assert all(r["source"] != "model.py:50" for r in summary_of(path, "auto").graph_breaks.to_dicts())
     (tmp_path / "explanation.json").write_text(json.dumps({"graph_breaks": [
