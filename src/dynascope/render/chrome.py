@@ -61,7 +61,7 @@ _MARKERS = ("start", "end")  # DFTracer's process records: instants on the proce
 _ROWS_PER_WRITE = 20_000
 # columns that vary event by event; the rest (attribution, process, args shared by many events) are
 # read as groups, resolved and turned into JSON once per group
-_PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level")
+_PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level", "launch")  # launch: a device event's (a flow)
 
 # chrome://tracing reserved colour names (Perfetto colours by name and ignores cname).
 CNAMES = {
@@ -137,7 +137,7 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     events = _events(read.events, groups)
     parts = _parts(groups)
     facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups),
-                      launches=_gpu_launches(events, groups))  # fmt: skip
+                      launches=_gpu_launches(events, read.events, groups))  # fmt: skip
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
     written, clipped = _write_slices(writer, events, parts)
@@ -453,24 +453,25 @@ def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
     return out
 
 
-def _gpu_launches(events: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
+def _gpu_launches(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
     """A file's device events (trace/launches.py) with the thread and instant that launched them: pid,
-    tid, ts (the device slice), ltid, launch."""
-    if not {"ltid", "launch"} <= set(groups.columns) or events.height == 0:
+    tid, ts (the device slice), ltid, launch. `events` is the written table, `read` the events as read
+    (the launch instant is theirs: it varies event by event, see _PER_EVENT)."""
+    if "ltid" not in groups.columns or "launch" not in read.columns or events.height == 0:
         return None
     facts = groups.select(
         (pl.col("cat").cast(pl.String) == "gpu").fill_null(False).alias("__gpu"),
         pl.col("ltid").cast(pl.Int64, strict=False),
-        pl.col("launch").cast(pl.Int64, strict=False),
     )
-    rows = pl.concat([events.select("pid", "tid", "ts"), facts.gather(events.get_column("__s"))], how="horizontal")
+    rows = pl.concat([events.select("pid", "tid", "ts"), read.select(pl.col("launch").cast(pl.Int64, strict=False)),
+                      facts.gather(events.get_column("__s"))], how="horizontal")  # fmt: skip
     rows = rows.filter(pl.col("__gpu") & pl.col("ltid").is_not_null() & pl.col("launch").is_not_null())
-    return rows.drop("__gpu") if rows.height else None
+    return rows.select("pid", "tid", "ts", "ltid", "launch") if rows.height else None
 
 
 def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
     """A flow arrow from each launching op (the slice open at the launch on its thread) to the device
-    slice it started."""
+    slice it started. Formatted from templates: a GPU trace has as many as it has kernels."""
     out = []
     n = 0
     for read in reads:
@@ -478,10 +479,13 @@ def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
             continue
         for pid, tid, ts, ltid, launch in read.launches.iter_rows():
             n += 1
-            common = {"name": "launch", "cat": "gpu", "id": f"gpu{n}"}
-            out.append(orjson.dumps({**common, "ph": "s", "pid": pid, "tid": ltid, "ts": launch}))
-            out.append(orjson.dumps({**common, "ph": "f", "bp": "e", "pid": pid, "tid": tid, "ts": max(ts, launch)}))
+            out.append(_FLOW_START % (n, pid, ltid, launch))
+            out.append(_FLOW_END % (n, pid, tid, max(ts, launch)))
     return out
+
+
+_FLOW_START = b'{"name":"launch","cat":"gpu","id":"gpu%d","ph":"s","pid":%d,"tid":%d,"ts":%d}'
+_FLOW_END = b'{"name":"launch","cat":"gpu","id":"gpu%d","ph":"f","bp":"e","pid":%d,"tid":%d,"ts":%d}'
 
 
 # ------------------------------------------------------------------------------------------ output
