@@ -261,6 +261,29 @@ def test_profiler_events_become_device_records_on_the_traces_clock():
     ]
 
 
+def test_a_profiler_that_cannot_start_leaves_tracing_as_it_was(tmp_path):
+    class Busy(PlannedSource):
+        def start(self):
+            raise RuntimeError("Can't enable Kineto profiler when it's already running")
+
+    with dynascope.session(str(tmp_path / "run.pfw.gz")) as session:
+        with pytest.raises(RuntimeError):
+            device.install(source=Busy(list))
+        assert not device.installed() and session._writer.decoder.launches is None  # nothing kept for it
+    assert dynascope.read_trace(str(tmp_path)).filter(pl.col("cat") == "gpu").height == 0
+
+
+def test_a_busy_profiler_is_one_line_that_says_what_to_do(monkeypatch):
+    def busy(cuda):
+        raise RuntimeError("Can't enable Kineto profiler when it's already running\n(C++ frames...)")
+
+    monkeypatch.setattr(_torch, "start_activity", busy)
+    with pytest.raises(dynascope.DynascopeError) as caught:
+        device.CuptiSource().start()
+    message = str(caught.value)
+    assert "\n" not in message and "already running" in message and "DYNASCOPE_DEVICE_TIME=0" in message
+
+
 def test_without_cuda_nothing_is_collected_and_tracing_goes_on(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .. import _torch
+from ..errors import ConfigError
 from ..trace import buffers
 from ..trace.buffers import now_ns
 from ..trace.launches import DeviceRecord
@@ -51,7 +52,12 @@ class CuptiSource:
 
     def start(self) -> None:
         self.offset_ns = epoch_offset()
-        _torch.start_activity(cuda=True)
+        try:
+            _torch.start_activity(cuda=True)
+        except RuntimeError as exc:  # one profiler at a time: torch.profiler of the program's own, say
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(f"torch's profiler would not start ({reason}), so GPU times are not recorded; "
+                              "with a profiler of your own running, set DYNASCOPE_DEVICE_TIME=0") from None  # fmt: skip
 
     def stop(self) -> Collected:
         result, offset = _torch.stop_activity(), self.offset_ns
@@ -135,8 +141,8 @@ def install(session: Any = None, source: ActivitySource | None = None) -> None:
     with _lock:
         if _collector is not None or session is None:
             return
+        source.start()  # first: a profiler that cannot start (one of the user's runs) leaves nothing kept
         session.collect_launches()
-        source.start()
         _collector = _Collector(source, session)
 
 
