@@ -572,6 +572,13 @@ def inductor_cpp_wrapper(kwargs: dict[str, Any]) -> bool:
     return bool(kwargs.get("cpp_wrapper") or getattr(config, "cpp_wrapper", False))
 
 
+def inductor_cudagraphs(kwargs: dict[str, Any]) -> bool:
+    """Whether inductor runs this graph as CUDA graphs, asked after compile_fx_inner returns: its
+    `cudagraphs` argument, a BoxedBool that post-compile turns off for a graph it cannot capture (a CPU
+    graph, say) (2.5.1 .. 2.15)."""
+    return bool(kwargs.get("cudagraphs"))
+
+
 def _wrapper_call_of(fn: Any) -> bool:
     """Whether fn is the `call` of an inductor wrapper module: the module function `call(args)` (2.5.1)
     or the bound `Runner.call(self, args)` the module names `call` (2.13 .. 2.15)."""
@@ -580,19 +587,25 @@ def _wrapper_call_of(fn: Any) -> bool:
     return code is not None and code.co_name == "call" and namespace.get("call") == fn
 
 
-def wrapper_call(compiled: Any) -> tuple[Any, Any]:
-    """(the generated wrapper's `call`, a function that puts a replacement in its place) for one
-    CompiledFxGraph. Its `current_callable` is that `call`, or a closure of inductor's post-compile
-    steps around it (input realignment: torch._inductor.utils.align_inputs_from_check_idxs), in which
-    case the closure's cell is replaced (2.5.1 .. 2.15). Only this graph object changes: the wrapper
-    module, shared with every other load of the same code, is left as it is."""
+def outer_callable(compiled: Any) -> tuple[Any, Any]:
+    """(what a CompiledFxGraph's __call__ runs, a function that puts a replacement in its place): its
+    `current_callable`, with CUDA graphs inductor's cudagraphify around the wrapper (2.5.1 .. 2.15)."""
     if not hasattr(compiled, "current_callable"):
         raise moved(f"{type(compiled).__name__}.current_callable (inductor's compiled graph)")
 
     def put(new: Any) -> None:
         compiled.current_callable = new
 
-    pending: list[tuple[Any, Any]] = [(compiled.current_callable, put)]
+    return compiled.current_callable, put
+
+
+def wrapper_call(compiled: Any) -> tuple[Any, Any]:
+    """(the generated wrapper's `call`, a function that puts a replacement in its place) for one
+    CompiledFxGraph. Its `current_callable` is that `call`, or a closure of inductor's post-compile
+    steps around it (input realignment: torch._inductor.utils.align_inputs_from_check_idxs), in which
+    case the closure's cell is replaced (2.5.1 .. 2.15). Only this graph object changes: the wrapper
+    module, shared with every other load of the same code, is left as it is."""
+    pending: list[tuple[Any, Any]] = [outer_callable(compiled)]
     for _ in range(4):
         found: list[tuple[Any, Any]] = []
         for fn, replace in pending:

@@ -186,6 +186,47 @@ def test_the_terminal_report_shows_gpu_beside_cpu_and_the_gpu_idle_time(tmp_path
     assert re.search(r"GPU: busy \S+ \S+ of the steps' \S+ \S+; idle \S+ \S+ \(\d+%\)", text)
 
 
+def test_a_cuda_graph_replay_is_one_event_that_launches_its_kernels(tmp_path, monkeypatch):
+    """mode="reduce-overhead" on CUDA: inductor replays each graph's kernels with no Python between them.
+    CPU graphs are never captured, so the test says they were; extern_kernels.addmm/mm then run as aten
+    ops inside the replay and stand in for the replayed kernels."""
+    monkeypatch.setattr(_torch, "inductor_cudagraphs", lambda kwargs: True)
+    source = CpuOpsSource()
+    model = torch.compile(mlp(), backend=dynascope.backend(inner="inductor"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=source)
+        for i in range(3):
+            with dynascope.region("step", step=i):
+                model(torch.randn(8, 16)).sum().backward()
+    frame = dynascope.read_trace(str(tmp_path))
+    ops = frame.filter(pl.col("cat") == "dynamo")
+    assert set(ops.get_column("name").cast(pl.String).to_list()) == {"cudagraph_replay"}
+    assert sorted(ops.get_column("phase").to_list()) == ["backward"] * 3 + ["forward"] * 3
+    assert set(ops.get_column("kernel_kind").to_list()) == {"cudagraph"}
+    for row in ops.iter_rows(named=True):  # every layer of the graph (in its order), none singled out
+        assert sorted(row["layers"].split(",")) == ["0", "1", "2"] and row["layer"] == ""
+    gpu = frame.filter((pl.col("cat") == "gpu") & pl.col("launcher").is_not_null())
+    assert gpu.height >= 3 * 3  # two addmm forward, mm's backward
+    assert set(gpu.get_column("launcher").to_list()) == {"cudagraph_replay"}
+    for row in gpu.iter_rows(named=True):  # each inside the replay that launched it
+        holder = ops.filter((pl.col("tid") == row["ltid"]) & (pl.col("ts") <= row["launch"])
+                            & (pl.col("ts") + pl.col("dur") >= row["launch"]))  # fmt: skip
+        assert holder.height == 1 and holder.get_column("phase")[0] == row["phase"]
+    [replay] = dynascope.summarize_files(str(tmp_path)).by_kernel.filter(pl.col("phase") == "forward").to_dicts()
+    assert (replay["name"], replay["kernel_kind"], replay["count"]) == ("cudagraph_replay", "cudagraph", 3)
+    forward = gpu.filter(pl.col("phase") == "forward").get_column("dur").sum()
+    assert replay["gpu_us"] == pytest.approx(forward, abs=1)
+
+
+def test_reduce_overhead_on_cpu_traces_each_kernel(tmp_path):
+    """Inductor captures no CPU graph, so mode="reduce-overhead" traces a CPU model kernel by kernel."""
+    model = torch.compile(mlp(), backend=dynascope.backend(inner="inductor"), mode="reduce-overhead")
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        model(torch.randn(8, 16)).sum().backward()
+    names = set(dynascope.read_trace(str(tmp_path)).filter(pl.col("cat") == "dynamo").get_column("name").to_list())
+    assert "extern_kernels.addmm" in names and "cudagraph_replay" not in names
+
+
 def test_collected_activity_is_handed_over_while_the_program_runs(tmp_path, monkeypatch):
     batch = iter(range(1, 100))
     source = PlannedSource(lambda: [DeviceRecord(f"k{next(batch)}", "kernel", 0, 7, now_ns() - 1000, now_ns(), 0, 0)])

@@ -260,8 +260,11 @@ class TracingBackend:
                 context.layer_by_seq.update(layers_by_seq_nr(gm))  # before inductor's passes rewrite gm
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
             try:
-                _check_kernels_timeable(kwargs)
-                self._trace_kernels(compiled, gm, context, phase)
+                if _torch.inductor_cudagraphs(kwargs):
+                    self._trace_replays(compiled, gm, context, phase)
+                else:
+                    _check_kernels_timeable(kwargs)
+                    self._trace_kernels(compiled, gm, context, phase)
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
                 untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
             return compiled
@@ -288,6 +291,18 @@ class TracingBackend:
         new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, _sink(gm), buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
+
+    def _trace_replays(self, compiled: Any, gm: Any, context: CompileContext, phase: str) -> None:
+        """A graph inductor runs as CUDA graphs (mode="reduce-overhead") replays its kernels with no Python
+        between them: one event per call of the graph, whose kernels the device join attributes to it."""
+        run, replace = _torch.outer_callable(compiled)
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
+        grad = context.grad_enabled and phase != "backward"
+        fields = kernels.replay_attribution(gm, context.layer_by_seq)
+        op = OpSpec.make(kernels.REPLAY, "dynamo", grad, {**shared, **fields, **self.labels})
+        graph_fields = {"kind": "graph", **shared, "n_ops": 1, **self.labels}
+        gid = TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), [op])
+        replace(kernels.timed_replay(run, gid, _sink(gm), buffers.now_ns))
 
     def _register_kernels(self, wrapper: Any, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
         """The graph id of one compiled graph whose events are one per kernel call, with what each covers."""
@@ -319,9 +334,6 @@ def _note_once(text: str) -> None:
 
 def _check_kernels_timeable(kwargs: dict) -> None:
     """Raise the one-line reason when inductor's kernels for this graph do not run from Python code."""
-    if kwargs.get("cudagraphs"):  # inductor's flag, still set after compiling: CUDA graphs are on
-        raise ConfigError("CUDA graphs replay its kernels without running inductor's wrapper code, "
-                          "so they cannot be timed one by one (mode='reduce-overhead')")  # fmt: skip
     if _torch.inductor_cpp_wrapper(kwargs):
         raise ConfigError("inductor's C++ wrapper (cpp_wrapper=True) calls its kernels from C++, "
                           "so they cannot be timed one by one")  # fmt: skip

@@ -218,6 +218,63 @@ def instrumented_call(wrapper: Wrapper, filename: str, namespace: dict, gid: int
     return made["_dsc_factory"](sink, clock, synchronize)
 
 
+def timed_replay(run: Callable, gid: int, sink: Callable, clock: Callable) -> Callable:
+    """`run` (a compiled graph's callable, inductor's CUDA-graph replay) timed as graph `gid` of one op:
+    a header and a reading at its start, a reading at its end (also when it raises). Its kernels run
+    without Python, so the replay is the finest thing the CPU side can time; on CUDA the device join
+    gives this op every kernel the replay launched (capture/device.py)."""
+
+    def replay(inputs: Any) -> Any:
+        record = sink()
+        record(-gid)
+        record(clock())
+        try:
+            return run(inputs)
+        finally:
+            record(clock())
+
+    return replay
+
+
+REPLAY = "cudagraph_replay"  # the op name of a CUDA-graph replay
+
+
+def replay_attribution(gm: Any, layer_by_seq: dict[int, tuple[str, str]]) -> dict:
+    """The static fields of a CUDA-graph replay's event (kernel fields, `kernel_kind` "cudagraph"): every
+    layer and user line of the graph; `layer` is the layers' longest common module path ("" if none)."""
+    nodes = [node for node in gm.graph.nodes if node.op == "call_function"]
+    layers = _layers(nodes, layer_by_seq)
+    names = list(dict.fromkeys(name for name, _ in layers))
+    layer = ".".join(_common_start([name.split(".") for name in names]))
+    lines = [line for line in (user_line(node) for node in nodes) if line[0]]
+    file, number, code = lines[0] if lines else ("", 0, "")
+    return {
+        "kind": "kernel",
+        "kernel_kind": "cudagraph",
+        "node": "",
+        "target": "",
+        "layer": layer,
+        "module_type": dict(layers).get(layer, ""),
+        "layers": ",".join(names),
+        "file": file.rsplit("/", 1)[-1],
+        "path": file,
+        "line": number,
+        "code": code,
+        "lines": ",".join(dict.fromkeys(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n, _ in lines)),
+    }
+
+
+def _common_start(paths: list[list[str]]) -> list[str]:
+    """The parts every path starts with: ["layer1", "0"] of layer1.0.conv1 and layer1.0.bn1."""
+    common = paths[0] if paths else []
+    for path in paths[1:]:
+        n = 0
+        while n < min(len(common), len(path)) and common[n] == path[n]:
+            n += 1
+        common = common[:n]
+    return common
+
+
 # -- what each kernel covers ---------------------------------------------------------------------
 
 
