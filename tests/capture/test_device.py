@@ -1,8 +1,8 @@
 """GPU time on CPU machines: the device-activity path (capture/device.py -> the writer's join ->
 "gpu" events -> summaries and the Chrome export) driven by sources that need no GPU.
 
-- `CpuOpsSource` reads torch's profiler exactly as the CUDA source does, but with CPU activity: each
-  outermost aten op stands for a kernel that its own thread launched when it began. Real profiler
+- `CpuOpsSource` (device.CpuStandInSource) reads torch's profiler exactly as the CUDA source does, but
+  with CPU activity: each outermost aten op stands for a kernel that its own thread launched when it began. Real profiler
   times, the real clock alignment, the real join to dynascope's op events.
 - `PlannedSource` hands back device intervals planned by the test (a known busy time in each step).
 The CUDA source itself is exercised by the `gpu` tests at the end, which skip without a GPU.
@@ -34,20 +34,8 @@ STANDS_IN = {"aten::addmm": "function.addmm.default", "aten::mm": "function.mm.d
              "aten::relu": "function.relu.default", "aten::threshold_backward": "function.threshold_backward.default"}  # fmt: skip
 
 
-class CpuOpsSource:
-    def start(self):
-        self.offset = device.epoch_offset()
-        _torch.start_activity(cuda=False)
-
-    def stop(self):
-        picked = [a for a in _torch.activities(_torch.stop_activity()) if a.name in STANDS_IN]
-        outer = []  # an aten op calls itself through the dispatcher: keep the outermost of each nest
-        for a in sorted(picked, key=lambda a: (a.start_ns, -a.end_ns)):
-            if not outer or a.start_ns >= outer[-1].end_ns or a.resource != outer[-1].resource:
-                outer.append(a)
-        self.records = [DeviceRecord(a.name, "kernel", 0, 7, a.start_ns - self.offset, a.end_ns - self.offset,
-                                     a.resource, a.start_ns - self.offset) for a in outer]  # fmt: skip
-        return lambda: self.records
+def CpuOpsSource():
+    return device.CpuStandInSource(set(STANDS_IN))
 
 
 class PlannedSource:

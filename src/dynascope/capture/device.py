@@ -64,6 +64,37 @@ class CuptiSource:
         return lambda: device_records(_torch.activities(result), offset)
 
 
+class CpuStandInSource:
+    """CPU operator events standing in for kernels, through the same profiler path as CuptiSource: each
+    outermost `aten::` op of a thread (or each op named in `names`) is a "kernel" on device 0, stream
+    `stream`, launched by its own thread when it began. It lets the join, the summaries and the GPU
+    validation run on machines without a GPU (tests, benchmarks/validate_gpu.py --device cpu)."""
+
+    def __init__(self, names: set[str] | None = None, stream: int = 7) -> None:
+        self.names = names
+        self.stream = stream
+        self.records: list[DeviceRecord] = []
+
+    def start(self) -> None:
+        self.offset_ns = epoch_offset()
+        _torch.start_activity(cuda=False)
+
+    def stop(self) -> Collected:
+        events = _torch.activities(_torch.stop_activity())
+        picked = [a for a in events if (a.name in self.names if self.names else a.name.startswith("aten::"))]
+        outer: list[_torch.Activity] = []  # an aten op calls others through the dispatcher: keep the outermost
+        open_by_thread: dict[int, int] = {}
+        for a in sorted(picked, key=lambda a: (a.start_ns, -a.end_ns)):
+            if a.start_ns >= open_by_thread.get(a.resource, 0):
+                outer.append(a)
+                open_by_thread[a.resource] = a.end_ns
+        off = self.offset_ns
+        self.records = [DeviceRecord(a.name, "kernel", 0, self.stream, a.start_ns - off, a.end_ns - off,
+                                     a.resource, a.start_ns - off) for a in outer]  # fmt: skip
+        records = self.records
+        return lambda: records
+
+
 def epoch_offset() -> int:
     """Epoch ns less the trace's clock, now. The profiler converts its clock to epoch time with a
     calibration made when it starts; reading the offset then too keeps the two within a microsecond or
