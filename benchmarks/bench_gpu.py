@@ -1,4 +1,4 @@
-"""What GPU time costs, and how much of the GPU's work it accounts for (needs CUDA; says so and stops without).
+"""What GPU time costs, and how much of the GPU's work it accounts for (needs CUDA; `--device cpu` is a dry run).
 
 A training step of an MLP (20 x Linear(1024), batch 256), compiled with aot_eager and with inductor, run
 in interleaved blocks in one process: untraced torch.compile (the baseline), traced by dynascope with
@@ -6,6 +6,13 @@ device time on (CUPTI through torch's profiler, capture/device.py), and the untr
 torch.profiler with CUDA activity (the anchor). Each row gives the median step and its ratio to the
 baseline of the same backend, and, for the traced runs, the share of the GPU's kernel time that op or
 kernel events account for (device events joined to a launching op).
+
+Only one profiler runs at a time in a process, so each traced block is a session of its own (its device
+activity collected while it records) and the torch.profiler block runs outside it.
+
+`--device cpu` runs the same blocks on the CPU, with CPU operator events standing in for kernels
+(device.CpuStandInSource) and torch.profiler with CPU activity: it checks the benchmark end to end on a
+machine without a GPU; its ratios say nothing about the GPU targets.
 
 Targets (issue 17): traced inductor within 3% of untraced, traced aot_eager within 5%; coverage >= 95%.
 """
@@ -31,56 +38,82 @@ def step_fn(model, opt, x):
     return step
 
 
-def median_step_ms(step, steps: int) -> float:
+def synchronize(where: str) -> None:
     import torch
 
+    if where == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_step_ms(step, steps: int, where: str) -> float:
     times = []
     for _ in range(steps):
-        torch.cuda.synchronize()
+        synchronize(where)
         start = time.perf_counter_ns()
         step()
-        torch.cuda.synchronize()
+        synchronize(where)
         times.append((time.perf_counter_ns() - start) / 1e6)
     return statistics.median(times)
 
 
-def run(args) -> dict:
+def traced_block(path: str, step, steps: int, where: str, warm: int) -> float:
+    """The median step of `step` in a session of its own, which collects device activity while it records."""
+    import dynascope
+    from dynascope.capture import device
+
+    with dynascope.session(path):
+        if where == "cpu":
+            device.install(source=device.CpuStandInSource())
+        for _ in range(warm):
+            step()
+        return median_step_ms(step, steps, where)
+
+
+def kernel_coverage(out: str) -> float | None:
+    """The share of the device's kernel time that was launched inside a traced op."""
     import polars as pl
+
+    import dynascope
+
+    kernels = dynascope.summarize_files(out).by_device.filter(pl.col("activity") == "kernel")
+    total = float(kernels.get_column("total_us").sum() or 0)
+    covered = float((kernels.get_column("launched") * kernels.get_column("total_us")).sum() or 0)
+    return covered / total if total else None
+
+
+def run(args) -> dict:
     import torch
 
     import dynascope
 
+    where = args.device
+    activity = torch.profiler.ProfilerActivity.CUDA if where == "cuda" else torch.profiler.ProfilerActivity.CPU
     layers = [m for _ in range(20) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())]
-    x = torch.randn(args.batch, 1024, device="cuda")
+    x = torch.randn(args.batch, 1024, device=where)
     rows = []
     for backend in ("aot_eager", "inductor"):
-        model = torch.nn.Sequential(*layers).cuda()
+        model = torch.nn.Sequential(*layers).to(where)
         opt = torch.optim.SGD(model.parameters(), lr=1e-4)
         plain = step_fn(torch.compile(model, backend=backend), opt, x)
+        traced = step_fn(torch.compile(model, backend=dynascope.backend(name=backend)), opt, x)
         for _ in range(3):
             plain()
         with tempfile.TemporaryDirectory() as out:
-            session = dynascope.session(os.path.join(out, "gpu.pfw.gz"))
-            traced = step_fn(torch.compile(model, backend=dynascope.backend(name=backend)), opt, x)
-            for _ in range(3):
-                traced()
             samples: dict[str, list[float]] = {"untraced": [], "traced": [], "torch.profiler": []}
-            for _ in range(args.repeats):
-                samples["untraced"].append(median_step_ms(plain, args.steps))
-                samples["traced"].append(median_step_ms(traced, args.steps))
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
-                    samples["torch.profiler"].append(median_step_ms(plain, args.steps))
-            session.finalize()
-            summary = dynascope.summarize_files(out)
-            kernels = summary.by_device.filter(pl.col("activity") == "kernel")
-            covered = float((kernels.get_column("launched") * kernels.get_column("total_us")).sum() or 0)
-            total = float(kernels.get_column("total_us").sum() or 0)
+            for r in range(args.repeats):
+                samples["untraced"].append(median_step_ms(plain, args.steps, where))
+                path = os.path.join(out, f"gpu-{r}.pfw.gz")
+                samples["traced"].append(traced_block(path, traced, args.steps, where, warm=3 if r == 0 else 1))
+                with torch.profiler.profile(activities=[activity]):
+                    samples["torch.profiler"].append(median_step_ms(plain, args.steps, where))
+            coverage = kernel_coverage(out)
         base = statistics.median(samples["untraced"])
         for how, values in samples.items():
             ms = statistics.median(values)
             rows.append({"backend": backend, "how": how, "step_ms": ms, "ratio": ms / base,
-                         "kernel_coverage": covered / total if how == "traced" and total else None})  # fmt: skip
-    return {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "batch": args.batch, "rows": rows}
+                         "kernel_coverage": coverage if how == "traced" else None})  # fmt: skip
+    name = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
+    return {"torch": torch.__version__, "gpu": name, "batch": args.batch, "rows": rows}
 
 
 def render(results: dict) -> str:
@@ -99,15 +132,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "gpu.json"))
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: a dry run of the same blocks, CPU ops standing in for kernels")
+    parser.add_argument("--out", help="where the JSON goes (default benchmarks/results/gpu.json, gpu-cpu.json)")
     args = parser.parse_args(argv)
     import torch
 
-    if not torch.cuda.is_available():
-        print("bench_gpu: needs a CUDA GPU; skipped")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("bench_gpu: needs a CUDA GPU; skipped (--device cpu runs it as a dry run)")
         return 0
     if args.quick:
         args.steps, args.repeats = 5, 2
+    if args.device == "cpu":
+        args.batch = min(args.batch, 32)
+    name = "gpu.json" if args.device == "cuda" else "gpu-cpu.json"
+    args.out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
     results = run(args)
     publish(render(results), results, args.out)
     return 0

@@ -1,0 +1,318 @@
+"""Issue 17's validation: dynascope's GPU time per layer and per kernel against torch.profiler's.
+
+For ResNet-18 (batch 32, 224x224) and a small GPT-2 (4 layers, 512 wide, batch 8 x 256), one training
+step (forward, loss, backward) at a time:
+
+- **aot_eager, per layer.** dynascope traces the compiled model with device time on; its `by_layer` GPU
+  column is the reference's rival. The reference is torch.profiler (CPU + CUDA activity) on the same
+  model run eagerly, with a `record_function` range around every module's forward (forward hooks):
+  each kernel counts under the innermost module range of the op that launched it, and a backward
+  kernel under the layer of the forward op whose autograd node ran it (the profiler's `sequence_nr`).
+  Layers are named alike on both sides (module paths from the compiled root; "(root)" for the root's
+  own ops, such as the loss).
+- **inductor, per kernel.** dynascope's device events of the traced inductor model, by kernel name,
+  against torch.profiler's CUDA kernels of the untraced inductor model.
+- **Coverage.** The share of the device's kernel time within the traced steps that dynascope joined to
+  a launching op or kernel event.
+
+A row is checked when it holds at least 1% of the reference's time; the target is every checked row
+within 10%, and coverage of at least 95%. Prints the tables and writes benchmarks/results/validate_gpu.json.
+
+Needs CUDA. `--device cpu` is a dry run of the whole comparison with CPU operator events standing in
+for kernels on both sides (device.CpuStandInSource: each outermost aten op), on small inputs; it checks
+the script, not the GPU figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+from results_io import publish
+
+MODULE_RANGE = "dynascope.layer:"
+EVALUATE = "autograd::engine::evaluate_function: "
+ROOT = "(root)"
+CHECKED_SHARE = 0.01
+TOLERANCE = 0.10
+
+
+def synchronize(where: str) -> None:
+    import torch
+
+    if where == "cuda":
+        torch.cuda.synchronize()
+
+
+def train_step(model, batch) -> None:
+    model.zero_grad(set_to_none=True)
+    model(*batch).backward()
+
+
+# -- the reference: torch.profiler on the eager model, a range per module --------------------------
+
+
+def module_ranges(model) -> list:
+    """Forward hooks that open a profiler range named for each module (its path) around its forward."""
+    import torch
+
+    opened: list = []
+
+    def enter(name):
+        def hook(module, args):
+            scope = torch.autograd.profiler.record_function(MODULE_RANGE + name)
+            scope.__enter__()
+            opened.append(scope)
+
+        return hook
+
+    def leave(module, args, output):
+        opened.pop().__exit__(None, None, None)
+
+    handles = []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(enter(name)))
+        handles.append(module.register_forward_hook(leave))
+    return handles
+
+
+def _layer_of(event, layer_by_seq: dict[int, str]) -> str | None:
+    node = event
+    while node is not None:
+        if node.name.startswith(MODULE_RANGE):
+            return node.name[len(MODULE_RANGE) :] or ROOT
+        if node.name.startswith(EVALUATE):
+            return layer_by_seq.get(node.sequence_nr)
+        node = node.cpu_parent
+    return None
+
+
+def _is_outermost_aten(event) -> bool:
+    if not event.name.startswith("aten::"):
+        return False
+    node = event.cpu_parent
+    while node is not None:
+        if node.name.startswith("aten::"):
+            return False
+        node = node.cpu_parent
+    return True
+
+
+def reference_by_layer(model, batches: list, where: str) -> tuple[dict[str, float], float]:
+    """(µs per layer, all device µs), summed over `batches`, from torch.profiler on the eager model."""
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if where == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    handles = module_ranges(model)
+    try:
+        train_step(model, batches[0])  # warm-up: cuDNN's autotuning, the caching allocator
+        synchronize(where)
+        with torch.profiler.profile(activities=activities) as prof:
+            for batch in batches:
+                train_step(model, batch)
+            synchronize(where)
+    finally:
+        for handle in handles:
+            handle.remove()
+    events = [e for e in prof.events() if not e.is_async]
+    cpu = torch.autograd.DeviceType.CPU
+    layer_by_seq: dict[int, str] = {}
+    for e in events:
+        if e.device_type == cpu and e.sequence_nr >= 0 and not e.name.startswith(EVALUATE):
+            layer = _layer_of(e, {})
+            if layer is not None:
+                layer_by_seq.setdefault(e.sequence_nr, layer)
+    by_layer: dict[str, float] = defaultdict(float)
+    total = 0.0
+    for e in events:
+        if e.device_type != cpu:
+            total += e.time_range.elapsed_us()
+            continue
+        if where == "cuda":
+            own = sum(k.duration for k in e.kernels)
+        else:  # the stand-in: each outermost aten op is a "kernel"
+            own = e.time_range.elapsed_us() if _is_outermost_aten(e) else 0.0
+            total += own
+        if own:
+            by_layer[_layer_of(e, layer_by_seq) or "(outside every module)"] += own
+    return dict(by_layer), total
+
+
+def reference_by_kernel(model, batches: list, where: str) -> tuple[dict[str, float], float]:
+    """(µs per kernel name, all device µs) of the untraced inductor model, from torch.profiler."""
+    import torch
+
+    activity = torch.profiler.ProfilerActivity.CUDA if where == "cuda" else torch.profiler.ProfilerActivity.CPU
+    compiled = torch.compile(model, backend="inductor")
+    for batch in batches[:2]:
+        train_step(compiled, batch)  # compiles
+    synchronize(where)
+    with torch.profiler.profile(activities=[activity]) as prof:
+        for batch in batches:
+            train_step(compiled, batch)
+        synchronize(where)
+    cpu = torch.autograd.DeviceType.CPU
+    by_name: dict[str, float] = defaultdict(float)
+    for e in prof.events():
+        is_kernel = e.device_type != cpu if where == "cuda" else _is_outermost_aten(e)
+        if is_kernel:
+            by_name[e.name] += e.time_range.elapsed_us()
+    return dict(by_name), sum(by_name.values())
+
+
+# -- dynascope's side -------------------------------------------------------------------------------
+
+
+def traced(model, batches: list, where: str, backend: str, out: str):
+    """Trace `batches` steps of `model` compiled with dynascope's backend (inner `backend`) into `out`;
+    compiling happens in a session of its own first, so `out` holds the measured steps only."""
+    import torch
+
+    import dynascope
+    from dynascope.capture import device
+
+    compiled = torch.compile(model, backend=dynascope.backend(inner=backend))
+    for name, steps in (("warm", batches[:2]), ("measured", batches)):
+        with dynascope.session(os.path.join(out, name, "trace.pfw.gz")):
+            if where == "cpu":
+                device.install(source=device.CpuStandInSource())
+            for i, batch in enumerate(steps):
+                with dynascope.region("step", step=i):
+                    train_step(compiled, batch)
+            synchronize(where)
+    return os.path.join(out, "measured")
+
+
+def dynascope_by_layer(trace_dir: str) -> tuple[dict[str, float], float]:
+    """(GPU µs per layer, kernel coverage) from the traced aot_eager run."""
+    import dynascope
+
+    summary = dynascope.summarize_files(trace_dir)
+    by_layer: dict[str, float] = defaultdict(float)
+    for row in summary.by_layer.iter_rows(named=True):
+        if row.get("gpu_us"):
+            by_layer[row["layer"] or ROOT] += row["gpu_us"]
+    return dict(by_layer), coverage(summary)
+
+
+def dynascope_by_kernel(trace_dir: str) -> tuple[dict[str, float], float]:
+    """(GPU µs per device-kernel name, kernel coverage) from the traced inductor run."""
+    import polars as pl
+
+    import dynascope
+
+    gpu = dynascope.read_trace(trace_dir).filter(pl.col("cat") == "gpu")
+    totals = gpu.group_by(pl.col("name").cast(pl.String)).agg(pl.col("dur").sum())
+    return {name: float(us) for name, us in totals.iter_rows()}, coverage(dynascope.summarize_files(trace_dir))
+
+
+def coverage(summary) -> float:
+    import polars as pl
+
+    kernels = summary.by_device.filter(pl.col("activity") == "kernel")
+    total = float(kernels.get_column("total_us").sum() or 0)
+    covered = float((kernels.get_column("launched") * kernels.get_column("total_us")).sum() or 0)
+    return covered / total if total else 0.0
+
+
+# -- the comparison ---------------------------------------------------------------------------------
+
+
+def compare(ours: dict[str, float], theirs: dict[str, float], steps: int) -> list[dict]:
+    """One row per name, per step: dynascope's µs, torch.profiler's, the difference; checked when the
+    reference holds at least CHECKED_SHARE of its total."""
+    total = sum(theirs.values()) or 1.0
+    rows = []
+    for name in sorted(set(ours) | set(theirs), key=lambda n: -theirs.get(n, 0.0)):
+        a, b = ours.get(name, 0.0) / steps, theirs.get(name, 0.0) / steps
+        checked = theirs.get(name, 0.0) / total >= CHECKED_SHARE
+        diff = (a - b) / b if b else None
+        rows.append({"name": name, "dynascope_us": a, "profiler_us": b, "share": theirs.get(name, 0.0) / total,
+                     "diff": diff, "checked": checked, "within": bool(checked and diff is not None and abs(diff) <= TOLERANCE)})  # fmt: skip
+    return rows
+
+
+def validate(name: str, make, where: str, steps: int, backends: list[str]) -> list[dict]:
+    model, inputs = make()
+    batches = [inputs() for _ in range(steps)]
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if "aot_eager" in backends:
+            start = time.perf_counter()
+            theirs, _ = reference_by_layer(model, batches, where)
+            ours, cover = dynascope_by_layer(traced(model, batches, where, "aot_eager", os.path.join(tmp, "aot")))
+            out.append({"model": name, "backend": "aot_eager", "by": "layer", "coverage": cover,
+                        "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
+        if "inductor" in backends:
+            start = time.perf_counter()
+            theirs, _ = reference_by_kernel(model, batches, where)
+            ours, cover = dynascope_by_kernel(traced(model, batches, where, "inductor", os.path.join(tmp, "ind")))
+            out.append({"model": name, "backend": "inductor", "by": "kernel", "coverage": cover,
+                        "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
+    return out
+
+
+def render(results: dict) -> str:
+    title = (f"GPU time against torch.profiler on {results['gpu']} (torch {results['torch']}), "
+             f"{results['steps']} training steps; checked: rows with >= {CHECKED_SHARE:.0%} of the reference, "
+             f"target within {TOLERANCE:.0%}")  # fmt: skip
+    lines = [title]
+    for part in results["parts"]:
+        checked = [r for r in part["rows"] if r["checked"]]
+        within = sum(r["within"] for r in checked)
+        heading = (f"### {part['model']}, {part['backend']}, per {part['by']}: {within} of {len(checked)} "
+                   f"checked rows within {TOLERANCE:.0%}; coverage {part['coverage']:.1%}")  # fmt: skip
+        lines += ["", heading, "",
+                  f"| {part['by']} | dynascope µs/step | torch.profiler µs/step | diff | share |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+        for r in part["rows"]:
+            if not r["checked"]:
+                continue
+            diff = f"{r['diff']:+.1%}" if r["diff"] is not None else "–"
+            lines.append(f"| {r['name'][:60]} | {r['dynascope_us']:.1f} | {r['profiler_us']:.1f} | {diff} | {r['share']:.1%} |")
+        rest = [r for r in part["rows"] if not r["checked"]]
+        if rest:
+            lines.append(f"| {len(rest)} smaller rows | {sum(r['dynascope_us'] for r in rest):.1f} | "
+                         f"{sum(r['profiler_us'] for r in rest):.1f} | | |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="cpu: a dry run, CPU ops standing in for kernels, small inputs")
+    parser.add_argument("--model", choices=("resnet18", "gpt2", "all"), default="all")
+    parser.add_argument("--backend", choices=("aot_eager", "inductor", "all"), default="all")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--out", help="where the JSON goes (default benchmarks/results/validate_gpu[-cpu].json)")
+    args = parser.parse_args(argv)
+    import gpu_models
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("validate_gpu: needs a CUDA GPU; skipped (--device cpu runs it as a dry run)")
+        return 0
+    where = args.device
+    small = where == "cpu"
+    makers = {
+        "resnet18": lambda: gpu_models.make_resnet18(where, batch=2, size=64) if small else gpu_models.make_resnet18(where),
+        "gpt2": lambda: gpu_models.make_gpt2(where, batch=2, tokens=32) if small else gpu_models.make_gpt2(where),
+    }  # fmt: skip
+    backends = ["aot_eager", "inductor"] if args.backend == "all" else [args.backend]
+    parts = []
+    for name in makers if args.model == "all" else [args.model]:
+        parts += validate(name, makers[name], where, args.steps, backends)
+    gpu = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
+    results = {"torch": torch.__version__, "gpu": gpu, "steps": args.steps, "parts": parts}
+    name = "validate_gpu.json" if where == "cuda" else "validate_gpu-cpu.json"
+    publish(render(results), results, args.out or os.path.join(os.path.dirname(__file__), "results", name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
