@@ -19,6 +19,7 @@ import inspect
 import re
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 from .errors import ConfigError, TorchVersionError
@@ -1076,16 +1077,53 @@ class Activity:
     correlation: int  # a kernel and the runtime call that launched it share it (CUPTI's correlation id)
 
 
+_OWN_PROFILER = "_dynascope_own"  # set on the profiler objects dynascope starts
+
+
 def start_activity(cuda: bool) -> None:
     """Start torch's profiler: CUDA activity only (kernels, copies, memsets, runtime calls), or, with
     `cuda` False, CPU operator events (what the tests use on machines without a GPU)."""
     profiler = importlib.import_module("torch.autograd.profiler")
     try:
         prof = profiler.profile(use_device="cuda" if cuda else None, use_cpu=not cuda, use_kineto=True)
+        setattr(prof, _OWN_PROFILER, True)
         prof._prepare_trace()
         prof._start_trace()
     except AttributeError as exc:
         raise moved("torch.autograd.profiler.profile._prepare_trace/_start_trace", exc) from exc
+
+
+def watch_other_profilers(before: Callable[[], None], after: Callable[[], None]) -> Callable[[], None]:
+    """Call `before` just before a profiler that is not dynascope's starts (torch.profiler.profile and
+    torch.autograd.profiler.profile both prepare through torch.autograd.profiler.profile._prepare_trace),
+    and `after` once it has stopped (its __exit__). torch runs one profiler at a time, and a second one
+    silently takes over the first: this lets dynascope hand its activity over and step aside. Returns
+    the function that undoes it (2.5.1 .. 2.15)."""
+    cls = importlib.import_module("torch.autograd.profiler").profile
+    prepare, leave = getattr(cls, "_prepare_trace", None), getattr(cls, "__exit__", None)
+    if prepare is None or leave is None:
+        raise moved("torch.autograd.profiler.profile._prepare_trace / __exit__")
+
+    def _prepare_trace(self: Any) -> Any:
+        if not getattr(self, _OWN_PROFILER, False) and not getattr(self, "_dynascope_stepped_aside", False):
+            self._dynascope_stepped_aside = True
+            before()
+        return prepare(self)
+
+    def __exit__(self: Any, *exc: Any) -> Any:
+        try:
+            return leave(self, *exc)
+        finally:
+            if getattr(self, "_dynascope_stepped_aside", False):
+                self._dynascope_stepped_aside = False
+                after()
+
+    cls._prepare_trace, cls.__exit__ = _prepare_trace, __exit__
+
+    def undo() -> None:
+        cls._prepare_trace, cls.__exit__ = prepare, leave
+
+    return undo
 
 
 def stop_activity() -> Any:

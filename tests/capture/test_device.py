@@ -274,6 +274,42 @@ def test_a_forked_child_leaves_the_parents_profiler_alone(tmp_path):
     assert source.stops == [(os.getpid(), threading.get_ident())]
 
 
+def test_a_profiler_of_the_programs_own_runs_and_device_time_steps_aside_meanwhile(tmp_path, capsys):
+    """torch runs one profiler at a time, and a second one silently takes over the first. dynascope hands
+    its activity over when the program's own profiler starts, and collects again once it stops: both
+    see what ran while each was on, and the steps in between get no GPU figures (not a false idle)."""
+    original = torch.autograd.profiler.profile._prepare_trace
+    source = CpuOpsSource()
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=source)
+        for i in range(4):
+            with dynascope.region("step", step=i):
+                if i == 2:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                        model(torch.randn(8, 16)).sum().backward()
+                else:
+                    model(torch.randn(8, 16)).sum().backward()
+    assert torch.autograd.profiler.profile._prepare_trace is original  # put back with the session's end
+    assert {"aten::addmm", "aten::mm"} <= {e.name for e in prof.events()}  # the program's profiler saw step 2
+    frame = dynascope.read_trace(str(tmp_path))
+    [paused] = frame.filter(pl.col("name") == "device time paused").to_dicts()
+    steps = frame.filter(pl.col("cat") == "region").sort("step")
+    windows = [(r["ts"], r["ts"] + r["dur"]) for r in steps.iter_rows(named=True)]
+    assert windows[1][1] <= paused["ts"] and paused["ts"] + paused["dur"] <= windows[3][0]  # within step 2
+    launched = frame.filter((pl.col("cat") == "gpu") & pl.col("launcher").is_not_null())
+    seen = {step for step, (a, b) in enumerate(windows) for t in launched.get_column("ts").to_list() if a <= t <= b}
+    assert seen == {0, 1, 3}  # before and after the program's profiler; nothing of its stretch
+    summary = dynascope.summarize_files(str(tmp_path))
+    gpu = dict(summary.by_step.select("step", "gpu_us").iter_rows())
+    assert gpu[2] is None and all(gpu[k] > 0 for k in (0, 1, 3))
+    out = io.StringIO()
+    render_summary(summary, make_console(out, width=200))
+    assert "(1 step without: the program's own profiler ran)" in out.getvalue()
+    err = capsys.readouterr().err
+    assert err.count("GPU times pause while the program's own profiler runs") == 1
+
+
 def _traces(tmp_path):
     return sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".pfw.gz"))
 

@@ -31,6 +31,7 @@ POSIX_CAT = "POSIX"
 FRAME_CAT = "dynamo.frame"  # a compiled frame starts or returns (an instant; trace/probes.py)
 CALL_CAT = "dynamo.call"  # a call of a torch.compile'd function begins or ends
 GPU_CAT = "gpu"  # what ran on a device, on its own track (trace/launches.py)
+DEVICE_PAUSED = "device time paused"  # a stretch with no device activity collected (capture/device.py)
 NON_REGION_CATS = [
     OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,
     POSIX_CAT, FRAME_CAT, CALL_CAT, GPU_CAT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .columns import GPU_CAT
+from .columns import DEVICE_PAUSED, GPU_CAT
 from .stepparts import interval_union
 
 GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity"]
@@ -48,6 +48,21 @@ def busy_in_windows(others: pl.DataFrame, windows: pl.DataFrame) -> np.ndarray:
         a = windows.get_column("ts").to_numpy()[mine].astype(np.int64)
         b = a + windows.get_column("dur").to_numpy()[mine].astype(np.int64)
         out[mine] = _covered(s, e, reach, b) - _covered(s, e, reach, a)
+    return out
+
+
+def paused_in_windows(others: pl.DataFrame, windows: pl.DataFrame) -> np.ndarray:
+    """Per step window: whether device activity was not collected for part of it (a profiler of the
+    program's own ran then), so that its busy time is unknown."""
+    out = np.zeros(windows.height, dtype=bool)
+    paused = others.filter((pl.col("name").cast(pl.String) == DEVICE_PAUSED).fill_null(False))
+    if paused.height == 0 or windows.height == 0:
+        return out
+    pids = windows.get_column("pid").to_numpy()
+    a = windows.get_column("ts").to_numpy().astype(np.int64)
+    b = a + windows.get_column("dur").to_numpy().astype(np.int64)
+    for pid, ts, dur in paused.select("pid", "ts", "dur").iter_rows():
+        out |= (pids == pid) & (a < ts + dur) & (b > ts)
     return out
 
 

@@ -471,12 +471,17 @@ def _empty(name: str) -> pl.DataFrame:
 def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Per `keys`: numbers summed, lists (of names) joined into their sorted distinct items."""
     vals = [c for c in df.columns if c not in keys]
-    return df.group_by(keys).agg(
-        [
-            _joined(c) if isinstance(df.schema[c], pl.List) else pl.col(c).sum()
-            for c in vals
-        ]
-    )
+    return df.group_by(keys).agg(_joined(c) if isinstance(df.schema[c], pl.List) else _sum_or_unknown(c) for c in vals)
+
+
+_UNKNOWABLE = ("gpu_us",)  # null where part of it was not measured (analyze/gpu.py, paused_in_windows)
+
+
+def _sum_or_unknown(c: str) -> pl.Expr:
+    """The sum of a number column; for those that can be unknown, null when any part is."""
+    if c not in _UNKNOWABLE:
+        return pl.col(c).sum()
+    return pl.when(pl.col(c).null_count() > 0).then(None).otherwise(pl.col(c).sum()).alias(c)
 
 
 def _joined(c: str) -> pl.Expr:
@@ -494,16 +499,17 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     numbers, listed = step_parts(f, windows)
     keys = ["epoch", "step"]
     found = pl.concat([windows, numbers], how="horizontal")
-    busy = gpu.busy_in_windows(f, windows)
+    busy = pl.Series("gpu_us", gpu.busy_in_windows(f, windows))
+    busy = pl.select(pl.when(pl.Series(gpu.paused_in_windows(f, windows))).then(None).otherwise(busy)).to_series()
     out = (
-        found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count), pl.Series("gpu_us", busy))
+        found.with_columns(pl.Series("op_us", op_us), pl.Series("op_count", op_count), busy.alias("gpu_us"))
         .group_by(keys)
         .agg(
             pl.len().cast(pl.Int64).alias("regions"),
             pl.col("dur").sum().alias("total_us"),
             pl.col("op_us").sum(),
             pl.col("op_count").sum(),
-            pl.col("gpu_us").sum(),
+            _sum_or_unknown("gpu_us"),
             *(pl.col(c).sum() for c in (*PART_COLUMNS, "compiles")),
         )
     )

@@ -133,6 +133,8 @@ class _Collector:
         self.session = session
         self.thread = threading.get_ident()  # the profiler is stopped on the thread that started it
         self.due_ns = now_ns() + int(CYCLE_S * 1e9)
+        self.paused_ns = 0  # while a profiler of the program's own runs: since when
+        self.unwatch: Callable[[], None] = lambda: None
 
     def take(self, restart: bool) -> None:
         until = now_ns()
@@ -175,6 +177,7 @@ def install(session: Any = None, source: ActivitySource | None = None) -> None:
         source.start()  # first: a profiler that cannot start (one of the user's runs) leaves nothing kept
         session.collect_launches()
         _collector = _Collector(source, session)
+        _collector.unwatch = _torch.watch_other_profilers(_step_aside, _step_back)
 
 
 def uninstall() -> None:
@@ -183,6 +186,9 @@ def uninstall() -> None:
     with _lock:
         collector, _collector = _collector, None
     if collector is None:
+        return
+    collector.unwatch()
+    if collector.paused_ns:  # what it collected went over when the program's profiler started
         return
     if threading.get_ident() != collector.thread:
         print("dynascope: the session ended on another thread than it started; the GPU activity of its "
@@ -196,9 +202,53 @@ def sink() -> Callable[[object], None]:
     collected, so that a long run's activity neither piles up in the profiler's buffers nor waits for
     the end to reach the file (on the thread that started collecting; elsewhere it only checks)."""
     collector = _collector
-    if collector is not None and now_ns() > collector.due_ns and threading.get_ident() == collector.thread:
+    if collector is not None and now_ns() > collector.due_ns and threading.get_ident() == collector.thread \
+            and not collector.paused_ns:  # fmt: skip
         collector.take(restart=True)
     return buffers.sink()
+
+
+PAUSED = "device time paused"  # the trace's event for a stretch without device activity
+
+
+def _step_aside() -> None:
+    """A profiler of the program's own is about to start, and torch runs one at a time: hand over what
+    was collected and stop, so that both profilers see what ran while each was on."""
+    collector = _collector
+    if collector is None or collector.paused_ns:
+        return
+    if threading.get_ident() != collector.thread:
+        _note("a profiler started on another thread than the one that started dynascope's; it takes over, "
+              "and the GPU activity from here on is not in the trace")  # fmt: skip
+        return
+    collector.take(restart=False)
+    collector.paused_ns = now_ns()
+    _note("GPU times pause while the program's own profiler runs; the trace marks the stretch "
+          f"({PAUSED!r}) and gives its steps no GPU figures")  # fmt: skip
+
+
+def _step_back() -> None:
+    """The program's profiler has stopped: collect again, and mark the stretch it had."""
+    collector = _collector
+    if collector is None or not collector.paused_ns or threading.get_ident() != collector.thread:
+        return
+    start, collector.paused_ns = collector.paused_ns, 0
+    buffers.emit(("P", PAUSED, "dynascope", start, now_ns(), {"kind": "device_paused"}))
+    try:
+        collector.source.start()
+    except ConfigError as exc:
+        collector.paused_ns = now_ns()  # nothing to stop at the end
+        _note(str(exc))
+    collector.due_ns = now_ns() + int(CYCLE_S * 1e9)
+
+
+_noted: set[str] = set()
+
+
+def _note(text: str) -> None:
+    if text not in _noted:
+        _noted.add(text)
+        print(f"dynascope: {text}", file=sys.stderr)
 
 
 def _forget_in_child() -> None:

@@ -397,13 +397,17 @@ def gpu_idle_line(summary: Summary) -> str | None:
     steps = step_rows(summary.table("by_step"))
     if "gpu_idle_us" not in steps.columns or steps.height == 0:
         return None
-    wall = int(steps.get_column("total_us").sum() or 0)
-    busy = int(steps.get_column("gpu_us").sum() or 0)
+    known = steps.filter(pl.col("gpu_us").is_not_null())  # a step the program's own profiler ran in has none
+    wall = int(known.get_column("total_us").sum() or 0)
+    busy = int(known.get_column("gpu_us").sum() or 0)
+    unknown = steps.height - known.height
+    plural = "s" if unknown > 1 else ""
+    without = f" ({unknown} step{plural} without: the program's own profiler ran)" if unknown else ""
     if not wall:
-        return None
+        return f"GPU: no figures for the steps{without}" if unknown else None
     idle = max(wall - busy, 0)
     return (f"GPU: busy {fmt_us(busy)} of the steps' {fmt_us(wall)}; idle {fmt_us(idle)} ({idle / wall:.0%}), "
-            "time the GPU waited for the CPU")  # fmt: skip
+            f"time the GPU waited for the CPU{without}")  # fmt: skip
 
 
 def short_step_lines(summary: Summary, slowest: int = 2) -> list[str]:
