@@ -5,7 +5,13 @@ in interleaved blocks in one process: untraced torch.compile (the baseline), tra
 device time on (CUPTI through torch's profiler, capture/device.py), and the untraced step under
 torch.profiler with CUDA activity (the anchor). Each row gives the median step and its ratio to the
 baseline of the same backend, and, for the traced runs, the share of the GPU's kernel time that op or
-kernel events account for (device events joined to a launching op).
+kernel events account for (device events joined to a launching op; the optimizer runs eagerly here, so its
+kernels have no launching op).
+
+Two more rows split the cost: "traced, device time off" (dynascope's op events alone; traced minus this is
+what collecting device activity costs), and, for aot_eager, "CUDA events per op" (the alternative the issue
+named: untraced aot_eager with an event recorded after each op, from a preallocated pool; what recording
+them costs, before any reading back).
 
 Only one profiler runs at a time in a process, so each traced block is a session of its own (its device
 activity collected while it records) and the torch.profiler block runs outside it.
@@ -56,17 +62,48 @@ def median_step_ms(step, steps: int, where: str) -> float:
     return statistics.median(times)
 
 
-def traced_block(path: str, step, steps: int, where: str, warm: int) -> float:
+def traced_block(path: str, step, steps: int, where: str, warm: int, device_time: bool = True) -> float:
     """The median step of `step` in a session of its own, which collects device activity while it records."""
     import dynascope
     from dynascope.capture import device
 
-    with dynascope.session(path):
-        if where == "cpu":
+    with dynascope.session(path, device_time=device_time):
+        if where == "cpu" and device_time:
             device.install(source=device.CpuStandInSource())
         for _ in range(warm):
             step()
         return median_step_ms(step, steps, where)
+
+
+def cuda_events_backend(pool_size: int = 1 << 16):
+    """The alternative issue 17 named, for its cost only: aot_eager with a CUDA event recorded on the
+    current stream at the start of each graph call and after each op (an op's device interval is then the
+    pair around it), from a preallocated pool used round-robin. Benchmark-only: the events are never read
+    back here; a product would resolve them in its writer thread, off the program's path."""
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    pool = [torch.cuda.Event(enable_timing=True) for _ in range(pool_size)]
+    state = [0]
+
+    def record() -> None:
+        i = state[0]
+        state[0] = (i + 1) % pool_size
+        pool[i].record()
+
+    def compiler(gm, example_inputs):
+        ops = [n for n in gm.graph.nodes if n.op == "call_function"]
+        if ops:
+            with gm.graph.inserting_before(ops[0]):
+                gm.graph.call_function(record)
+        for node in ops:
+            with gm.graph.inserting_after(node):
+                gm.graph.call_function(record)
+        gm.recompile()
+        return boxed_nop(gm, example_inputs)
+
+    return aot_autograd(fw_compiler=compiler, bw_compiler=compiler)
 
 
 def kernel_coverage(out: str) -> float | None:
@@ -96,16 +133,27 @@ def run(args) -> dict:
         opt = torch.optim.SGD(model.parameters(), lr=1e-4)
         plain = step_fn(torch.compile(model, backend=backend), opt, x)
         traced = step_fn(torch.compile(model, backend=dynascope.backend(name=backend)), opt, x)
-        for _ in range(3):
-            plain()
-        with tempfile.TemporaryDirectory() as out:
-            samples: dict[str, list[float]] = {"untraced": [], "traced": [], "torch.profiler": []}
+        events = None
+        if backend == "aot_eager" and where == "cuda":
+            events = step_fn(torch.compile(model, backend=cuda_events_backend()), opt, x)
+        for step in (plain, events):
+            for _ in range(3 if step else 0):
+                step()
+        with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as off:
+            samples: dict[str, list[float]] = {"untraced": [], "traced": [], "traced, device time off": [],
+                                               "torch.profiler": []}  # fmt: skip
+            if events:
+                samples["CUDA events per op, untraced"] = []
             for r in range(args.repeats):
+                warm = 3 if r == 0 else 1
                 samples["untraced"].append(median_step_ms(plain, args.steps, where))
-                path = os.path.join(out, f"gpu-{r}.pfw.gz")
-                samples["traced"].append(traced_block(path, traced, args.steps, where, warm=3 if r == 0 else 1))
+                samples["traced"].append(traced_block(os.path.join(out, f"gpu-{r}.pfw.gz"), traced, args.steps, where, warm))
+                samples["traced, device time off"].append(
+                    traced_block(os.path.join(off, f"off-{r}.pfw.gz"), traced, args.steps, where, warm, device_time=False))
                 with torch.profiler.profile(activities=[activity]):
                     samples["torch.profiler"].append(median_step_ms(plain, args.steps, where))
+                if events:
+                    samples["CUDA events per op, untraced"].append(median_step_ms(events, args.steps, where))
             coverage = kernel_coverage(out)
         base = statistics.median(samples["untraced"])
         for how, values in samples.items():
