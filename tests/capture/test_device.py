@@ -377,3 +377,50 @@ def test_cuda_kernels_are_timed_and_joined_to_their_ops(tmp_path):
     assert attributed.height / kernels.height > 0.5
     summary = dynascope.summarize_files(str(tmp_path))
     assert summary.by_op.get_column("gpu_us").sum() > 0 and summary.by_device.height >= 1
+
+
+@pytest.mark.gpu
+def test_cuda_inductor_kernels_and_cuda_graph_replays_are_joined_to_their_launchers(tmp_path):
+    """On CUDA, inductor's Triton and library kernels get the kernel event that launched them, and with
+    mode="reduce-overhead" each graph replay's kernels get that replay's event (CUPTI gives a replayed
+    kernel the correlation id of its cudaGraphLaunch)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    for mode, launchers in ((None, None), ("reduce-overhead", {"cudagraph_replay"})):
+        torch._dynamo.reset()
+        out = tmp_path / (mode or "default")
+        model = torch.compile(mlp().cuda(), backend=dynascope.backend(inner="inductor"), mode=mode)
+        with dynascope.session(str(out / "run.pfw.gz")):
+            for i in range(6):
+                with dynascope.region("step", step=i):
+                    model(torch.randn(64, 16, device="cuda")).sum().backward()
+            torch.cuda.synchronize()
+        frame = dynascope.read_trace(str(out))
+        ops = frame.filter(pl.col("cat") == "dynamo")
+        attributed = frame.filter((pl.col("cat") == "gpu") & pl.col("launcher").is_not_null())
+        assert attributed.height >= 6  # at least a kernel a step, forward and backward
+        if launchers:
+            assert set(ops.get_column("name").cast(pl.String).to_list()) == launchers
+            assert set(attributed.get_column("launcher").to_list()) == launchers
+        else:
+            assert set(attributed.get_column("launcher").to_list()) <= set(ops.get_column("name").to_list())
+
+
+@pytest.mark.gpu
+def test_cuda_a_profiler_of_the_programs_own_and_device_time_take_turns(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    model = torch.compile(mlp().cuda(), backend=dynascope.backend(name="aot_eager"))
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        for i in range(3):
+            with dynascope.region("step", step=i):
+                if i == 1:
+                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                        model(torch.randn(64, 16, device="cuda")).sum().backward()
+                        torch.cuda.synchronize()
+                else:
+                    model(torch.randn(64, 16, device="cuda")).sum().backward()
+        torch.cuda.synchronize()
+    assert any(e.device_type != torch.autograd.DeviceType.CPU for e in prof.events())  # it saw kernels
+    gpu = dict(dynascope.summarize_files(str(tmp_path)).by_step.select("step", "gpu_us").iter_rows())
+    assert gpu[1] is None and gpu[0] > 0 and gpu[2] > 0
