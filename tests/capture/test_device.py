@@ -310,6 +310,23 @@ def test_a_profiler_of_the_programs_own_runs_and_device_time_steps_aside_meanwhi
     assert err.count("GPU times pause while the program's own profiler runs") == 1
 
 
+def test_a_session_that_ends_inside_the_programs_profiler_marks_the_stretch(tmp_path):
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    session = dynascope.session(str(tmp_path / "run.pfw.gz"))
+    device.install(source=CpuOpsSource())
+    with dynascope.region("step", step=0):
+        model(torch.randn(8, 16)).sum().backward()
+    profiler.start()
+    with dynascope.region("step", step=1):
+        model(torch.randn(8, 16)).sum().backward()
+    session.finalize()
+    profiler.stop()  # after the session: nothing of dynascope's is left to resume
+    assert not device.installed()
+    gpu = dict(dynascope.summarize_files(str(tmp_path)).by_step.select("step", "gpu_us").iter_rows())
+    assert gpu[0] > 0 and gpu[1] is None
+
+
 def _traces(tmp_path):
     return sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".pfw.gz"))
 

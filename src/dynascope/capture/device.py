@@ -189,6 +189,7 @@ def uninstall() -> None:
         return
     collector.unwatch()
     if collector.paused_ns:  # what it collected went over when the program's profiler started
+        _mark_paused(collector.paused_ns)
         return
     if threading.get_ident() != collector.thread:
         print("dynascope: the session ended on another thread than it started; the GPU activity of its "
@@ -233,13 +234,17 @@ def _step_back() -> None:
     if collector is None or not collector.paused_ns or threading.get_ident() != collector.thread:
         return
     start, collector.paused_ns = collector.paused_ns, 0
-    buffers.emit(("P", PAUSED, "dynascope", start, now_ns(), {"kind": "device_paused"}))
+    _mark_paused(start)
     try:
         collector.source.start()
     except ConfigError as exc:
         collector.paused_ns = now_ns()  # nothing to stop at the end
         _note(str(exc))
     collector.due_ns = now_ns() + int(CYCLE_S * 1e9)
+
+
+def _mark_paused(since_ns: int) -> None:
+    buffers.emit(("P", PAUSED, "dynascope", since_ns, now_ns(), {"kind": "device_paused"}))
 
 
 _noted: set[str] = set()
