@@ -112,6 +112,36 @@ def test_summaries_put_gpu_time_beside_cpu_time(tmp_path):
     assert from_files.by_step.equals(from_rows.by_step)
 
 
+def test_work_no_op_launched_is_put_down_to_the_step_event_it_was_launched_in(tmp_path):
+    """The optimizer runs eagerly here: its kernels have no launching op, but they were launched inside
+    optimizer.step, and the report says so."""
+    source = device.CpuStandInSource()  # every outermost aten op, the optimizer's too
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
+    with dynascope.session(str(tmp_path / "run.pfw.gz")):
+        device.install(source=source)
+        for i in range(3):
+            with dynascope.region("step", step=i):
+                opt.zero_grad()
+                model(torch.randn(8, 16)).sum().backward()
+                opt.step()
+    frame = dynascope.read_trace(str(tmp_path))
+    steps = frame.filter(pl.col("name") == "optimizer.step")
+    want = sum(
+        r["dur"] for r in frame.filter((pl.col("cat") == "gpu") & pl.col("launcher").is_null()).iter_rows(named=True)
+        if any(a <= r["launch"] <= a + d for a, d in steps.select("ts", "dur").iter_rows())
+    )  # fmt: skip
+    for summary in (dynascope.summarize_files(str(tmp_path)), dynascope.summarize(frame)):
+        rows = {r["launched_from"]: r for r in summary.gpu_launchers.to_dicts()}
+        assert next(iter(rows)) == "traced ops and kernels" and rows["traced ops and kernels"]["total_us"] > 0
+        assert rows["optimizer.step"]["total_us"] == want > 0
+        assert rows["optimizer.step"]["count"] >= 3 * 4  # an add_ per parameter per step
+        assert sum(r["share"] for r in rows.values()) == pytest.approx(1.0)
+    out = io.StringIO()
+    render_summary(dynascope.summarize_files(str(tmp_path)), make_console(out, width=200))
+    assert "Who launched the GPU's work" in out.getvalue()
+
+
 def test_gpu_idle_in_each_step_is_what_the_device_did_not_cover(tmp_path):
     marks = []
 

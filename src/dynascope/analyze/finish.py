@@ -112,6 +112,7 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         slow_steps=slow_steps(by_step, stats),
         by_file=finish_files(p.file),
         by_device=gpu.by_device(p.gpu),
+        gpu_launchers=gpu.launchers(p.gpu),
         **cost_tables(p, _step_count(by_step), explanation),
     )
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .columns import DEVICE_PAUSED, GPU_CAT
+from .columns import AUTOGRAD_CAT, DATA_CAT, DEVICE_PAUSED, GPU_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
 from .stepparts import interval_union
 
-GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity"]
+# `part`: for an activity no traced op launched, the training-step event its launch fell in (launched_in)
+GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity", "part"]
+STEP_PART_CATS = [DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT]
+BY_OPS = "traced ops and kernels"
+ELSEWHERE = "elsewhere (the program's own eager code, torch's)"
 GPU_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     **dict.fromkeys(GPU_KEYS, pl.String), "device": pl.Int64, "stream": pl.Int64, "n": pl.Int64, "total_us": pl.Int64,
 }  # fmt: skip
@@ -25,12 +29,57 @@ def gpu_rows(others: pl.DataFrame) -> pl.DataFrame:
 
 
 def gpu_partial(others: pl.DataFrame) -> pl.DataFrame:
-    """Device time summed per launcher, attribution, device, stream and kind (mergeable)."""
+    """Device time summed per launcher, attribution, device, stream, kind and step part (mergeable)."""
     rows = gpu_rows(others)
     if rows.height == 0:
         return pl.DataFrame(schema=GPU_SCHEMA)
+    rows = rows.with_columns(launched_in(rows, others))
     out = rows.group_by(GPU_KEYS).agg(pl.len().cast(pl.Int64).alias("n"), pl.col("dur").sum().alias("total_us"))
     return out.select([pl.col(c).cast(t, strict=False) for c, t in GPU_SCHEMA.items()])
+
+
+def launched_in(rows: pl.DataFrame, others: pl.DataFrame) -> pl.Series:
+    """`part`: for each device row that no traced op launched, the name of the training-step event
+    (optimizer.step, backward, dataloader.next, torch.save, ...) that was open on its launching thread at
+    its launch: the latest one begun by then, if it had not ended; else null."""
+    none = pl.Series("part", [None] * rows.height, dtype=pl.String)
+    needed = {"ltid", "launch", "launcher"}
+    if not needed <= set(rows.columns):
+        return none
+    parts = others.filter(pl.col("cat").cast(pl.String).is_in(STEP_PART_CATS) & pl.col("dur").is_not_null())
+    if parts.height == 0:
+        return none
+    parts = parts.select(
+        pl.col("pid").cast(pl.Int64), pl.col("tid").cast(pl.Int64), pl.col("ts").cast(pl.Int64).alias("at"),
+        (pl.col("ts") + pl.col("dur")).cast(pl.Int64).alias("until"), pl.col("name").cast(pl.String).alias("part"),
+    ).sort("at")
+    launches = rows.select(
+        pl.int_range(pl.len()).alias("row"), pl.col("pid").cast(pl.Int64), pl.col("ltid").cast(pl.Int64).alias("tid"),
+        pl.col("launch").cast(pl.Int64).alias("at"), pl.col("launcher").is_null().alias("unlaunched"),
+    ).filter(pl.col("unlaunched") & pl.col("at").is_not_null()).sort("at")
+    found = launches.join_asof(parts, on="at", by=["pid", "tid"], strategy="backward", check_sortedness=False)
+    found = found.filter(pl.col("until") >= pl.col("at")).select("row", "part")
+    out = pl.DataFrame({"row": range(rows.height)}).join(found, on="row", how="left").sort("row")
+    return out.get_column("part").cast(pl.String)
+
+
+def launchers(gpu: pl.DataFrame) -> pl.DataFrame:
+    """launched_from, count, total_us, share: who launched the device's work. Traced ops and kernels,
+    then the training-step events the rest was launched in, then what is left."""
+    if gpu.height == 0:
+        return pl.DataFrame()
+    who = (
+        pl.when(pl.col("launcher").is_not_null()).then(pl.lit(BY_OPS))
+        .when(pl.col("part").is_not_null()).then(pl.col("part"))
+        .otherwise(pl.lit(ELSEWHERE))
+    )  # fmt: skip
+    out = gpu.group_by(who.alias("launched_from")).agg(pl.col("n").sum().alias("count"), pl.col("total_us").sum())
+    total = int(out.get_column("total_us").sum() or 0)
+    order = pl.when(pl.col("launched_from") == BY_OPS).then(0).when(pl.col("launched_from") == ELSEWHERE).then(2)
+    return (
+        out.with_columns((pl.col("total_us") / total if total else pl.lit(0.0)).alias("share"))
+        .sort([order.otherwise(1), "total_us"], descending=[False, True])
+    )
 
 
 def busy_in_windows(others: pl.DataFrame, windows: pl.DataFrame) -> np.ndarray:

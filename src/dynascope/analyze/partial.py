@@ -47,6 +47,7 @@ SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
+    "ltid", "launch",
 ]  # fmt: skip
 
 _STR_KEYS = [

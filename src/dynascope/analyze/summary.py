@@ -141,6 +141,10 @@ class Summary:
     #   without device events.  Where there are, by_op, by_layer and by_kernel gain gpu_us (the device time
     #   of what each row launched) and by_step gains gpu_us (busy) and gpu_idle_us (the GPU waited).
     by_device: pl.DataFrame = field(default_factory=_empty)
+    # launched_from, count, total_us, share: who launched the device's work: "traced ops and kernels", the
+    #   training-step events (optimizer.step, backward, dataloader.next, ...) the rest was launched in,
+    #   and what is left ("elsewhere ..."): analyze/gpu.py.  Empty without device events.
+    gpu_launchers: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -152,5 +156,5 @@ class Summary:
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
-    "vs_eager", "by_device",
+    "vs_eager", "by_device", "gpu_launchers",
 )  # fmt: skip

@@ -116,6 +116,17 @@ TABLES: tuple[TableSpec, ...] = (
         limit_to_top=False,
     ),
     TableSpec(
+        "gpu_launchers",
+        "Who launched the GPU's work",
+        (
+            Col("launched_from", "launched from"),
+            Col("count", "count", "int"),
+            Col("total_us", "busy", "us"),
+            Col("share", "share", "share"),
+        ),
+        limit_to_top=False,
+    ),
+    TableSpec(
         "by_graph",
         "Compiled graphs",
         (

@@ -638,7 +638,8 @@ def render_html(
     files = meta_files(summary)
     steps = _steps_view(summary)
     file_io = _files_view(summary, limit)
-    order = [*op_tables(summary), "by_layer", "by_device", "by_graph", "cache_entries", "by_step", "by_process"]
+    order = [*op_tables(summary), "by_layer", "by_device", "gpu_launchers", "by_graph", "cache_entries", "by_step",
+             "by_process"]  # fmt: skip
     context = {
         "title": title or "trace report",
         "nonce": secrets.token_urlsafe(16),

@@ -346,8 +346,8 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(Text(gpu))
     printed += int(render_files(summary, console, top))
     printed += render_costs(summary, console, top)
-    order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_device", "by_phase", *op_tables(summary),
-             "by_layer", "by_graph", "by_process")  # fmt: skip
+    order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_device", "gpu_launchers", "by_phase",
+             *op_tables(summary), "by_layer", "by_graph", "by_process")  # fmt: skip
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
         table = summary_table(summary, spec, top if spec.limit_to_top else None)
