@@ -304,10 +304,11 @@ def test_a_forked_child_leaves_the_parents_profiler_alone(tmp_path):
     assert source.stops == [(os.getpid(), threading.get_ident())]
 
 
-def test_a_profiler_of_the_programs_own_runs_and_device_time_steps_aside_meanwhile(tmp_path, capsys):
+def test_a_profiler_of_the_programs_own_runs_and_device_time_steps_aside_meanwhile(tmp_path, capsys, monkeypatch):
     """torch runs one profiler at a time, and a second one silently takes over the first. dynascope hands
     its activity over when the program's own profiler starts, and collects again once it stops: both
     see what ran while each was on, and the steps in between get no GPU figures (not a false idle)."""
+    monkeypatch.setattr(device, "_noted", set())  # said once a process: as if this were the first time
     original = torch.autograd.profiler.profile._prepare_trace
     source = CpuOpsSource()
     model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
