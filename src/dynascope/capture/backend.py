@@ -296,18 +296,12 @@ class TracingBackend:
         """A graph inductor runs as CUDA graphs (mode="reduce-overhead") replays its kernels with no Python
         between them: one event per call of the graph, whose kernels the device join attributes to it."""
         run, replace = _torch.outer_callable(compiled)
-        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
-        grad = context.grad_enabled and phase != "backward"
-        fields = kernels.replay_attribution(gm, context.layer_by_seq)
-        op = OpSpec.make(kernels.REPLAY, "dynamo", grad, {**shared, **fields, **self.labels})
-        graph_fields = {"kind": "graph", **shared, "n_ops": 1, **self.labels}
-        gid = TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), [op])
+        replay = (kernels.REPLAY, kernels.replay_attribution(gm, context.layer_by_seq))
+        gid = self._register_inductor_graph(context, phase, [replay])
         replace(kernels.timed_replay(run, gid, _sink(gm), buffers.now_ns))
 
     def _register_kernels(self, wrapper: Any, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
         """The graph id of one compiled graph whose events are one per kernel call, with what each covers."""
-        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
-        grad = context.grad_enabled and phase != "backward"
         calls = wrapper.calls
         covered = kernels.match_provenance(calls, provenance)
         fields = [
@@ -315,12 +309,18 @@ class TracingBackend:
             for kernel, (names, stacks) in zip(calls, covered, strict=True)
         ]
         kernels.borrow_layers(fields, wrapper.consumers)
-        ops = []
-        for kernel, own, code in zip(calls, fields, wrapper.codes, strict=True):
+        for own, code in zip(fields, wrapper.codes, strict=True):
             own["kernel_code"] = TABLE.add_source(code)
-            ops.append(OpSpec.make(kernel.name, "dynamo", grad, {**shared, **own, **self.labels}))
-        graph_fields = {"kind": "graph", **shared, "n_ops": len(ops), **self.labels}
-        return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), ops)
+        named = [(kernel.name, own) for kernel, own in zip(calls, fields, strict=True)]
+        return self._register_inductor_graph(context, phase, named)
+
+    def _register_inductor_graph(self, context: CompileContext, phase: str, ops: list[tuple[str, dict]]) -> int:
+        """The graph id of one inductor graph whose op events are `ops` (name, attribution fields)."""
+        shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
+        grad = context.grad_enabled and phase != "backward"
+        specs = [OpSpec.make(name, "dynamo", grad, {**shared, **own, **self.labels}) for name, own in ops]
+        graph_fields = {"kind": "graph", **shared, "n_ops": len(specs), **self.labels}
+        return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), specs)
 
 
 _noted: set[str] = set()
