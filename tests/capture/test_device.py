@@ -264,6 +264,34 @@ def test_collected_activity_is_handed_over_while_the_program_runs(tmp_path, monk
     assert sorted(names.to_list()) == ["k1", "k2", "k3"]  # the third batch at the session's end
 
 
+def test_a_batch_handed_over_during_a_flush_waits_for_the_readings_that_launched_it(tmp_path, monkeypatch):
+    """The flush thread drains a program thread's readings, the program runs on and hands a batch over,
+    and the same flush then joins the batch: its launches after the drain found no op and were lost."""
+    from dynascope.trace.writer import TraceWriter
+
+    source = CpuOpsSource()
+    model = torch.compile(mlp(), backend=dynascope.backend(name="aot_eager"))
+    drain = TraceWriter._drain
+    raced = []
+
+    def drain_then_run_on(self, buffer, final, emit):
+        drain(self, buffer, final, emit)
+        if not raced and not final and buffer.tid == threading.get_native_id():
+            raced.append((now_ns() + device.epoch_offset()) // 1000)  # the trace's µs
+            model(torch.randn(8, 16)).sum().backward()  # readings after the drain, launches in the batch
+            device._collector.take(restart=True)
+
+    with dynascope.session(str(tmp_path / "run.pfw.gz")) as session:
+        device.install(source=source)
+        model(torch.randn(8, 16)).sum().backward()  # compiles
+        monkeypatch.setattr(TraceWriter, "_drain", drain_then_run_on)
+        session._writer.flush()
+        monkeypatch.setattr(TraceWriter, "_drain", drain)
+    assert raced
+    gpu = dynascope.read_trace(str(tmp_path)).filter((pl.col("cat") == "gpu") & (pl.col("launch") >= raced[0]))
+    assert gpu.height >= 3 and gpu.get_column("launcher").null_count() == 0  # addmm, addmm, mm's: all joined
+
+
 def test_graphs_on_cuda_get_the_sink_that_hands_activity_over(tmp_path):
     def graph_on(device_type):
         g = torch.fx.Graph()

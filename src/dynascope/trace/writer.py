@@ -69,10 +69,13 @@ class TraceWriter:
                 return
             final = final_buffers is not None
             member = Member(self.compression, self.level)
+            # only the device batches handed over before the drains: the readings that launched them are
+            # drained now; one handed over meanwhile waits for the next flush, which drains its readings
+            ready = len(self._device)
             try:
                 for buffer in final_buffers if final_buffers is not None else buffers.registered():
                     self._drain(buffer, final, member.add)
-                self._device_out(member.add)  # after the drains: the readings that launched them are in
+                self._device_out(member.add, ready)
             except Exception as exc:  # noqa: BLE001 - the trace must not take the user's program down
                 self._report_failure(exc)
             if member.size:
@@ -101,8 +104,8 @@ class TraceWriter:
         makes its records there, in this thread, not the program's."""
         self._device.append((collected, until_ns))
 
-    def _device_out(self, emit) -> None:
-        while self._device:
+    def _device_out(self, emit, ready: int) -> None:
+        for _ in range(ready):
             collected, until_ns = self._device.popleft()
             records = collected()
             if records:
