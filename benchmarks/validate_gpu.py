@@ -238,22 +238,23 @@ def compare(ours: dict[str, float], theirs: dict[str, float], steps: int) -> lis
     return rows
 
 
+COMPARISONS = {  # backend: (what a row is, the reference, dynascope's side)
+    "aot_eager": ("layer", reference_by_layer, dynascope_by_layer),
+    "inductor": ("kernel", reference_by_kernel, dynascope_by_kernel),
+}
+
+
 def validate(name: str, make, where: str, steps: int, backends: list[str]) -> list[dict]:
     model, inputs = make()
     batches = [inputs() for _ in range(steps)]
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        if "aot_eager" in backends:
+        for backend in backends:
+            by, reference, ours_of = COMPARISONS[backend]
             start = time.perf_counter()
-            theirs, _ = reference_by_layer(model, batches, where)
-            ours, cover = dynascope_by_layer(traced(model, batches, where, "aot_eager", os.path.join(tmp, "aot")))
-            out.append({"model": name, "backend": "aot_eager", "by": "layer", "coverage": cover,
-                        "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
-        if "inductor" in backends:
-            start = time.perf_counter()
-            theirs, _ = reference_by_kernel(model, batches, where)
-            ours, cover = dynascope_by_kernel(traced(model, batches, where, "inductor", os.path.join(tmp, "ind")))
-            out.append({"model": name, "backend": "inductor", "by": "kernel", "coverage": cover,
+            theirs, _ = reference(model, batches, where)
+            ours, cover = ours_of(traced(model, batches, where, backend, os.path.join(tmp, backend)))
+            out.append({"model": name, "backend": backend, "by": by, "coverage": cover,
                         "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
     return out
 
