@@ -18,6 +18,7 @@ import importlib
 import inspect
 import re
 import sys
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -1146,3 +1147,119 @@ def activities(result: Any) -> list[Activity]:
                             int(e.device_resource_id()), start, start + int(e.duration_ns()),
                             int(e.correlation_id())))  # fmt: skip
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# AOTAutograd's cache under traced inductor compiles (capture/backend.py). Checked on 2.13.0.
+# ---------------------------------------------------------------------------------------------
+
+_AOT_HITS = threading.local()  # .hooks: (check, loaded) while a traced compile runs on this thread
+
+
+def aot_cache_hits_unsupported() -> str | None:
+    """Why AOTAutograd's cache hits cannot be traced on this torch (None where they can): a hit hands back
+    inductor's compiled graphs without calling its per-graph compiler, and dynascope instruments them from
+    torch._functorch._aot_autograd.aot_autograd_result.GenericAOTAutogradResult._load_and_post_compile
+    (2.13; its compiled_fw/compiled_bw loadables keep their FX-graph keys in fx_graph_cache_info or, bundled,
+    result._fx_graph_cache_key). Older torches (2.5.1 .. 2.12) keep the hit path elsewhere."""
+    if not torch_at_least(2, 13):
+        return f"torch {torch_version()} (reading AOTAutograd's cache hits needs 2.13 or later)"
+    try:
+        result = importlib.import_module("torch._functorch._aot_autograd.aot_autograd_result")
+        cache = importlib.import_module("torch._functorch._aot_autograd.autograd_cache")
+    except ImportError:
+        return "torch._functorch._aot_autograd.aot_autograd_result moved"
+    entry = getattr(result, "GenericAOTAutogradResult", None)
+    if entry is None or not callable(getattr(entry, "_load_and_post_compile", None)):
+        return "GenericAOTAutogradResult._load_and_post_compile moved"
+    if not hasattr(cache, "FXGraphCacheMiss"):
+        return "torch._functorch._aot_autograd.autograd_cache.FXGraphCacheMiss moved"
+    return None
+
+
+def aot_cache_enabled() -> bool:
+    """Whether AOTAutograd's local cache is on (torch._functorch.config.enable_autograd_cache and not
+    torch.compiler.config.force_disable_caches; 2.5.1 .. 2.15)."""
+    functorch_config = importlib.import_module("torch._functorch.config")
+    compiler_config = getattr(importlib.import_module("torch.compiler"), "config", None)
+    if getattr(compiler_config, "force_disable_caches", False):
+        return False
+    return bool(getattr(functorch_config, "enable_autograd_cache", False))
+
+
+def _aot_loadable_key(part: Any) -> str | None:
+    """The FX-graph cache key of one loadable of an AOTAutograd cache entry: FxGraphCacheLoadable's
+    fx_graph_cache_info[0], or the bundled CompiledFxGraph's _fx_graph_cache_key (2.13)."""
+    info = getattr(part, "fx_graph_cache_info", None)
+    if isinstance(info, tuple) and info and isinstance(info[0], str):
+        return info[0]
+    key = getattr(getattr(part, "result", None), "_fx_graph_cache_key", None)
+    return key if isinstance(key, str) else None
+
+
+def _aot_output_code(fn: Any) -> Any:
+    """The CompiledFxGraph behind what a hit hands back: the backward is wrapped in torch._dynamo.disable, a
+    function made with functools.wraps (its __wrapped__; it also copies the graph's fields, current_callable
+    among them, into its own __dict__, so only the object behind it is the graph)."""
+    for _ in range(4):
+        if not isinstance(fn, types.FunctionType) or not hasattr(fn, "__wrapped__"):
+            return fn
+        fn = fn.__wrapped__
+    return fn
+
+
+def _install_aot_hit_hook() -> None:
+    result = importlib.import_module("torch._functorch._aot_autograd.aot_autograd_result")
+    entry = result.GenericAOTAutogradResult
+    original = entry._load_and_post_compile
+    if getattr(original, "_dynascope", False):
+        return
+    miss = importlib.import_module("torch._functorch._aot_autograd.autograd_cache").FXGraphCacheMiss
+
+    @functools.wraps(original)
+    def load_and_post_compile(self: Any, args: Any, fx_config: Any) -> Any:
+        hooks = getattr(_AOT_HITS, "hooks", None)
+        if hooks is None:  # not a traced compile: torch's own path, untouched
+            return original(self, args, fx_config)
+        check, loaded = hooks
+        backward = getattr(self, "compiled_bw", None)
+        parts = (("forward", self.compiled_fw), ("backward", backward)) if backward is not None else (
+            ("inference", self.compiled_fw),)
+        keys = {phase: _aot_loadable_key(part) for phase, part in parts}
+        if not check(keys):  # before anything loads: torch counts it as a miss and compiles as usual
+            raise miss()
+        outputs = original(self, args, fx_config)
+        for (phase, _), compiled in zip(parts, outputs[: len(parts)], strict=True):
+            loaded(phase, _aot_output_code(compiled))
+        return outputs
+
+    load_and_post_compile._dynascope = True  # type: ignore[attr-defined]
+    entry._load_and_post_compile = load_and_post_compile
+
+
+@contextlib.contextmanager
+def on_aot_cache_hits(check: Callable[[dict[str, str | None]], bool], loaded: Callable[[str, Any], None]) -> Any:
+    """A context in which an AOTAutograd cache hit of a compile on this thread first asks `check` with
+    {phase: FX-graph cache key} (phases forward and backward, or inference): False turns the hit into a
+    miss (torch's FXGraphCacheMiss, before anything loads), so the graphs compile through inductor's
+    per-graph compiler; after a hit, `loaded(phase, compiled graph)` is called for each graph, which
+    must not raise. Raises TorchVersionError where aot_cache_hits_unsupported() gives a reason."""
+    reason = aot_cache_hits_unsupported()
+    if reason is not None:
+        raise moved(f"AOTAutograd's cache hit path: {reason}")
+    _install_aot_hit_hook()
+    before = getattr(_AOT_HITS, "hooks", None)
+    _AOT_HITS.hooks = (check, loaded)
+    try:
+        yield
+    finally:
+        _AOT_HITS.hooks = before
+
+
+def inductor_cache_dir() -> str | None:
+    """Inductor's cache directory (torch._inductor.runtime.cache_dir_utils.cache_dir(), 2.13 .. 2.15)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        return None
+    return str(cache_dir())

@@ -21,7 +21,7 @@ from ..trace import buffers, fileio
 from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
-from . import compile_events, device, frames, kernels, untraced
+from . import compile_events, device, frames, kernels, untraced, warm_cache
 from .attribution import attribution, event_name, graph_label, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
@@ -246,13 +246,17 @@ class TracingBackend:
 
         Inductor's own entry point (compile_fx) runs with a per-graph compiler that compiles each graph
         as inductor does (compile_fx_inner, FX-graph cache included) and then instruments the result
-        (capture/kernels.py). AOTAutograd's cache is off while it compiles: its hits skip that
-        per-graph compiler. Provenance tracking is on, so each kernel knows what it covers."""
+        (capture/kernels.py), writing down each kernel's attribution beside inductor's cache
+        (capture/warm_cache.py). AOTAutograd's cache stays on: its hits skip that per-graph compiler,
+        so a hit is taken only where every graph it loads has that record, and its graphs are
+        instrumented from it (where torch's hit path is not known, its cache is off for traced compiles).
+        Provenance tracking is on, so each kernel knows what it covers."""
         compile_fx, compile_fx_inner = _torch.inductor_compilers()
         provenance = _torch.inductor_provenance_patch()
         if not provenance:
             _note_once(str(_torch.unsupported("inductor kernel provenance (the fused ops, layers and source lines "
                                               "of each kernel); kernels are traced by name")))  # fmt: skip
+        dynamo: dict[str, Any] = {}  # the Dynamo graph being compiled ("gm") and its digest
 
         def inner_compile(gm: Any, example_inputs: list, **kwargs: Any) -> Any:
             phase = _inductor_phase(kwargs)
@@ -261,23 +265,46 @@ class TracingBackend:
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
             try:
                 if _torch.inductor_cudagraphs(kwargs):
-                    self._trace_replays(compiled, gm, context, phase)
+                    named, kind = self._trace_replays(compiled, gm, context, phase), "replay"
                 else:
                     _check_kernels_timeable(kwargs)
-                    self._trace_kernels(compiled, gm, context, phase)
+                    named, kind = self._trace_kernels(compiled, gm, context, phase), "kernels"
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
                 untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
+                return compiled
+            place = _torch.fx_graph_cache_place(compiled)
+            if place is not None and "digest" in dynamo:
+                warm_cache.save(place[1], phase, dynamo["digest"], kind, named)
             return compiled
+
+        def loaded(phase: str, compiled: Any) -> None:
+            """A graph from AOTAutograd's cache: instrumented from its record (checked before it loaded)."""
+            try:
+                record = warm_cache.load(_torch.fx_graph_cache_place(compiled)[1], phase, dynamo["digest"])  # type: ignore[index]
+                if record is None:
+                    raise ConfigError("its kernels' record beside inductor's cache went missing while it loaded")
+                saved = list(zip(record["names"], record["fields"], strict=True))
+                if record["kind"] == "replay":
+                    self._trace_replays(compiled, dynamo["gm"], context, phase, saved)
+                else:
+                    self._trace_kernels(compiled, dynamo["gm"], context, phase, saved)
+            except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
+                untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
 
         def compile_graph(gm: Any, example_inputs: list, config_patches: dict | None = None) -> Callable:
             patches = {**(config_patches or {}), **provenance}
-            with _torch.without_autograd_cache():
+            hits = _aot_cache_context(lambda keys: warm_cache.have(keys, dynamo["digest"]), loaded)
+            if hits is not None:
+                dynamo.update(gm=gm, digest=warm_cache.graph_digest(gm))
+            with hits or _torch.without_autograd_cache():
                 return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None)
 
         return compile_graph
 
-    def _trace_kernels(self, compiled: Any, gm: Any, context: CompileContext, phase: str) -> None:
-        """Register the kernels of one compiled graph and put an instrumented `call` in its place."""
+    def _trace_kernels(self, compiled: Any, gm: Any, context: CompileContext, phase: str,
+                       saved: list[tuple[str, dict]] | None = None) -> list[tuple[str, dict]]:  # fmt: skip
+        """Register the kernels of one compiled graph and put an instrumented `call` in its place; each
+        kernel's (name, attribution fields), worked out from `gm`, or `saved` from a cold compile."""
         import types
 
         call, replace = _torch.wrapper_call(compiled)
@@ -286,22 +313,35 @@ class TracingBackend:
         # the code inductor loaded, from its cache directory; our own read, not the program's I/O
         with fileio.real_open(filename, encoding="utf-8") as source:
             wrapper = kernels.Wrapper.parse(source.read())
-        provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled), _torch.fx_graph_cache_place(compiled))
-        gid = self._register_kernels(wrapper, provenance, gm, context, phase)
+        if saved is None:
+            provenance = kernels.with_saved_nodes(_torch.kernel_provenance(compiled),
+                                                  _torch.fx_graph_cache_place(compiled))  # fmt: skip
+            named = self._kernel_fields(wrapper, provenance, gm, context)
+        elif [name for name, _ in saved] == [call.name for call in wrapper.calls]:
+            named = saved
+        else:
+            raise ConfigError("the kernels inductor loaded are not those its record beside the cache names")
+        ops = [(name, {**own, "kernel_code": TABLE.add_source(code)})
+               for (name, own), code in zip(named, wrapper.codes, strict=True)]  # fmt: skip
+        gid = self._register_inductor_graph(context, phase, ops)
         new = kernels.instrumented_call(wrapper, filename, function.__globals__, gid, _sink(gm), buffers.now_ns,
                                         self._synchronize(gm))  # fmt: skip
         replace(types.MethodType(new, call.__self__) if hasattr(call, "__self__") else new)
+        return named
 
-    def _trace_replays(self, compiled: Any, gm: Any, context: CompileContext, phase: str) -> None:
+    def _trace_replays(self, compiled: Any, gm: Any, context: CompileContext, phase: str,
+                       saved: list[tuple[str, dict]] | None = None) -> list[tuple[str, dict]]:  # fmt: skip
         """A graph inductor runs as CUDA graphs (mode="reduce-overhead") replays its kernels with no Python
         between them: one event per call of the graph, whose kernels the device join attributes to it."""
         run, replace = _torch.outer_callable(compiled)
-        replay = (kernels.REPLAY, kernels.replay_attribution(gm, context.layer_by_seq))
-        gid = self._register_inductor_graph(context, phase, [replay])
+        named = saved or [(kernels.REPLAY, kernels.replay_attribution(gm, context.layer_by_seq))]
+        gid = self._register_inductor_graph(context, phase, named)
         replace(kernels.timed_replay(run, gid, _sink(gm), buffers.now_ns))
+        return named
 
-    def _register_kernels(self, wrapper: Any, provenance: dict, gm: Any, context: CompileContext, phase: str) -> int:
-        """The graph id of one compiled graph whose events are one per kernel call, with what each covers."""
+    def _kernel_fields(self, wrapper: Any, provenance: dict, gm: Any,
+                       context: CompileContext) -> list[tuple[str, dict]]:  # fmt: skip
+        """(name, attribution fields) of each kernel call of one compiled graph, with what each covers."""
         calls = wrapper.calls
         covered = kernels.match_provenance(calls, provenance)
         fields = [
@@ -309,10 +349,7 @@ class TracingBackend:
             for kernel, (names, stacks) in zip(calls, covered, strict=True)
         ]
         kernels.borrow_layers(fields, wrapper.consumers)
-        for own, code in zip(fields, wrapper.codes, strict=True):
-            own["kernel_code"] = TABLE.add_source(code)
-        named = [(kernel.name, own) for kernel, own in zip(calls, fields, strict=True)]
-        return self._register_inductor_graph(context, phase, named)
+        return [(kernel.name, own) for kernel, own in zip(calls, fields, strict=True)]
 
     def _register_inductor_graph(self, context: CompileContext, phase: str, ops: list[tuple[str, dict]]) -> int:
         """The graph id of one inductor graph whose op events are `ops` (name, attribution fields)."""
@@ -330,6 +367,19 @@ def _note_once(text: str) -> None:
     if text not in _noted:
         _noted.add(text)
         print(f"dynascope: note: {text}", file=sys.stderr)
+
+
+def _aot_cache_context(check: Callable, loaded: Callable) -> Any:
+    """The context that lets AOTAutograd's cache serve a traced inductor compile (see _kernel_level), or
+    None where this torch's hit path is not known: traced compiles then run with that cache off, and
+    stderr says so once (where the cache was on)."""
+    reason = _torch.aot_cache_hits_unsupported()
+    if reason is None:
+        return _torch.on_aot_cache_hits(check, loaded)
+    if _torch.aot_cache_enabled():
+        _note_once(f"AOTAutograd's cache is off for traced inductor compiles on {reason}: "
+                   "warm runs compile each graph's AOT part again")  # fmt: skip
+    return None
 
 
 def _check_kernels_timeable(kwargs: dict) -> None:
