@@ -41,7 +41,7 @@ def test_exit_status_of_a_script_run(capsys):
 
 
 @pytest.mark.parametrize("tty_width", [None])
-def test_piped_console_is_wide_and_colourless(tty_width, monkeypatch):
+def test_piped_console_is_a_log_files_width_and_colourless(tty_width, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     console = make_console(io.StringIO(), width=tty_width)
-    assert console.width == 150 and console.no_color
+    assert console.width == 100 and console.no_color

@@ -16,7 +16,7 @@ from typing import IO
 from rich.console import Console
 from rich.rule import Rule
 
-PIPE_WIDTH = 150  # columns when the output is not a terminal (wide enough for op names)
+PIPE_WIDTH = 100  # columns when the output is not a terminal: a log file's (COLUMNS, where set, wins)
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C, as a shell gives it
 
 # report line roles (see explain.model.Lines) and their terminal styles
@@ -26,8 +26,10 @@ STYLES = {HEADING: "bold", NOTE: "magenta", RESUME: "bold yellow"}
 
 def make_console(file: IO[str] | None = None, width: int | None = None, color: bool | None = None,
                  soft_wrap: bool = False) -> Console:
-    """A console that writes to `file` (stdout by default); wide and colourless when not a terminal.
-    soft_wrap=True leaves long lines whole (code and guards) instead of wrapping them."""
+    """A console that writes to `file` (stdout by default). A terminal's own width is used; when `file` is
+    not a terminal (piped, or a log file) the width is the COLUMNS environment variable, else PIPE_WIDTH
+    (100), and there is no colour. Every table fits that width (render/_table.py). soft_wrap=True leaves
+    long lines whole (code and guards) instead of wrapping them."""
     file = file if file is not None else sys.stdout
     isatty = bool(getattr(file, "isatty", lambda: False)())
     if width is None and not isatty:

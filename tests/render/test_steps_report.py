@@ -111,7 +111,7 @@ def test_html_stacked_bars_first(summary):
 
 
 def test_short_summary_has_a_few_step_lines(summary):
-    text = short_text(summary, top=2)
+    text = short_text(summary, top=2, width=120)  # each line whole (at 100, the piped default, they wrap)
     lines = text.splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("Steps: 8"))
     assert lines[i] == "Steps: 8 · median 155 µs, p95 2.1 ms per step"

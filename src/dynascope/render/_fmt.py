@@ -22,6 +22,12 @@ class Col:
     label: str  # header shown to people
     kind: str = "text"  # text | part (a step part, shown by its label) | id | int | us | share | ratio | float
     #                     | bytes | names (a list of paths)
+    # text columns only (a number is never cut, wrapped or narrowed below its widest cell): the narrowest
+    # the terminal makes it before it drops a column, the widest it lets it grow, and whether its cells
+    # are sentences that wrap (else names, cut with "…")
+    min_width: int = 12
+    max_width: int | None = None
+    wrap: bool = False
 
 
 # the parts of a step (by_step's `<part>_us` columns, analyze/stepparts.py) and their labels, in column order
@@ -42,6 +48,19 @@ class TableSpec:
     title: str
     cols: tuple[Col, ...]
     limit_to_top: bool = True  # cut to Summary.top rows when rendering
+    drop: tuple[str, ...] = ()  # keys of the columns a narrow terminal leaves out, first to last (see below)
+
+
+# How a terminal table fits its width (render/_table.py; `fit_widths` below does the arithmetic). Numbers
+# are never cut: a time, size, share or count cell is printed whole ("18.5 ms") or its column is left
+# out. When a table is wider than the terminal:
+#   1. text columns narrow, down to their Col.min_width (names are cut with "…", sentences wrap);
+#   2. then the columns in the table's `drop` tuple are left out, first to last, one at a time, until
+#      the table fits (text columns widen again into the room freed);
+#   3. then the text columns that are left narrow further (to their header's width);
+#   4. then, last, the remaining columns from the right (never the first).
+# Each table's `drop` is its documented order: least important first; a column not named is kept to the
+# end. The title says how many columns were left out.
 
 
 TABLES: tuple[TableSpec, ...] = (
@@ -49,7 +68,7 @@ TABLES: tuple[TableSpec, ...] = (
         "by_op",
         "Ops",
         (
-            Col("name", "op"),
+            Col("name", "op", min_width=28, max_width=48),
             Col("cat", "cat"),
             Col("count", "count", "int"),
             Col("total_us", "total", "us"),
@@ -59,12 +78,13 @@ TABLES: tuple[TableSpec, ...] = (
             Col("p95_us", "p95", "us"),
             Col("share", "share", "share"),
         ),
+        drop=("cat", "p50_us", "p95_us", "gpu_us", "mean_us", "count"),
     ),
     TableSpec(
         "by_kernel",
         "Kernels (inductor)",
         (
-            Col("name", "kernel"),
+            Col("name", "kernel", min_width=28, max_width=48),
             Col("compile_id", "compile"),
             Col("phase", "phase"),
             Col("count", "calls", "int"),
@@ -72,15 +92,16 @@ TABLES: tuple[TableSpec, ...] = (
             Col("gpu_us", "GPU", "us"),
             Col("mean_us", "mean", "us"),
             Col("share", "share", "share"),
-            Col("fused", "fused ops"),
-            Col("layers", "layers"),
+            Col("fused", "fused ops", min_width=10, max_width=26),
+            Col("layers", "layers", min_width=10, max_width=20),
         ),
+        drop=("fused", "layers", "mean_us", "compile_id", "count", "phase", "gpu_us"),
     ),
     TableSpec(
         "by_layer",
         "Layers",
         (
-            Col("layer", "layer"),
+            Col("layer", "layer", min_width=16, max_width=48),
             Col("module_type", "module"),
             Col("count", "ops", "int"),
             Col("total_us", "total", "us"),
@@ -89,6 +110,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("backward_us", "backward", "us"),
             Col("share", "share", "share"),
         ),
+        drop=("module_type", "count", "gpu_us", "forward_us", "backward_us"),
     ),
     TableSpec(
         "by_phase",
@@ -100,6 +122,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("share", "share", "share"),
         ),
         limit_to_top=False,
+        drop=("count",),
     ),
     TableSpec(
         "by_device",
@@ -114,6 +137,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("launched", "launched by an op", "share"),
         ),
         limit_to_top=False,
+        drop=("launched", "count", "stream"),
     ),
     TableSpec(
         "gpu_launchers",
@@ -125,19 +149,21 @@ TABLES: tuple[TableSpec, ...] = (
             Col("share", "share", "share"),
         ),
         limit_to_top=False,
+        drop=("count",),
     ),
     TableSpec(
         "by_graph",
         "Compiled graphs",
         (
             Col("compile_id", "compile id"),
-            Col("graph", "graph"),
+            Col("graph", "graph", max_width=48),
             Col("phase", "phase"),
             Col("calls", "calls", "int"),
             Col("ops_per_call", "ops/call", "float"),
             Col("total_us", "total", "us"),
             Col("mean_call_us", "mean/call", "us"),
         ),
+        drop=("ops_per_call", "mean_call_us", "graph", "calls"),
     ),
     TableSpec(
         "by_step",
@@ -154,6 +180,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("gpu_us", "GPU busy", "us"),
             Col("gpu_idle_us", "GPU idle", "us"),
         ),
+        drop=(
+            "saved", "op_count", "op_us", "gpu_idle_us", "gpu_us", "compiles", "epoch", "io_us", "other_us",
+            "data_us", "optimizer_us", "eval_us",
+        ),
     ),
     TableSpec(
         "step_stats",
@@ -166,6 +196,7 @@ TABLES: tuple[TableSpec, ...] = (
             Col("share", "share", "share"),
         ),
         limit_to_top=False,
+        drop=("mean_us", "p95_us"),
     ),
     TableSpec(
         "slow_steps",
@@ -175,15 +206,16 @@ TABLES: tuple[TableSpec, ...] = (
             Col("step", "step", "id"),
             Col("total_us", "wall", "us"),
             Col("over_us", "over median", "us"),
-            Col("why", "what was different"),
+            Col("why", "what was different", min_width=24, wrap=True),
         ),
         limit_to_top=False,
+        drop=("epoch",),
     ),
     TableSpec(
         "by_file",
         "File I/O",
         (
-            Col("fname", "file"),
+            Col("fname", "file", min_width=20, max_width=50),
             Col("total_us", "time", "us"),
             Col("share", "share", "share"),
             Col("opens", "opens", "int"),
@@ -197,6 +229,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("workers", "workers", "int"),
             Col("compile_us", "in compile", "us"),
         ),
+        drop=(
+            "workers", "processes", "opens", "loads", "saves", "writes", "reads", "compile_us", "share",
+            "bytes_written", "bytes_read",
+        ),
     ),
     TableSpec(
         "graph_breaks",
@@ -208,9 +244,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("per_step_us", "per step", "us"),
             Col("total_us", "total", "us"),
             Col("share", "of call", "share"),
-            Col("reason", "why"),
-            Col("fix", "fix"),
+            Col("reason", "why", min_width=20, wrap=True),
+            Col("fix", "fix", min_width=20, wrap=True),
         ),
+        drop=("fix", "share", "per_step_us", "per_call_us", "calls"),
     ),
     TableSpec(
         "recompiles",
@@ -221,9 +258,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("total_us", "compile time", "us"),
             Col("per_call_us", "each", "us"),
             Col("function", "function"),
-            Col("reason", "guard that failed"),
-            Col("fix", "fix"),
+            Col("reason", "guard that failed", min_width=20, wrap=True),
+            Col("fix", "fix", min_width=20, wrap=True),
         ),
+        drop=("fix", "function", "per_call_us", "calls"),
     ),
     TableSpec(
         "compiled_functions",
@@ -242,6 +280,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("speedup", "speedup", "ratio"),
             Col("breakeven_calls", "repaid after", "int"),
         ),
+        drop=(
+            "source", "overhead_us", "break_us", "fallback_us", "graph_us", "eager_per_call_us", "breakeven_calls",
+            "compile_us", "calls",
+        ),
     ),
     TableSpec(
         "vs_eager",
@@ -253,9 +295,10 @@ TABLES: tuple[TableSpec, ...] = (
             Col("speedup", "speedup", "ratio"),
             Col("compile_us", "compile", "us"),
             Col("breakeven_calls", "repaid after", "int"),
-            Col("verdict", "verdict"),
+            Col("verdict", "verdict", min_width=20, wrap=True),
         ),
         limit_to_top=False,
+        drop=("breakeven_calls", "compile_us", "verdict"),
     ),
     TableSpec(
         "cache_entries",
@@ -269,18 +312,20 @@ TABLES: tuple[TableSpec, ...] = (
             Col("total_us", "total", "us"),
             Col("compile_us", "compile", "us"),
         ),
+        drop=("kind", "total_us", "compile_us", "calls"),
     ),
     TableSpec(
         "by_process",
         "Processes",
         (
             Col("pid", "pid", "id"),
-            Col("host", "host"),
+            Col("host", "host", max_width=48),
             Col("rank", "rank", "id"),
             Col("events", "events", "int"),
             Col("op_us", "op time", "us"),
             Col("compile_us", "compile time", "us"),
         ),
+        drop=("events", "host", "rank", "compile_us"),
     ),
     TableSpec(
         "compile_vs_run",
@@ -296,6 +341,74 @@ TABLES: tuple[TableSpec, ...] = (
 )
 
 SPEC_BY_ATTR = {spec.attr: spec for spec in TABLES}
+
+
+@dataclass(frozen=True)
+class FitCol:
+    """What fitting needs of one column: its header's and widest cell's widths (terminal cells), whether it
+    is a number (never narrower than its widest cell), and a text column's Col.min_width and max_width."""
+
+    label: int
+    widest: int
+    numeric: bool
+    min_width: int = 12
+    max_width: int | None = None
+
+
+def table_width(widths: Iterable[int]) -> int:
+    """The width of a terminal table with these column widths (rich's SIMPLE_HEAD box, no edge padding:
+    a space at each edge, one between columns, one padding each side of an inner column edge)."""
+    w = list(widths)
+    return sum(w) + 3 * len(w) - 1 if w else 0
+
+
+def _max_widths(cols: list[FitCol]) -> list[int]:
+    """The widest each column gets: a number its widest cell, text up to its max_width (its header at least)."""
+    natural = [max(c.label, c.widest) for c in cols]
+    return [n if c.numeric or c.max_width is None else max(min(n, c.max_width), c.label)
+            for c, n in zip(cols, natural, strict=True)]
+
+
+def min_widths(cols: list[FitCol]) -> list[int]:
+    """The narrowest each column gets before a column is left out: a number its widest cell, text its
+    min_width (or header, or widest cell where that is less)."""
+    return [h if c.numeric else min(h, max(c.min_width, c.label)) for c, h in zip(cols, _max_widths(cols), strict=True)]
+
+
+def fit_widths(width: int, cols: list[FitCol], drop: Iterable[int] = ()) -> list[int | None]:
+    """Each column's width in a table at most `width` wide, None for a column left out, in the order the
+    comment above TABLES documents: text narrows to its min_width, then the `drop` columns (indexes) go
+    first to last, then text narrows to its header, then columns go from the right (never the first).
+    A number column always gets its widest cell."""
+    high = _max_widths(cols)
+    low = min_widths(cols)
+    floor = [h if c.numeric else min(h, max(c.label, 4)) for c, h in zip(cols, high, strict=True)]
+    kept = list(range(len(cols)))
+
+    def need(mins: list[int]) -> int:
+        return table_width(mins[i] for i in kept)
+
+    for i in drop:
+        if need(low) <= width:
+            break
+        if i in kept and len(kept) > 1:
+            kept.remove(i)
+    mins = low
+    if need(low) > width:
+        mins = floor
+        while need(floor) > width and len(kept) > 1:
+            kept.pop()
+    # grow the text columns from their minimum toward their maximum, the narrowest first
+    widths = {i: mins[i] for i in kept}
+    room = width - need(mins)
+    while room > 0:
+        growable = [i for i in kept if widths[i] < high[i]]
+        if not growable:
+            break
+        i = min(growable, key=lambda j: (widths[j], j))
+        widths[i] += 1
+        room -= 1
+    return [widths.get(i) for i in range(len(cols))]
 
 
 def is_missing(value: Any) -> bool:

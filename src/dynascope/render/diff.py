@@ -13,14 +13,13 @@ import math
 from typing import Any
 
 import polars as pl
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from ..analyze.diff import diff_summaries
 from ..analyze.summary import Summary
 from ._fmt import fmt_int, fmt_ratio, fmt_us
+from ._table import Column, FitTable, fit_table
 
 __all__ = ["diff_tables", "diff_to_dict", "render_diff"]
 
@@ -96,18 +95,15 @@ def _verdict(ratio: float | None, count_a: int, count_b: int) -> Text:
     return Text("same", style="dim")
 
 
-def _keyed_table(title: str, key_label: str, frame: pl.DataFrame, key: str, top: int) -> Table:
+def _keyed_table(title: str, key_label: str, frame: pl.DataFrame, key: str, top: int) -> FitTable:
+    """Per op or layer, fitted to the width it is printed at (render/_table.py); a narrow terminal leaves
+    out, first to last: count A, count B, the verdict (B/A says it too)."""
     shown = frame.head(top)
-    t = Table(
-        title=f"{title} (largest {min(top, frame.height)} of {frame.height} changes)" if frame.height > top else title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    t.add_column(key_label, style="cyan", no_wrap=True, overflow="ellipsis", max_width=60)
-    for label in ("count A", "count B", "A", "B", "Δ", "B/A", ""):
-        t.add_column(label, justify="right" if label else "left", no_wrap=True)
+    columns = [Column(key_label, numeric=False, min_width=28, max_width=60, style="cyan")]
+    columns += [Column(label, numeric=True) for label in ("count A", "count B", "A", "B", "Δ", "B/A")]
+    columns.append(Column("", numeric=False))
+    t = fit_table(f"{title} (largest {min(top, frame.height)} of {frame.height} changes)" if frame.height > top
+                  else title, columns, drop=(1, 2, 7))  # fmt: skip
     for row in shown.iter_rows(named=True):
         name = row[key]
         t.add_row(
@@ -127,9 +123,8 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
     console.print(Text.assemble(("dynascope diff", "bold"), f"  A = {a_label}  ·  B = {b_label}"))
     totals = tables["totals"]
     if totals.height:
-        t = Table(title="Totals", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-        for label in ("", "A", "B", "Δ", "B/A"):
-            t.add_column(label, justify="left" if not label else "right", no_wrap=True)
+        numbers = (Column(label, numeric=True) for label in ("A", "B", "Δ", "B/A"))
+        t = fit_table("Totals", [Column("", numeric=False), *numbers])
         for row in totals.iter_rows(named=True):
             t.add_row(
                 row["what"],

@@ -3,19 +3,20 @@
 `render_summary` prints every table, the per-step breakdown first; `render_short` prints the compact
 end-of-run summary that `dynascope demo` and `dynascope run` show (a few lines on the steps, top ops,
 forward vs backward, compile vs run).
-Both stay readable when piped: colour is dropped when the output is not a terminal, tables keep a
-width wide enough for op names, and every cell is plain text (op names are never read as markup).
+Both stay readable at any width and when piped: colour is dropped when the output is not a terminal,
+every table fits the console's width (render/_table.py: numbers whole, names cut, sentences wrapped,
+columns left out in each table's documented order, `_fmt.py`), and every cell is plain text (op names
+are never read as markup).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
-from rich import box
 from rich.console import Console
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
 from ..analyze.stepstats import step_rows
@@ -23,6 +24,7 @@ from ..analyze.summary import Summary
 from ..console import PIPE_WIDTH, make_console
 from ._fmt import (
     SPEC_BY_ATTR,
+    Col,
     TableSpec,
     compile_files_line,
     compile_run_totals,
@@ -40,6 +42,7 @@ from ._fmt import (
     summary_top,
     table_rows,
 )
+from ._table import NUMERIC_KINDS, Column, FitTable, fit_table
 
 __all__ = [
     "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary", "short_text",
@@ -48,34 +51,30 @@ __all__ = [
 
 
 
-# text columns that would push the numbers off a 150-column terminal are cut with an ellipsis
-_MAX_WIDTH = {"name": 48, "layer": 48, "graph": 48, "host": 48, "fused": 26, "layers": 20}
-
-
 def _cell(value: Any, kind: str) -> Text:
     return Text(fmt_value(value, kind))
 
 
-def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -> Table | None:
-    """One Summary table as a rich Table, or None when the frame is empty."""
+def _fit_table(title: str, cols: list[Col], spec: TableSpec | None, styles: dict[str, str] | None = None,
+               cut_start: tuple[str, ...] = ()) -> FitTable:  # fmt: skip
+    """An empty FitTable of `cols`, leaving columns out (at a narrow width) in `spec.drop`'s order."""
+    keys = [c.key for c in cols]
+    drop = [keys.index(k) for k in (spec.drop if spec is not None else ()) if k in keys]
+    styles = styles or {}
+    columns = [Column.of(c, styles.get(c.key), c.key in cut_start) for c in cols]
+    return fit_table(title, columns, drop)
+
+
+def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -> FitTable | None:
+    """One Summary table, fitted to the width it is printed at (render/_table.py), or None when the frame
+    is empty."""
     cols, rows, n = table_rows(summary, spec, limit)
     if not rows or not cols:
         return None
     title = spec.title
     if limit is not None and n > limit:
         title += f" ({'first' if spec.attr == 'by_step' else 'top'} {limit} of {n:,})"
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in cols:
-        numeric = col.kind not in ("text", "part")
-        table.add_column(
-            col.label,
-            justify="right" if numeric else "left",
-            no_wrap=True,
-            overflow="ellipsis" if not numeric else "fold",
-            style=None if numeric else ("cyan" if col.key in ("name", "layer") else None),
-            max_width=_MAX_WIDTH.get(col.key),
-            min_width=len(col.label) if numeric else None,
-        )
+    table = _fit_table(title, cols, spec, {"name": "cyan", "layer": "cyan"})
     for row in rows:
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
     return table
@@ -110,7 +109,7 @@ def _headline(summary: Summary) -> Text | None:
     return Text("  |  ".join(parts))
 
 
-def step_table(summary: Summary, limit: int | None = None) -> Table | None:
+def step_table(summary: Summary, limit: int | None = None) -> FitTable | None:
     """The per-step breakdown: one row per step (wall time and its parts), then the median, p95 and share
     rows over the steps. None without steps."""
     frame = summary.table("by_step")
@@ -122,27 +121,26 @@ def step_table(summary: Summary, limit: int | None = None) -> Table | None:
     title = "Steps: where each step's time goes"
     if shown.height < n:
         title += f" (first {shown.height} of {n:,})"
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in cols:
-        numeric = col.kind not in ("text", "names")
-        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
-                         min_width=len(col.label) if numeric else None, max_width=None if numeric else 40,
-                         overflow="fold" if numeric else "ellipsis")  # fmt: skip
+    cols = [replace(c, max_width=40) if c.kind == "names" else c for c in cols]
+    table = _fit_table(title, cols, SPEC_BY_ATTR["by_step"])
     for row in shown.select([c.key for c in cols]).iter_rows(named=True):
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
     stats = summary.table("step_stats")
     if stats.height and {"part", "median_us", "p95_us", "share"} <= set(stats.columns):
         by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
-        table.add_section()
-        for label, key, kind in (("median", "median_us", "us"), ("p95", "p95_us", "us"), ("share", "share", "share")):
+        for n_row, (label, key, kind) in enumerate(
+            (("median", "median_us", "us"), ("p95", "p95_us", "us"), ("share", "share", "share"))
+        ):
             cells = []
-            for i, col in enumerate(cols):
+            for col in cols:
                 part = "total" if col.key == "total_us" else col.key[: -len("_us")] if col.key.endswith("_us") else None
                 if part in by_part and col.key != "op_us":
                     cells.append(Text(fmt_value(by_part[part][key], kind), style="bold"))
                 else:
-                    cells.append(Text(label if i == 0 else "", style="bold"))
-            table.add_row(*cells)
+                    cells.append(Text(""))
+            # the label goes in the first column shown (the epoch or step column, unless a narrow width left
+            # it out)
+            table.add_row(*cells, label=Text(label, style="bold"), section=n_row == 0)
     return table
 
 
@@ -153,7 +151,7 @@ def _short_path(path: str, width: int = _PATH_WIDTH) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
-def file_table(summary: Summary, limit: int | None = None) -> Table | None:
+def file_table(summary: Summary, limit: int | None = None) -> FitTable | None:
     """The files with I/O outside compile phases, most time first (None: there are none)."""
     view = file_view(summary, limit)
     if view is None or view.frame.height == 0:
@@ -163,14 +161,10 @@ def file_table(summary: Summary, limit: int | None = None) -> Table | None:
     title = "Files: where the program's file I/O goes"
     if shown.height < n:
         title += f" (top {shown.height} of {n:,})"
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in view.cols:
-        numeric = col.kind not in ("text", "part")
-        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
-                         min_width=len(col.label) if numeric else None, overflow="fold" if numeric else "ellipsis",
-                         style=None if numeric else "cyan")  # fmt: skip
+    text_style = {c.key: "cyan" for c in view.cols if c.kind not in NUMERIC_KINDS}
+    table = _fit_table(title, view.cols, SPEC_BY_ATTR["by_file"], text_style, cut_start=("fname",))
     for row in shown.select([c.key for c in view.cols]).iter_rows(named=True):
-        table.add_row(*(Text(_short_path(str(row[c.key]))) if c.key == "fname" else _cell(row.get(c.key), c.kind)
+        table.add_row(*(Text(str(row[c.key])) if c.key == "fname" else _cell(row.get(c.key), c.kind)
                         for c in view.cols))  # fmt: skip
     return table
 
@@ -223,19 +217,17 @@ def render_steps(summary: Summary, console: Console, top: int | None = None) -> 
     return True
 
 
-def _cost_table(summary: Summary, attr: str, limit: int | None) -> Table | None:
+def _cost_table(summary: Summary, attr: str, limit: int | None) -> FitTable | None:
     """Graph breaks or recompiles by cost: the numbers, then each row's reason, code and fix in one wrapped
     cell (they are sentences: a column each would push the numbers off the screen)."""
     shown, title = _cost_rows(summary, attr, limit)
     if shown is None:
         return None
     cols = [c for c in SPEC_BY_ATTR[attr].cols if c.key not in ("reason", "fix", "function") and c.key in shown.columns]
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in cols:
-        numeric = col.kind not in ("text", "part")
-        table.add_column(col.label, justify="right" if numeric else "left", no_wrap=True,
-                         min_width=len(col.label) if numeric else None, style=None if numeric else "cyan")  # fmt: skip
-    table.add_column("why, and what to do", overflow="fold", min_width=40, max_width=72)
+    # no column is left out: where they do not all fit (the why column 40 wide), render_costs prints blocks
+    table = _fit_table(title, cols, None, {c.key: "cyan" for c in cols if c.kind not in NUMERIC_KINDS},
+                       cut_start=("source",))  # fmt: skip
+    table.columns.append(Column("why, and what to do", numeric=False, min_width=40, max_width=72, wrap=True))
     for row in shown.iter_rows(named=True):
         cells = [_cell(row.get(c.key), c.kind) for c in cols]
         if attr == "graph_breaks" and not row.get("measurable"):
@@ -275,7 +267,6 @@ def _why_cell(row: dict, attr: str) -> Text:
     return text
 
 
-_NARROW = 120  # columns under which the cost tables are printed as blocks (the why column would be a sliver)
 
 
 def _cost_blocks(summary: Summary, attr: str, limit: int | None, console: Console) -> bool:
@@ -299,11 +290,11 @@ def render_costs(summary: Summary, console: Console, top: int | None = None) -> 
     A narrow terminal gets each row as a block instead of a table."""
     printed = 0
     for attr in ("graph_breaks", "recompiles"):
-        if console.width < _NARROW:
+        table = _cost_table(summary, attr, top)
+        if table is not None and not table.fits(console.width):  # the why column would be a sliver: blocks
             console.print()
             printed += int(_cost_blocks(summary, attr, top, console))
             continue
-        table = _cost_table(summary, attr, top)
         if table is not None:
             console.print()
             console.print(table)
@@ -382,7 +373,7 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Text("(whether compiling paid off: dynascope run --compare-eager)", style="dim"))
     attr = op_tables(summary)[0]
     spec = SPEC_BY_ATTR[attr]
-    spec = TableSpec(spec.attr, spec.title, tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
+    spec = replace(spec, cols=tuple(c for c in spec.cols if c.key not in ("cat", "kernel_kind")))
     table = summary_table(summary, spec, top)
     if table is not None:
         what = "inductor kernels" if attr == "by_kernel" else "ops"
@@ -440,7 +431,7 @@ def summary_text(summary: Summary, width: int = PIPE_WIDTH, top: int | None = No
     return _to_text(render_summary, summary, width, top=top)
 
 
-def short_text(summary: Summary, width: int = 110, top: int = 5) -> str:
+def short_text(summary: Summary, width: int = PIPE_WIDTH, top: int = 5) -> str:
     """render_short as plain text (no colour)."""
     return _to_text(render_short, summary, width, top=top)
 

@@ -1,0 +1,149 @@
+"""The one terminal table every command prints (report, run, demo, explain, diff): a rich renderable that
+lays itself out for the width it is printed at, by the rules beside the table specs in `_fmt.py`
+(`fit_widths`): numbers are never cut, text columns narrow (names cut with "…", sentences wrapped), then
+columns are left out in the table's documented order, and the title says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+from ._fmt import Col, FitCol, fit_widths, min_widths, table_width
+
+NUMERIC_KINDS = ("id", "int", "us", "share", "ratio", "float", "bytes")
+
+
+@dataclass
+class Column:
+    label: str
+    numeric: bool
+    min_width: int = 12
+    max_width: int | None = None
+    wrap: bool = False  # sentences: wrap at words; else a name, cut with "…"
+    cut_start: bool = False  # a path: cut at its start, so that the file name stays ("…/ab/cdef.py")
+    style: str | None = None
+    justify: str | None = None  # default: numbers right, text left
+
+    @classmethod
+    def of(cls, col: Col, style: str | None = None, cut_start: bool = False) -> Column:
+        numeric = col.kind in NUMERIC_KINDS
+        return cls(col.label, numeric, col.min_width, col.max_width, col.wrap, cut_start, style)
+
+
+@dataclass
+class _Row:
+    cells: list[Text]
+    label: Text | None  # shown in the first column left in (a summary row's "median")
+    style: str | None
+    section: bool  # a line above it
+
+
+def _widest(cell: Text) -> int:
+    return max((cell_len(line) for line in cell.plain.split("\n")), default=0)
+
+
+def _cut(cell: Text, width: int, at_start: bool) -> Text:
+    """A one-line name in `width` cells: cut with "…" (at its start for a path)."""
+    if cell_len(cell.plain) <= width:
+        return cell
+    if at_start and not cell.plain.startswith("("):  # a path, not a "(group of files)" line
+        plain = cell.plain
+        while cell_len(plain) > width - 1:
+            plain = plain[1:]
+        return Text("…" + plain, style=cell.style)
+    cut = cell.copy()
+    cut.truncate(width, overflow="ellipsis")
+    return cut
+
+
+@dataclass
+class FitTable:
+    """A table that fits the width it is printed at (see the module docstring). `drop` names column
+    indexes, least important first; `title` and `row_count` as rich's Table has them."""
+
+    title: str
+    columns: list[Column]
+    drop: Sequence[int] = ()
+    rows: list[_Row] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def add_row(self, *cells: Text | str, label: Text | None = None, style: str | None = None,
+                section: bool = False) -> None:  # fmt: skip
+        self.rows.append(_Row([Text(c) if isinstance(c, str) else c for c in cells], label, style, section))
+
+    def _fit_cols(self, first: int = 0) -> list[FitCol]:
+        label = max((_widest(r.label) for r in self.rows if r.label is not None), default=0)
+        fits = []
+        for i, col in enumerate(self.columns):
+            widest = max((_widest(r.cells[i]) for r in self.rows), default=0)
+            if i == first:
+                widest = max(widest, label)
+            fits.append(FitCol(cell_len(col.label), widest, col.numeric, col.min_width, col.max_width))
+        return fits
+
+    def fits(self, width: int) -> bool:
+        """Whether every column fits `width` columns, no text column narrower than its min_width."""
+        return table_width(min_widths(self._fit_cols())) <= width
+
+    def widths(self, width: int) -> list[int | None]:
+        """Each column's width at `width` columns, None where it is left out."""
+        first = 0
+        while True:
+            widths = fit_widths(width, self._fit_cols(first), self.drop)
+            now = next(i for i, w in enumerate(widths) if w is not None)
+            if now == first:
+                return widths
+            first = now
+
+    def left_out(self, width: int) -> list[str]:
+        return [c.label for c, w in zip(self.columns, self.widths(width), strict=True) if w is None]
+
+    def table(self, width: int) -> Table:
+        """The rich Table laid out for `width` columns."""
+        widths = self.widths(width)
+        kept = [i for i, w in enumerate(widths) if w is not None]
+        title = self.title
+        gone = [self.columns[i].label or "(unnamed)" for i, w in enumerate(widths) if w is None]
+        if gone:
+            title += f" (not shown at this width: {', '.join(gone)})"
+        table = Table(title=Text(title, style="bold"), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        for i in kept:
+            col, w = self.columns[i], widths[i]
+            table.add_column(col.label, justify=col.justify or ("right" if col.numeric else "left"),  # type: ignore[arg-type]
+                             width=w, min_width=w, max_width=w, no_wrap=not col.wrap,
+                             overflow="fold" if col.wrap else "ellipsis", style=col.style)  # fmt: skip
+        first = kept[0] if kept else 0
+        for row in self.rows:
+            if row.section:
+                table.add_section()
+            cells = []
+            for i in kept:
+                col, w = self.columns[i], widths[i]
+                cell = row.label if (row.label is not None and i == first) else row.cells[i]
+                if not col.numeric and not col.wrap and w is not None:
+                    cell = _cut(cell, w, col.cut_start)
+                cells.append(cell)
+            table.add_row(*cells, style=row.style)
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widths = [w for w in self.widths(options.max_width) if w is not None]
+        return Measurement(table_width(widths), table_width(widths))
+
+
+def fit_table(title: str, columns: Iterable[Column], drop: Sequence[int] = ()) -> FitTable:
+    return FitTable(title, list(columns), drop)
