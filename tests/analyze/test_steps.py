@@ -81,7 +81,7 @@ def test_compile_inside_a_forward_run_counts_as_compile(training):
 
 
 def test_overlaps_are_painted_by_priority(tmp_path):
-    """compile > data > backward > optimizer > forward > io; every instant counted once."""
+    """compile > io > data > backward > optimizer > forward > eval; every instant counted once."""
     tr = st.Trace(9)
     tr.event("entire_frame_compile", "dynamo.compile", st.T0 + 0, 100, {"compile_id": "0/0"})
     tr.event("read", "POSIX", st.T0 + 5, 35, {"fhash": tr.fh("/d/x"), "fd": 3, "ret": 1})
@@ -90,21 +90,21 @@ def test_overlaps_are_painted_by_priority(tmp_path):
     tr.event("dataloader.next", "dataloader", st.T0 + 50, 100, {"loader": 1, "batch": 0, "workers": 0})
     tr.event("backward", "autograd", st.T0 + 120, 80)
     tr.event("optimizer.step", "optimizer", st.T0 + 180, 120, {"optimizer": "SGD", "opt": 1})
-    tr.event("torch.save", "torch.io", st.T0 + 250, 30, {"fhash": tr.fh("/d/ckpt.pt"), "bytes": 10})
+    tr.event("torch.save", "torch.io", st.T0 + 250, 30, {"fhash": tr.fh("/d/ckpt.pt"), "bytes": 10})  # I/O
     tr.graph_call("forward", st.T0 + 400, 20)  # after the last step: in no step
     tr.end(st.T0 + 500)
     s = _summary([tr.write(tmp_path / "t-9.pfw")])
     (row,) = s.by_step.iter_rows(named=True)
     assert row["total_us"] == 300
     assert st.parts_of(row) == {
-        "data": 50, "forward": 0, "backward": 50, "optimizer": 100, "io": 0, "compile": 100, "other": 0,
+        "data": 50, "forward": 0, "backward": 50, "optimizer": 70, "io": 30, "compile": 100, "other": 0,
     }  # fmt: skip
     assert row["saved"] == ["/d/ckpt.pt"] and row["compile_ids"] == ["0/0"]  # not what compiling wrote
 
 
-def test_forward_runs_stop_at_data_backward_optimizer(tmp_path):
-    """Eager time between forward graph calls is forward only when nothing of data, backward or
-    optimizer lies between them."""
+def test_forward_runs_stop_at_data_backward_optimizer_io(tmp_path):
+    """Eager time between forward graph calls is forward only when nothing of data, backward, optimizer
+    or I/O lies between them."""
     tr = st.Trace(11)
     t = st.T0
     tr.graph_call("forward", t, 10)  # run 1: [0, 40)
@@ -112,13 +112,14 @@ def test_forward_runs_stop_at_data_backward_optimizer(tmp_path):
     tr.event("optimizer.zero_grad", "optimizer", t + 50, 5, {"optimizer": "SGD", "opt": 1})
     tr.graph_call("forward", t + 70, 10)  # run 2: [70, 80), the gap [40, 70) holds the zero_grad
     tr.event("read", "POSIX", t + 85, 10, {"fhash": tr.fh("/d/a"), "fd": 3, "ret": 1})
-    tr.graph_call("forward", t + 100, 10)  # a read does not break a run: run 2 is [70, 110)
+    tr.graph_call("forward", t + 100, 10)  # the read breaks the run: [100, 110) is run 3
     tr.event("optimizer.step", "optimizer", t + 120, 10, {"optimizer": "SGD", "opt": 1})
     tr.end(t + 200)
     (row,) = _summary([tr.write(tmp_path / "t-11.pfw")]).by_step.iter_rows(named=True)
     assert row["total_us"] == 130
     assert st.parts_of(row) == {
-        "data": 0, "forward": 40 + 40, "backward": 0, "optimizer": 15, "io": 0, "compile": 0, "other": 35,
+        "data": 0, "forward": 40 + 10 + 10, "backward": 0, "optimizer": 15, "io": 10, "compile": 0,
+        "other": 10 + 15 + 5 + 5 + 10,
     }  # fmt: skip
 
 
@@ -299,3 +300,80 @@ def test_checkpoint_and_no_reason(tmp_path):
     assert slow[2]["why"] == "I/O +3 ms (saved epoch-1.pt)"
     assert slow[4]["part"] is None
     assert slow[4]["why"] == "no part stands out (+20 µs over the median step, spread over the parts)"
+
+
+def _training_step(tr, t: int, *, eval_calls: int = 0, save: int = 0) -> int:
+    """One training iteration from t, 10 µs between its pieces: a batch (50), `eval_calls` compiled calls
+    run with grad disabled (20 each, 10 apart), a torch.save of `save` µs (a write inside it), the training
+    forward (30), backward (50), optimizer.step (40), which ends the step. Returns that end."""
+    tr.event("dataloader.next", "dataloader", t, 50, {"loader": 1, "batch": 0, "workers": 0})
+    t += 60
+    for _ in range(eval_calls):
+        tr.graph_call("inference", t, 20, compile_id="0/1")  # grad_enabled 0 (step_trace)
+        t += 30
+    if save:
+        tr.event("torch.save", "torch.io", t, save, {"fhash": tr.fh("/run/ckpt.pt"), "bytes": 10})
+        tr.event("write", "POSIX", t + 1, save - 2, {"fhash": tr.fh("/run/ckpt.pt"), "fd": 5, "ret": 10})
+        t += save + 10
+    tr.graph_call("forward", t, 30)
+    tr.event("backward", "autograd", t + 40, 50)
+    tr.event("optimizer.step", "optimizer", t + 100, 40, {"optimizer": "SGD", "opt": 1})
+    return t + 140
+
+
+def test_eval_and_a_checkpoint_inside_a_step(tmp_path):
+    """Calls with grad disabled in a training loop are eval, not forward; a torch.save between them and the
+    training forward is I/O, not forward (issue 25, defect 4); the parts still add up to the step."""
+    tr = st.Trace(12)
+    t = _training_step(tr, st.T0, eval_calls=2, save=40)
+    # a read while compiling between two forward calls is compile's: it does not end the forward run
+    tr.graph_call("forward", t, 10)
+    tr.event("entire_frame_compile", "dynamo.compile", t + 20, 40, {"compile_id": "1/0"})
+    tr.event("read", "POSIX", t + 30, 10, {"fhash": tr.fh("/cache/k.py"), "fd": 3, "ret": 1})
+    tr.graph_call("forward", t + 70, 10)
+    tr.event("backward", "autograd", t + 90, 10)
+    tr.event("optimizer.step", "optimizer", t + 100, 10, {"optimizer": "SGD", "opt": 1})
+    tr.end(t + 200)
+    s = _summary([tr.write(tmp_path / "t-12.pfw")])
+    _adds_up(s)
+    first, second = s.by_step.iter_rows(named=True)
+    # eval: the run [60, 110) of the two calls; I/O: the save [120, 160); forward: its one call
+    assert {p: first[f"{p}_us"] for p in ("data", "eval", "io", "forward", "backward", "optimizer")} == {
+        "data": 50, "eval": 50, "io": 40, "forward": 30, "backward": 50, "optimizer": 40,
+    }  # fmt: skip
+    assert first["other_us"] == first["total_us"] - 260 == 50
+    assert first["saved"] == ["/run/ckpt.pt"]
+    assert (second["forward_us"], second["compile_us"], second["io_us"], second["eval_us"]) == (40, 40, 0, 0)
+
+
+def test_calls_without_grad_are_the_forward_of_a_thread_that_never_trains(tmp_path):
+    """An inference loop (step regions, no backward, no optimizer): its no-grad calls are its forward."""
+    tr = st.Trace(13)
+    for i in range(3):
+        t = st.T0 + 100 * i
+        tr.event("step", "user", t, 90, {"step": i})
+        tr.event("dataloader.next", "dataloader", t, 20, {"loader": 1, "batch": i, "workers": 0})
+        tr.graph_call("inference", t + 30, 20)
+        tr.graph_call("inference", t + 60, 20)
+    tr.end(st.T0 + 400)
+    s = _summary([tr.write(tmp_path / "t-13.pfw")])
+    _adds_up(s)
+    assert s.by_step.get_column("forward_us").to_list() == [50, 50, 50]
+    assert s.by_step.get_column("eval_us").to_list() == [0, 0, 0]
+
+
+def test_slowest_steps_name_the_checkpoint_and_the_evaluation(tmp_path):
+    """A step that evaluates and saves a checkpoint is slow because of its I/O and its eval, not its forward."""
+    tr = st.Trace(14)
+    t = st.T0
+    for i in range(6):
+        t = _training_step(tr, t, eval_calls=8 if i == 3 else 0, save=400 if i == 3 else 0)
+    tr.end(t + 100)
+    s = _summary([tr.write(tmp_path / "t-14.pfw")])
+    _adds_up(s)
+    (slow,) = s.slow_steps.iter_rows(named=True)
+    assert slow["step"] == 3 and slow["part"] == "io"
+    assert slow["why"].startswith("I/O +400 µs (saved ckpt.pt); also eval +")
+    assert "forward" not in slow["why"]
+    stats = {r["part"]: r for r in s.step_stats.iter_rows(named=True)}
+    assert stats["eval"]["max_us"] == 8 * 30 - 10 and stats["forward"]["max_us"] == 30

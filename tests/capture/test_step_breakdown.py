@@ -17,7 +17,7 @@ import pytest
 import tracecheck
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
-PARTS = ("data", "forward", "backward", "optimizer", "io", "compile", "other")
+PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "other")
 
 
 def _run(tmp_path, *args):

@@ -47,7 +47,7 @@ SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
-    "ltid", "launch",
+    "ltid", "launch", "grad_enabled",
 ]  # fmt: skip
 
 _STR_KEYS = [
@@ -57,7 +57,8 @@ _STR_KEYS = [
 ]  # fmt: skip
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
-             "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line")  # fmt: skip
+             "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line",
+             "grad_enabled")  # fmt: skip
 
 @dataclass
 class PartialMeta:

@@ -10,11 +10,16 @@ Steps, per thread (pid, tid of one file):
    pacing step is in no step. Automatic steps have epoch null and step k = 0, 1, ...
 
 Parts: each instant of a step's window [ts, ts + dur) is painted by the first of these that covers it
-(events of the window's own thread): compile (cat dynamo.compile) > data (dataloader) > backward
-(autograd, and backward graph calls) > optimizer (optimizer) > forward > io (POSIX, torch.io) > other.
-Forward is each run of forward/inference graph calls that no data, backward or optimizer event
-interrupts, from its first call's start to its last call's end (the eager code between the graphs of
-one forward is forward time). So the parts of a window add up to its duration exactly.
+(events of the window's own thread): compile (cat dynamo.compile) > io (POSIX, torch.io: file reads and
+writes, torch.save / torch.load) > data (dataloader) > backward (autograd, and backward graph calls) >
+optimizer (optimizer) > forward > eval > other. I/O is I/O wherever it happens in a step (a checkpoint
+saved between two forward passes is not forward time); only while compiling is it compile's (the compile
+total counts it). Eval is the graph calls run with grad disabled (torch.no_grad, inference_mode: the
+graph's `grad_enabled` is 0) on a thread that trains (has backward or optimizer events); on a thread that
+never trains (an inference loop) they are its forward. Forward (eval) is each run of forward (eval) graph
+calls that no data, backward, optimizer, I/O or eval (forward) event interrupts, from its first call's
+start to its last call's end (the eager code between the graphs of one forward is forward time). So the
+parts of a window add up to its duration exactly.
 
 Also per window: the compile ids whose first compile event starts in it (a recompile shows there), and
 the files `torch.save`d or written through Python file objects in it (a checkpoint).
@@ -47,14 +52,14 @@ __all__ = [
 ]
 
 # the parts, in the order of the by_step columns (`<part>_us`)
-PARTS = ("data", "forward", "backward", "optimizer", "io", "compile", "other")
+PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "other")
 PART_COLUMNS = tuple(f"{p}_us" for p in PARTS)
 # what else a window gets: compile ids begun in it (count and ids), files saved or written in it
 LIST_COLUMNS = ("compile_ids", "saved")
 STEP_EXTRA_COLUMNS = (*PART_COLUMNS, "compiles", *LIST_COLUMNS)
 
 # painting order: the first that covers an instant owns it; "other" is the rest
-_PRIORITY = ("compile", "data", "backward", "optimizer", "forward", "io")
+_PRIORITY = ("compile", "io", "data", "backward", "optimizer", "forward", "eval")
 _COLUMN_OF = [PARTS.index(p) for p in _PRIORITY]
 _OTHER = PARTS.index("other")
 
@@ -195,18 +200,22 @@ def _pairs(pid: np.ndarray, tid: np.ndarray) -> list[tuple[int, int]]:
     return sorted(set(zip(pid.tolist(), tid.tolist(), strict=True)))
 
 
-# what each painting event is: its part in _PRIORITY order (a forward graph call: "forward"), -1 none
-def _code() -> pl.Expr:
+# what each painting event is: its part in _PRIORITY order (a forward graph call: "forward", one run with grad
+# disabled: "eval"), -1 none. `grad`: whether the frame has graph calls' grad_enabled (older traces may not)
+def _code(grad: bool) -> pl.Expr:
     cat, phase = pl.col("cat"), pl.col("phase")
     is_graph = cat == GRAPH_CAT
+    is_forward = (is_graph & phase.is_in(_FORWARD_PHASES)).fill_null(False)
+    no_grad = (pl.col("grad_enabled") == 0).fill_null(False) if grad else pl.lit(False)
     p = _PRIORITY.index
     return (
         pl.when(cat == COMPILE_CAT).then(p("compile"))
+        .when(cat.is_in([POSIX_CAT, TORCH_IO_CAT])).then(p("io"))
         .when(cat == DATA_CAT).then(p("data"))
         .when((cat == AUTOGRAD_CAT) | (is_graph & (phase == "backward")).fill_null(False)).then(p("backward"))
         .when(cat == OPTIMIZER_CAT).then(p("optimizer"))
-        .when((is_graph & phase.is_in(_FORWARD_PHASES)).fill_null(False)).then(p("forward"))
-        .when(cat.is_in([POSIX_CAT, TORCH_IO_CAT])).then(p("io"))
+        .when(is_forward & no_grad).then(p("eval"))
+        .when(is_forward).then(p("forward"))
         .otherwise(-1).cast(pl.Int8)
     )  # fmt: skip
 
@@ -222,7 +231,7 @@ class _PaintEvents:
         e = e.select(
             pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), pl.col("ts").cast(pl.Int64),
             (pl.col("ts") + pl.col("dur").fill_null(0).clip(lower_bound=0)).cast(pl.Int64).alias("end"),
-            _code().alias("code"),
+            _code("grad_enabled" in f.columns).alias("code"),
             pl.when(cat == COMPILE_CAT).then(pl.col("compile_id").cast(pl.String)).alias("compile_id"),
             pl.when((name == "torch.save") | ((cat == POSIX_CAT) & (name == "write")))
             .then(pl.col("fname").cast(pl.String)).alias("saved"),
@@ -252,15 +261,26 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
 def _paint_thread(ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(windows, parts) µs for one thread's windows [a, b) and its painting events (`rows` of `ev`)."""
     s, end, code = ev.ts[rows], ev.end[rows], ev.code[rows]
-    forward = _PRIORITY.index("forward")
+    p_of = _PRIORITY.index
+    forward, evaluation = p_of("forward"), p_of("eval")
+    if (code == evaluation).any() and not ((code == p_of("backward")) | (code == p_of("optimizer"))).any():
+        code = np.where(code == evaluation, forward, code)  # a thread that never trains: no_grad is its forward
     intervals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for p in np.flatnonzero(np.bincount(code.astype(np.int64) + 1, minlength=len(_PRIORITY) + 1)[1:]).tolist():
         m = code == p
         intervals[p] = (s[m], end[m])
-    if forward in intervals:
-        breaks = (code == _PRIORITY.index("data")) | (code == _PRIORITY.index("backward"))
-        breaks |= code == _PRIORITY.index("optimizer")
-        intervals[forward] = _forward_runs(*intervals[forward], s[breaks], end[breaks])
+    if forward in intervals or evaluation in intervals:
+        # what ends a run of forward (eval) calls: data, backward, optimizer, I/O not inside a compile, and
+        # a call of the other kind
+        breaks = np.isin(code, [p_of("data"), p_of("backward"), p_of("optimizer")])
+        io = code == p_of("io")
+        if io.any() and p_of("compile") in intervals:
+            io &= ~_inside(s, *intervals[p_of("compile")])
+        breaks |= io
+        for p, other in ((forward, evaluation), (evaluation, forward)):
+            if p in intervals:
+                cut = breaks | (code == other)
+                intervals[p] = _forward_runs(*intervals[p], s[cut], end[cut])
     bounds = _sorted_unique(np.concatenate([a, b, *(x for pair in intervals.values() for x in pair)]))
     owner = np.full(max(len(bounds) - 1, 0), _OTHER, dtype=np.int64)
     for p in sorted(intervals, reverse=True):  # lowest priority first: higher ones paint over it

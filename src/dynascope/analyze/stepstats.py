@@ -26,6 +26,7 @@ ALSO = 2  # how many other parts that stand out too are named after the first
 PART_LABELS = {
     "data": "data wait",
     "forward": "forward",
+    "eval": "eval",
     "backward": "backward",
     "optimizer": "optimizer",
     "io": "I/O",
@@ -140,6 +141,8 @@ def _detail(part: str, row: dict) -> str:
         return f"recompile: {started}" if again else started
     if part == "data":
         return "data stall"
+    if part == "eval":
+        return "evaluation: compiled calls with grad disabled"
     if part == "io":
         saved = list(row.get("saved") or [])
         return f"saved {_names([os.path.basename(s) or s for s in saved])}" if saved else ""

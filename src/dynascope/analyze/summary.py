@@ -74,7 +74,7 @@ class Summary:
     # epoch, step, total_us, op_us, op_count   (steps: user regions with an epoch or step, else automatic
     #   steps closed by optimizer steps (epoch null); empty frame when there are none)
     #   + regions (how many step windows carry this epoch/step; total_us is the sum of their durations)
-    #   + data_us, forward_us, backward_us, optimizer_us, io_us, compile_us, other_us (the parts of the
+    #   + data_us, forward_us, eval_us, backward_us, optimizer_us, io_us, compile_us, other_us (the parts of the
     #   windows, adding up to total_us), compiles (compile ids begun in them), compile_ids (list), saved
     #   (list of files torch.save'd or written in them).  Sorted by epoch, step.  (analyze/stepparts.py)
     by_step: pl.DataFrame

@@ -34,6 +34,7 @@ class Col:
 STEP_PARTS = (
     ("data", "data"),
     ("forward", "forward"),
+    ("eval", "eval"),
     ("backward", "backward"),
     ("optimizer", "optimizer"),
     ("io", "I/O"),
