@@ -13,6 +13,8 @@ and `fastpath.file_partial(path)` from the byte scanner, which fills an `OpReduc
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -529,42 +531,81 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
 
 
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:
-    """Per (trace_file, pid, compile_id): the length of the union of that compile's phase intervals.
-    Compile events without a compile id (inductor's compile worker threads, running while the main thread
-    compiles) form a row of their own holding only the time outside every identified compile, so the rows
-    of a process add up to the union of all its compile time and nothing is counted twice."""
-    keys = ["trace_file", "pid", "compile_id"]
+    """Per (trace_file, pid, compile_id): the compile time charged to that compile id, such that the rows
+    of a process add up exactly to the wall-clock union of its compile intervals on every thread.
+
+    Each instant of that union is charged to exactly one compile id (`charge_compile_time`): the compile
+    open then that started last (so overlapping compiles, on one thread or several, count each instant
+    once); an instant covered only by events without a compile id (inductor's compile worker threads,
+    serving the compile the main thread waits in; older traces wrote their id as the string "None") goes
+    to the compile open at that moment on another thread, else to the latest compile started before it.
+    A row without a compile id is left only for a process whose compile events carry no id at all."""
+    schema = pl.Schema({"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
+    cid = pl.col("compile_id").cast(pl.String).str.strip_chars()
     c = (
         f.filter(pl.col("cat") == COMPILE_CAT)
-        .select(pl.col("trace_file").cast(pl.String), "pid", pl.col("compile_id").cast(pl.String), "ts", "dur")
-        .filter(pl.col("ts").is_not_null())
-        .with_columns((pl.col("ts") + pl.col("dur")).alias("end"))
-    )
-    schema = pl.Schema({"trace_file": pl.String, "pid": pl.Int64, "compile_id": pl.String, "union_us": pl.Int64})
+        .filter(pl.col("ts").is_not_null() & (pl.col("dur").fill_null(0) > 0))
+        .select(
+            pl.col("trace_file").cast(pl.String), pl.col("pid").cast(pl.Int64),
+            pl.when(cid.is_in(list(NO_COMPILE_ID))).then(None).otherwise(cid).alias("compile_id"),
+            pl.col("ts").cast(pl.Int64), (pl.col("ts") + pl.col("dur")).cast(pl.Int64).alias("end"),
+        )
+    )  # fmt: skip
     if c.height == 0:
         return pl.DataFrame(schema=schema)
-    identified = c.filter(pl.col("compile_id").is_not_null())
-    per_id = _union_lengths(identified, keys)
-    proc = ["trace_file", "pid"]
-    rest = (
-        _union_lengths(c, proc)
-        .join(_union_lengths(identified, proc).rename({"union_us": "identified_us"}), on=proc, how="left")
-        .select(*proc, pl.lit(None, dtype=pl.String).alias("compile_id"),
-                (pl.col("union_us") - pl.col("identified_us").fill_null(0)).alias("union_us"))
-        .filter(pl.col("union_us") > 0)
-    )  # fmt: skip
-    return pl.concat([per_id.cast(schema), rest.cast(schema)]).select(schema.names())
+    rows: list[tuple] = []
+    for (name, pid), g in c.group_by(["trace_file", "pid"], maintain_order=True):
+        charged = charge_compile_time(g.get_column("ts").to_list(), g.get_column("end").to_list(),
+                                      g.get_column("compile_id").to_list())  # fmt: skip
+        rows += [(name, pid, k, us) for k, us in charged.items()]
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def _union_lengths(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per `keys`: the total length of the union of the [ts, end) intervals."""
-    c = c.sort([*keys, "ts"], nulls_last=True)
-    c = c.with_columns(pl.col("end").cum_max().shift(1).over(keys).alias("prev"))
-    c = c.with_columns(
-        (pl.col("prev").is_null() | (pl.col("ts") > pl.col("prev"))).cast(pl.Int64).cum_sum().over(keys).alias("seg")
-    )
-    segs = c.group_by([*keys, "seg"]).agg(pl.col("ts").min().alias("a"), pl.col("end").max().alias("b"))
-    return segs.group_by(keys).agg((pl.col("b") - pl.col("a")).sum().alias("union_us"))
+# compile ids that name no compile: torch writes str(None) where a thread has no compile context
+NO_COMPILE_ID = ("", "None", "null")
+
+
+def charge_compile_time(starts: list[int], ends: list[int], ids: list[str | None]) -> dict[str | None, int]:
+    """The union of the intervals [starts[i], ends[i]) charged to compile ids: {id: length}, the lengths
+    adding up to the union's. An instant goes to the id of the covering interval with a compile id that
+    started last; an instant covered only by intervals without one (None) to the id that started last
+    before it, else (none before) to the first id after it; None keeps its time only where no interval has
+    an id. Touching intervals do not overlap."""
+    order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))  # an inner interval after its outer one
+    points = sorted(set(starts) | set(ends))
+    out: dict[str | None, int] = {}
+    open_ids: list[tuple[int, int, int]] = []  # max-heap by start: (-start, -order, end)
+    anon_ends: list[int] = []  # min-heap of the ends of open intervals without an id
+    latest: str | None = None  # the id of the interval with an id that started last so far
+    before_any = 0  # id-less time before the first interval with an id
+    k = 0
+    for a, b in itertools.pairwise(points):
+        while k < len(order) and starts[order[k]] <= a:
+            i = order[k]
+            if ids[i] is None:
+                heapq.heappush(anon_ends, ends[i])
+            else:
+                heapq.heappush(open_ids, (-starts[i], -k, i))
+                latest = ids[i]
+            k += 1
+        while open_ids and ends[open_ids[0][2]] <= a:
+            heapq.heappop(open_ids)
+        while anon_ends and anon_ends[0] <= a:
+            heapq.heappop(anon_ends)
+        if open_ids:
+            who = ids[open_ids[0][2]]
+        elif anon_ends:
+            who = latest
+            if who is None:
+                before_any += b - a
+                continue
+        else:
+            continue
+        out[who] = out.get(who, 0) + b - a
+    if before_any:
+        first = next((ids[i] for i in order if ids[i] is not None), None)
+        out[first] = out.get(first, 0) + before_any
+    return out
 
 
 def _process_partial(others, hist, graphs, unions) -> pl.DataFrame:
