@@ -42,3 +42,8 @@ class OpenSpans:
                 outermost = all(open_name != name for open_name, _, _ in stack)
                 return Span(name, start, ts, args, outermost)
         return None
+
+    def open_spans(self) -> list[tuple[Hashable, str, float, dict[str, Any]]]:
+        """(key, name, start, args) of every span open now, under every key (a copy: safe while other
+        threads begin and end spans)."""
+        return [(key, name, ts, args) for key, stack in list(self._open.items()) for name, ts, args in list(stack)]
