@@ -62,7 +62,10 @@ def test_save_is_io_and_no_grad_calls_are_eval(run):
         # the whole save is I/O (less any compile that overlaps it: none does), none of it forward
         assert r["io_us"] >= save["dur"] > 0, (r, save)
         assert len(no_grad) == 2 and len(with_grad) == 1
-        assert r["eval_us"] >= sum(e["dur"] for e in no_grad) > 0, r
+        # the no-grad calls are eval, less what ranks above them inside them (a file read, a compile: none, so far)
+        above = [e for e in inside if e.get("cat") in ("POSIX", "torch.io", "dynamo.compile")
+                 and any(c["ts"] <= e["ts"] < c["ts"] + c["dur"] for c in no_grad)]  # fmt: skip
+        assert r["eval_us"] >= sum(e["dur"] for e in no_grad) - sum(e["dur"] for e in above) > 0, r
         # forward is the training forward's call and the eager code around it, nowhere near the save + eval
         assert r["forward_us"] < with_grad[0]["dur"] + 0.5 * (save["dur"] + sum(e["dur"] for e in no_grad)), r
     for k in set(steps) - set(said["evaluated"]):
