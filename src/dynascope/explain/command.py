@@ -105,9 +105,9 @@ def main(argv: list[str]) -> int:
 # ------------------------------------------------------------------------------------------------
 
 
-def print_report(report: Report, costs: dict[str, str] | None = None) -> None:
-    """The report on the terminal; `costs`: each graph break's run-time cost by compile id (see
-    observation_lines), where a trace of the same run is at hand."""
+def print_report(report: Report, costs: dict[str, str] | None = None, wall_us: dict[str, int] | None = None) -> None:
+    """The report on the terminal; `costs`: each graph break's run-time cost by compile id, `wall_us`: each
+    compile id's compile time (see observation_lines), where a trace of the same run is at hand."""
     console = make_console(soft_wrap=True)
     if not report.explanations:
         console.print("No function was compiled by torch.compile (or every cache entry was cleared).", markup=False)
@@ -116,7 +116,7 @@ def print_report(report: Report, costs: dict[str, str] | None = None) -> None:
         print_rule(console, f"{fn.qualname or fn.name}  ({fn.where()})")
         print_lines(console, explanation_lines(_without_records(expl), guard_limit=TERMINAL_GUARD_LIMIT).rows)
         console.print()
-    obs = observation_lines(report, costs)
+    obs = observation_lines(report, costs, wall_us)
     if obs:
         print_rule(console, "What happened while the script ran")
         print_lines(console, obs.rows)

@@ -219,6 +219,11 @@ class CompileTime(_Data):
     backend_s: float | None = None
     inductor_s: float | None = None
     graph_op_count: int | None = None
+    # a backward graph AOT autograd compiled lazily, at the first backward() (torch's entire_backward_compile):
+    # part of total_s, outside dynamo_s/aot_s/backend_s
+    backward_s: float | None = None
+    # where total_s is the wall clock a trace of the same run measured (with_wall_times): torch's own figure
+    timers_s: float | None = None
     guard_count: int | None = None
     status: str = "ok"
     fail_type: str | None = None
@@ -457,10 +462,12 @@ def render_observations(obj: Explanation | Report) -> str:
     return observation_lines(obj).text()
 
 
-def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = None) -> Lines:
+def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = None,
+                      wall_us: dict[str, int] | None = None) -> Lines:
     """Graph breaks, recompiles and compile times (and for a Report: limit hits, eager fallbacks, notes).
     `costs`: what each graph break cost at run time, in a few words, by compile id (from a trace of the
-    same run), shown under the break."""
+    same run), shown under the break; `wall_us`: each compile id's compile time in that trace (µs), which
+    the compile times then show (with_wall_times), so that they agree with the report's."""
     out = Lines()
     if obj.graph_breaks:
         out.heading(f"Graph breaks ({len(obj.graph_breaks)} distinct):")
@@ -481,10 +488,11 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
             out.add(f"  - {rc.function or '?'}{where} recompiled as {rc.compile_id}: {rc.reason}")
             for f in rc.failures[1:]:
                 out.add(f"      also {f.compile_id}: {f.reason}")
-    if obj.compile_times:
+    times = with_wall_times(obj.compile_times, wall_us) if wall_us else obj.compile_times
+    if times:
         if out:
             out.add("")
-        _compile_time_lines(obj.compile_times, out)
+        _compile_time_lines(times, out)
     if isinstance(obj, Report):
         _report_only_lines(obj, out)
     return out
@@ -494,14 +502,47 @@ def _seconds(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
-    total = sum(ct.total_s or 0.0 for ct in times)
-    out.heading(f"Compile times ({_plural(len(times), 'compile')}, {total:.3f} s in all):")
-    out.add(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}  function")
+def with_wall_times(times: list[CompileTime], wall_us: dict[str, int]) -> list[CompileTime]:
+    """The compile times as a trace of the same run measured them (`wall_us`: µs per compile id, the
+    report's compile_vs_run rows: the wall-clock union of compiling on every thread, worker threads and
+    lazily compiled backwards included, each instant charged to one compile id): total_s is the trace's,
+    torch's own total kept as timers_s and its phase split as it is; a compile id only the trace has gets a
+    row of its own (function unknown), one the trace does not have keeps torch's figure."""
+    out: list[CompileTime] = []
     for ct in times:
-        status = "" if ct.status == "ok" else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
+        mine = dataclasses.replace(ct)
+        if str(ct.compile_id) in wall_us:
+            mine.timers_s, mine.total_s = ct.total_s, wall_us[str(ct.compile_id)] / 1e6
+        out.append(mine)
+    known = {str(ct.compile_id) for ct in times}
+    out += [CompileTime(compile_id=cid, function=None, total_s=us / 1e6, status="traced")
+            for cid, us in wall_us.items() if cid not in known]  # fmt: skip
+    return out
+
+
+def compile_times_heading(times: list[CompileTime]) -> str:
+    """'N compiles, X s in all' and, on the same line, what the total holds: where it comes from (a trace's
+    wall clock, or torch's timers) and whether lazily compiled backwards are in it."""
+    total = sum(ct.total_s for ct in times if isinstance(ct.total_s, (int, float)))
+    text = f"{_plural(len(times), 'compile')}, {total:.3f} s in all"
+    if any(ct.timers_s is not None or ct.status == "traced" for ct in times):
+        return text + "; wall clock from the run's trace, compile workers and lazily compiled backwards included"
+    lazy = [ct.compile_id for ct in times if ct.backward_s]
+    if lazy:
+        text += f"; backwards compiled lazily at their first backward() included ({', '.join(lazy)})"
+    return text
+
+
+def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
+    out.heading(f"Compile times ({compile_times_heading(times)}):")
+    lazy = any(ct.backward_s for ct in times)
+    bw = f" {'backward':>8}" if lazy else ""
+    out.add(f"  {'id':<8} {'total s':>8} {'dynamo':>8} {'aot':>8} {'backend':>8}{bw}  function")
+    for ct in times:
+        status = "" if ct.status in ("ok", "traced") else f"  [{ct.status}: {ct.fail_reason or ct.fail_type}]"
+        bw = f" {_seconds(ct.backward_s):>8}" if lazy else ""
         out.add(f"  {ct.compile_id or '?':<8} {_seconds(ct.total_s):>8} {_seconds(ct.dynamo_s):>8} "
-                f"{_seconds(ct.aot_s):>8} {_seconds(ct.backend_s):>8}  {ct.function or '?'}{status}")
+                f"{_seconds(ct.aot_s):>8} {_seconds(ct.backend_s):>8}{bw}  {ct.function or '?'}{status}")
 
 
 def _report_only_lines(report: Report, out: Lines) -> None:

@@ -150,7 +150,8 @@ class Observer:
 
     _PHASES = ("entire_frame_compile", "backend_compile", "create_aot_dispatcher_function",
                "compile_fx_inner", "inductor_compile", "compile_fx.<locals>.fw_compiler_base",
-               "compile_fx.<locals>.bw_compiler_base")
+               "compile_fx.<locals>.bw_compiler_base", "compile_fx.<locals>.bw_compiler",
+               records.LAZY_BACKWARD)
 
     def _on_chromium(self, payload: str, record_cid: str | None) -> None:
         if not any(name in payload for name in self._PHASES):
@@ -167,6 +168,10 @@ class Observer:
         span = self._open.end(cid, name, ts) if ph == "E" else None
         if span is None or not span.outermost:
             return  # nested call of the same phase: count the outermost only
+        if name != records.LAZY_BACKWARD and any(
+            key == cid and open_name == records.LAZY_BACKWARD for key, open_name, _, _ in self._open.open_spans()
+        ):  # inside a backward compiled lazily, at its first backward(): not part of the frame's compile
+            name = f"{records.LAZY_BACKWARD}:{name}"
         durations = self._phases.setdefault(cid, {})
         durations[name] = durations.get(name, 0.0) + (span.end - span.start) / 1e6
         ct = self._times_by_cid.get(cid)

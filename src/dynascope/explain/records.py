@@ -64,29 +64,43 @@ def compile_time(row: dict[str, Any]) -> CompileTime:
     )
 
 
+# torch's phase for a backward graph compiled lazily, at the first backward() after the frame's compile
+LAZY_BACKWARD = "entire_backward_compile"
+
+
 def apply_phases(ct: CompileTime, durations: dict[str, float]) -> None:
     """Split a compile's time with torch's timed events (seconds per event name for one compile id):
     entire_frame_compile, backend_compile, create_aot_dispatcher_function, inductor_compile and inductor's
     fw/bw compiler wrappers. On an AOT/inductor cache hit torch emits no AOT or inductor events, so
-    aot_s and inductor_s stay None and the whole backend call counts as backend_s."""
-    total = durations.get("entire_frame_compile")
-    if total is not None:
-        ct.total_s = total
+    aot_s and inductor_s stay None and the whole backend call counts as backend_s.
+
+    A backward that AOT autograd compiled lazily (entire_backward_compile, at the first backward() call)
+    is part of the compile id's time: backward_s, included in total_s; the events inside it come keyed
+    "entire_backward_compile:<name>" (observer) and are left out of the frame's split."""
+    frame_total = durations.get("entire_frame_compile")
+    if frame_total is None and ct.total_s is not None:
+        frame_total = ct.total_s - (ct.backward_s or 0.0)
+    lazy = durations.get(LAZY_BACKWARD)
+    if lazy is not None:
+        ct.backward_s = lazy
+    if frame_total is not None:
+        ct.total_s = frame_total + (ct.backward_s or 0.0)
     backend_call = durations.get("backend_compile")
     if backend_call is None:
         return
     inductor = durations.get("inductor_compile") or durations.get("compile_fx_inner")
     # the compiler AOT autograd calls (inductor's fw/bw compilers, joint-graph passes included) is backend time
     inner = (durations.get("compile_fx.<locals>.fw_compiler_base", 0.0)
-             + durations.get("compile_fx.<locals>.bw_compiler_base", 0.0)) or (inductor or 0.0)
+             + (durations.get("compile_fx.<locals>.bw_compiler_base")
+                or durations.get("compile_fx.<locals>.bw_compiler", 0.0))) or (inductor or 0.0)
     aot_total = durations.get("create_aot_dispatcher_function")
     aot = None if aot_total is None else max(0.0, min(backend_call, aot_total - inner))
     ct.aot_s = aot
     ct.backend_s = max(0.0, backend_call - (aot or 0.0))
     if inductor is not None:
         ct.inductor_s = inductor
-    if ct.total_s is not None:
-        ct.dynamo_s = max(0.0, ct.total_s - backend_call)
+    if frame_total is not None:
+        ct.dynamo_s = max(0.0, frame_total - backend_call)
 
 
 def parse_failure(text: str) -> RecompileFailure:

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     saved = _saved(argv)
     if saved is None:
         return run_and_explain.main(argv)
-    from .html import load_explanation
+    from .html import compile_wall_us, load_explanation
 
     data = load_explanation(saved)
     if "schema" not in data and "explanations" not in data:
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     report = Report.from_dict(data)
     summary = _summary_beside(saved.parent, data)
     costs = _costs_by_compile_id(summary) if summary is not None else None
-    run_and_explain.print_report(report, costs)
+    run_and_explain.print_report(report, costs, compile_wall_us(summary) if summary is not None else None)
     if summary is not None:
         from ..console import make_console
         from .terminal import render_costs

@@ -24,7 +24,7 @@ from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_aut
 
 from ..analyze.summarize import EXPLANATION_FILE, find_beside
 from ..analyze.summary import Summary
-from ..explain.model import CompileTime, Report
+from ..explain.model import CompileTime, Report, compile_times_heading, with_wall_times
 from ._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
@@ -495,6 +495,15 @@ def _process_chart(summary: Summary, limit: int = 64) -> dict | None:
     return {"bars": bars, "more": max(0, frame.height - len(rows))}
 
 
+def compile_wall_us(summary: Summary) -> dict[str, int]:
+    """Each compile id's compile time in the trace (µs): the compile_vs_run rows."""
+    cvr = frame_of(summary, "compile_vs_run")
+    if not {"kind", "compile_id", "total_us"} <= set(cvr.columns):
+        return {}
+    return {str(cid): int(us or 0) for kind, cid, us in cvr.select("kind", "compile_id", "total_us").iter_rows()
+            if kind == "compile" and cid is not None}  # fmt: skip
+
+
 def _compile_time_chart(times: list[CompileTime]) -> dict | None:
     peak = max((_num(ct.total_s) for ct in times), default=0.0)
     if peak <= 0:
@@ -502,7 +511,7 @@ def _compile_time_chart(times: list[CompileTime]) -> dict | None:
     bars = []
     for ct in times:
         total = _num(ct.total_s)
-        known = {k: _num(getattr(ct, f"{k}_s")) for k in ("dynamo", "aot", "backend", "inductor")}
+        known = {k: _num(getattr(ct, f"{k}_s")) for k in ("dynamo", "aot", "backend", "inductor", "backward")}
         # inductor runs inside the backend call: show backend minus inductor, then inductor
         if known["inductor"] and known["backend"] >= known["inductor"]:
             known["backend"] -= known["inductor"]
@@ -592,11 +601,16 @@ def _explanation_view(explanation: Report | dict | None, summary: Summary | None
     for b in report.graph_breaks:
         found = [costs.get(("id", cid)) for cid in b.compile_ids] + [costs.get(("line", b.file, b.line))]
         break_costs.append(next((c for c in found if c), ""))
+    # the compile times as the trace measured them, where there is one: the same figures as the report's
+    wall = compile_wall_us(summary) if summary is not None else {}
+    times = with_wall_times(report.compile_times, wall) if wall else report.compile_times
     return {
         "report": report,
         "path": path or "",
-        "compile_total_s": sum(_num(ct.total_s) for ct in report.compile_times),
-        "compile_chart": _compile_time_chart(report.compile_times),
+        "compile_times": times,
+        "compile_heading": compile_times_heading(times) if times else "",
+        "compile_total_s": sum(_num(ct.total_s) for ct in times),
+        "compile_chart": _compile_time_chart(times),
         "break_costs": break_costs,
     }
 

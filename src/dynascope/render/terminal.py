@@ -413,9 +413,20 @@ def short_step_lines(summary: Summary, slowest: int = 2) -> list[str]:
     wall = sum(v for _, _, v in step_part_totals(summary))
     if wall:
         shares = sorted(step_part_totals(summary), key=lambda t: -t[2])
-        lines.append("  time in steps: " + ", ".join(f"{label} {fmt_share(v / wall)}" for _, label, v in shares))
+        compile_us, _ = compile_run_totals(summary)
+        lines.append("  time in steps: " + ", ".join(
+            f"{label} {fmt_share(v / wall)}" + (_compile_outside_steps(v, compile_us) if part == "compile" else "")
+            for part, label, v in shares))  # fmt: skip
     lines += [f"  {line}" for line in slow_step_lines(summary)[:slowest]]
     return lines
+
+
+def _compile_outside_steps(in_steps: float, compile_us: float) -> str:
+    """" (X in steps of Y)" where the steps hold less than the run's compile time (the headline's: compiles
+    before the first step or between steps, worker threads' compiling after the step ended), else ""."""
+    if compile_us <= 0 or fmt_us(in_steps) == fmt_us(compile_us) or in_steps >= compile_us:
+        return ""
+    return f" ({fmt_us(in_steps)} in steps of {fmt_us(compile_us)})"
 
 
 def _to_text(fn, summary: Summary, width: int, **kwargs) -> str:
