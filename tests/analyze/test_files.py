@@ -188,3 +188,62 @@ def test_union_of_intervals_per_group():
     # touching intervals merge; a nested one adds nothing
     one = pl.DataFrame({"trace_file": "a", "pid": 1, "tid": 1, "fname": "/x", "ts": [0, 10, 12, 30], "end": [10, 20, 15, 31]})
     assert F._union_us(one, keys)["us"].to_list() == [21]
+
+
+def test_the_programs_files_first_the_rest_grouped(tmp_path):
+    """by_file: the program's files first, then other single files, then one row per group (Python's
+    imports, dynascope's own files, compiler caches; the pipes last), every count adding up to the files'
+    own; the pipes' waiting has no share and the others' shares add to 1."""
+    import dynascope.analyze.files as F
+
+    site = "/venv/lib/python3.11/site-packages"
+    paths = {
+        "/data/val.bin": ("program", 0, 30),
+        "/work/ckpt.pt": ("program", 0, 50),
+        "/work/dynascope/demo/train.py": ("program", 0, 2),  # the built-in demo is a program
+        f"{site}/numpy-2.4.6.dist-info/entry_points.txt": ("python", 0, 40),  # torch listing its backends
+        f"{site}/sympy-1.14.0.dist-info/entry_points.txt": ("python", 0, 45),
+        f"{site}/torch/_dynamo/eval_frame.py": ("python", 1, 70),  # linecache while Dynamo traces
+        "/usr/lib/python3.11/inspect.py": ("python", 1, 3),
+        "/work/__pycache__/model.cpython-311.pyc": ("python", 0, 1),
+        f"{site}/dynascope-0.1.0.dist-info/entry_points.txt": ("dynascope", 0, 8),
+        f"{F._OWN}/analyze/files.py": ("dynascope", 0, 9),
+        "/work/src/dynascope.egg-info/entry_points.txt": ("dynascope", 0, 7),  # run from a checkout
+        "/tmp/torchinductor_root/ab/cabc.py": ("compiler cache", 1, 60),
+        "pipe:[3741]": ("pipes", 1, 900_000),
+        "socket:[11]": ("pipes", 1, 100),
+        f"{site}/tokenizers/vocab.json": ("other", 0, 20),  # a library's data file
+        "/proc/self/status": ("other", 0, 4),
+    }
+    tr = st.Trace(31)
+    tr.event("entire_frame_compile", "dynamo.compile", st.T0, 2_000_000, {"compile_id": "0/0"})
+    t = st.T0 + 2_000_000 + 10
+    for path, (_, in_compile, dur) in paths.items():
+        ts = st.T0 + 100 if in_compile else t
+        tr.event("read", "POSIX", ts, dur, {"fhash": tr.fh(path), "fd": 5, "ret": 100})
+        t += dur + 10
+    tr.event("read", "POSIX", t, 5, {"fhash": tr.fh("/data/val.bin"), "fd": 5, "ret": 100})
+    tr.end(t + 100)
+    trace = tr.write(tmp_path / "t-31.pfw")
+    s = _summary([trace])
+    by = s.by_file
+    rows = by.iter_rows(named=True)
+    got = [(r["group"], r["fname"]) for r in rows]
+    assert got == [
+        ("program", "/work/ckpt.pt"), ("program", "/data/val.bin"), ("program", "/work/dynascope/demo/train.py"),
+        ("other", f"{site}/tokenizers/vocab.json"), ("other", "/proc/self/status"),
+        ("python", "(Python imports: 5 files)"), ("compiler cache", "(compiler caches: 1 file)"),
+        ("dynascope", "(dynascope: 3 files)"), ("pipes", "(compiler pipes: 2)"),
+    ]  # fmt: skip
+    # groups add up to the files' own numbers: totals unchanged
+    files = file_table(P._ensure(read_trace([trace], columns=P.SUMMARY_COLUMNS)))
+    for c in ("events", "reads", "bytes_read", "total_us", "io_us", "compile_events", "compile_us"):
+        assert by.get_column(c).sum() == files.get_column(c).sum(), c
+    assert by.get_column("files").sum() == len(paths) == files.height
+    python = by.row(5, named=True)
+    assert (python["files"], python["reads"], python["total_us"], python["compile_events"]) == (5, 5, 159, 2)
+    # the pipes wait on compile workers: no share; the rest's shares add to 1
+    pipes = by.row(-1, named=True)
+    assert pipes["share"] is None and pipes["total_us"] == 900_100 and pipes["compile_events"] == 2
+    assert abs(by.get_column("share").drop_nulls().sum() - 1.0) < 1e-9
+    assert by.row(0, named=True)["share"] == 50 / (by.get_column("total_us").sum() - 900_100)

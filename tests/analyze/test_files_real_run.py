@@ -11,6 +11,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -57,3 +58,70 @@ def test_files_of_a_real_training_run(tmp_path):
     # the general reader agrees with the fast path on the real files
     general = finish(merge([P.general_file_partial(p) for p in traces]))
     assert_frame_equal(s.by_file, general.by_file, check_exact=True)
+
+
+NANOGPT = Path(__file__).resolve().parent / "scripts" / "nanogpt_files.py"
+
+
+def _run_nanogpt(tmp_path: Path, backend: str, *extra: str) -> tuple[str, list[str]]:
+    data, out = tmp_path / "data", tmp_path / "out"
+    command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain",
+               str(NANOGPT), "--data", str(data), "--backend", backend, *extra]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_the_programs_files_first_on_a_nanogpt_style_run(tmp_path, backend):
+    """A nanoGPT-style run (tests/analyze/scripts/nanogpt_files.py): its data, meta and checkpoint files
+    are the first rows; Python's imports (every installed package's entry_points.txt, torch's sources),
+    dynascope's own files and the pipes are one row each below them, adding up to the files' totals; the
+    pipes' waiting (a child's output; inductor's compile workers) is neither file I/O nor compile I/O."""
+    from dynascope.render._fmt import file_view, io_line
+
+    inductor = backend == "inductor"
+    stdout, traces = _run_nanogpt(tmp_path, backend, *(() if inductor else ("--pipe",)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = summarize_files(traces)
+    rows = s.by_file.to_dicts()
+    groups = [r["group"] for r in rows]
+    data = tmp_path / "data"
+    mine = [r["fname"] for r in rows if r["group"] == "program" and r["compile_events"] < r["events"]]
+    assert {str(data / "val.bin"), str(data / "meta.pkl"), str(data / "ckpt.pt")} <= set(mine), mine
+    # the program's files first: every other row (a group or a library's file) comes after all of them
+    assert groups[0] == "program" and rows[0]["fname"] in mine
+    last_program = max(i for i, g in enumerate(groups) if g == "program")
+    assert all(g == "program" for g in groups[: last_program + 1]), groups
+    val = rows[[r["fname"] for r in rows].index(str(data / "val.bin"))]
+    assert val["opens"] >= 3 and val["compile_events"] == 0  # a memmap per batch
+    # one row per group, nothing of theirs as a row of its own
+    assert groups.count("python") == 1 and groups.count("dynascope") == 1 and groups.count("pipes") == 1, groups
+    assert not [r["fname"] for r in rows if "dist-info" in r["fname"] or r["fname"].startswith(("pipe:", "socket:"))]
+    by_group = {r["group"]: r for r in rows if r["group"] not in ("program", "other")}
+    assert by_group["python"]["files"] >= 10 and by_group["python"]["reads"] >= 10
+    assert by_group["dynascope"]["fname"].startswith("(dynascope: ")
+    # the groups add up to the files' own numbers
+    files = merge([P.general_file_partial(p) for p in traces]).file
+    for c in ("events", "reads", "bytes_read", "writes", "bytes_written", "total_us", "compile_events", "compile_us"):
+        assert s.by_file.get_column(c).sum() == files.get_column(c).sum(), c
+    assert s.by_file.get_column("files").sum() == files.height
+    # the pipes: the last row, waiting (no share), out of the I/O time and the compile-only line
+    pipes = rows[-1]
+    assert pipes["group"] == "pipes" and pipes["share"] is None and pipes["total_us"] > 0
+    if inductor:  # inductor's compile workers, answering while the main process compiles
+        assert pipes["fname"].startswith("(compiler pipes: ") and pipes["compile_events"] == pipes["events"]
+    else:  # the child's output, read outside any compile
+        assert pipes["fname"] == "(pipes and sockets: 1)" and pipes["compile_events"] == 0
+    assert abs(s.by_file.get_column("share").drop_nulls().sum() - 1.0) < 1e-9
+    view = file_view(s)
+    assert view is not None
+    counted = int(s.by_file.filter(pl.col("group") != "pipes").get_column("total_us").sum())
+    assert view.program_us + view.other_us == counted and view.pipes_us == pipes["total_us"]
+    inside = [r for r in rows if r["group"] in ("program", "other") and r["compile_events"] == r["events"]]
+    assert view.compile_us == sum(r["total_us"] for r in inside)  # no pipe in "touched only while compiling"
+    line = io_line(view)
+    assert line in stdout  # the end of `dynascope run` says it
+    assert line.startswith(f"I/O: {len(mine)} program files, ") and "\n  not counted as I/O: " in line

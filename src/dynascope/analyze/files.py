@@ -26,12 +26,14 @@ A trace without POSIX or torch.io events costs one comparison here.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import polars as pl
 
 from .columns import COMPILE_CAT, DATA_CAT, POSIX_CAT, TORCH_IO_CAT
 
-__all__ = ["FILE_COUNTS", "FILE_SCHEMA", "file_table", "finish_files"]
+__all__ = ["BY_FILE_COLUMNS", "FILE_COUNTS", "FILE_SCHEMA", "GROUPS", "file_group", "file_table", "finish_files"]
 
 IO_CATS = [POSIX_CAT, TORCH_IO_CAT]
 # POSIX event names by what they do (dynascope writes open/read/write/close; pydftracer's C core the rest)
@@ -199,21 +201,107 @@ def _union_us(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 # ----------------------------------------------------------------------------------------------
-# the Summary table
+# the Summary table: the program's files first, the rest grouped
+#
+# A compiled training run touches thousands of files that are not the program's: Python's imports
+# (every installed package's dist-info/entry_points.txt when torch lists its backends, torch's own
+# sources while Dynamo traces), inductor's caches, dynascope's own package, and the pipes inductor's
+# compile workers answer on (a blocking read there lasts as long as the worker compiles). Each of those
+# kinds is one row of by_file, below every file of the program; the pipes' time is waiting, not file
+# I/O, so it has no share and the headline leaves it out. A path is judged by itself (a trace holds no
+# sys.prefix), so that another machine's trace groups the same.
+
+PROGRAM, OTHER = "program", "other"  # one row per file: the program's own; system and library data files
+PYTHON, DYNASCOPE, CACHE, PIPES = "python", "dynascope", "compiler cache", "pipes"  # one row per group
+GROUPS = (PYTHON, DYNASCOPE, CACHE, PIPES)  # in this order when their times tie; PIPES always last
+GROUP_LABELS = {  # short: a row's name in a table, "(label: N files)"
+    PYTHON: "Python imports",
+    DYNASCOPE: "dynascope",
+    CACHE: "compiler caches",
+    PIPES: "compiler pipes",
+}
+_OTHER_PIPES = "pipes and sockets"  # the pipes' label when some were read outside compile phases
+
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout's or install's dynascope/
+_OWN_DIRS = (_OWN + os.sep, os.path.join(os.path.dirname(_OWN), "dftracer") + os.sep)  # and the pydftracer shim
+_PIPE_RE = r"^(pipe|socket|anon_inode):"  # what /proc/self/fd says of a descriptor that is no file
+_DEMO_RE = r"/dynascope/demo/"  # the built-in demo is a program, though it lives in dynascope's package
+_OWN_RE = (
+    r"/(site|dist)-packages/(dynascope|dftracer)/|/dynascope(-[^/]*)?\.(dist|egg)-info/|/__editable__[^/]*dynascope"
+)
+_CACHE_RE = r"/torchinductor_[^/]+/|/torchinductor/|/\.triton/|/triton/cache/|/torch_compile_cache/"
+_META_RE = r"\.(dist|egg)-info(/|$)|\.egg-link$|/__pycache__/|\.py[co]$|/pyvenv\.cfg$"
+_PACKAGES_RE = r"/(site|dist)-packages/"
+_STDLIB_RE = r"/lib/python\d+(\.\d+)?t?/|/lib/python\d+\.zip(/|$)"
+_CODE_RE = r"\.(py|pyi|pth)$"
+_SYSTEM_RE = r"^/(proc|sys|dev|etc|usr|run)/"
+
+
+def file_group(fname: pl.Expr) -> pl.Expr:
+    """The row kind of each path (PROGRAM, OTHER, or one of GROUPS). A null path (a torch.save to a buffer,
+    a descriptor /proc could not name) stays a row of its own (OTHER)."""
+    own = pl.any_horizontal([fname.str.starts_with(d) for d in _OWN_DIRS]) | fname.str.contains(_OWN_RE)
+    packages = fname.str.contains(_PACKAGES_RE)
+    return (
+        pl.when(fname.is_null()).then(pl.lit(OTHER))
+        .when(fname.str.contains(_PIPE_RE)).then(pl.lit(PIPES))
+        .when(fname.str.contains(_DEMO_RE)).then(pl.lit(PROGRAM))
+        .when(own).then(pl.lit(DYNASCOPE))
+        .when(fname.str.contains(_CACHE_RE)).then(pl.lit(CACHE))
+        .when(fname.str.contains(_META_RE)).then(pl.lit(PYTHON))
+        .when(packages & fname.str.contains(_CODE_RE)).then(pl.lit(PYTHON))
+        .when(~packages & fname.str.contains(_STDLIB_RE)).then(pl.lit(PYTHON))
+        .when(packages | fname.str.contains(_SYSTEM_RE)).then(pl.lit(OTHER))
+        .otherwise(pl.lit(PROGRAM))
+    )  # fmt: skip
 
 
 BY_FILE_COLUMNS = (
-    "fname", "total_us", "share", "opens", "reads", "bytes_read", "writes", "bytes_written", "io_us", "saves",
-    "save_us", "loads", "load_us", "processes", "workers", "events", "compile_events", "compile_us",
+    "fname", "group", "files", "total_us", "share", "opens", "reads", "bytes_read", "writes", "bytes_written",
+    "io_us", "saves", "save_us", "loads", "load_us", "processes", "workers", "events", "compile_events", "compile_us",
 )  # fmt: skip
+BY_FILE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    c: pl.String if c in ("fname", "group") else pl.Float64 if c == "share" else pl.Int64 for c in BY_FILE_COLUMNS
+}
+_SINGLE = (PROGRAM, OTHER)
+_MAXED = ("processes", "workers")  # a group's: the most of any of its files (its processes are not additive)
 
 
 def finish_files(table: pl.DataFrame) -> pl.DataFrame:
-    """The Summary's by_file table from the merged per-file sums: share of all files' total_us, sorted by
-    total_us (descending), then the path."""
-    total = pl.col("total_us").sum()
-    return (
-        table.with_columns(pl.when(total > 0).then(pl.col("total_us") / total).otherwise(0.0).alias("share"))
-        .sort(["total_us", "events", "fname"], descending=[True, True, False], nulls_last=True)
-        .select(BY_FILE_COLUMNS)
+    """The Summary's by_file table from the merged per-file sums: one row per file of the program, then
+    one per other file (system and library data files), then one per group of the rest (GROUPS: its
+    `fname` a label with the number of files, `files` that number), each part sorted by total_us
+    (descending), then the path; the pipes last. Every count adds up to the same totals as the files'.
+    `share`: of all rows' total_us but the pipes' (their waiting is not file I/O; their share is null)."""
+    table = table.with_columns(file_group(pl.col("fname")).alias("group"), pl.lit(1, dtype=pl.Int64).alias("files"))
+    single = table.filter(pl.col("group").is_in(_SINGLE))
+    counts = [c for c in FILE_COUNTS if c not in _MAXED]
+    grouped = (
+        table.filter(~pl.col("group").is_in(_SINGLE))
+        .group_by("group")
+        .agg(pl.len().cast(pl.Int64).alias("files"), *(pl.col(c).sum() for c in counts),
+             *(pl.col(c).max() for c in _MAXED))
+    )  # fmt: skip
+    labels = [_group_label(r) for r in grouped.iter_rows(named=True)]  # at most len(GROUPS) rows
+    grouped = grouped.with_columns(pl.Series("fname", labels, dtype=pl.String))
+    rank = {PROGRAM: 0, OTHER: 1, PIPES: 3}
+    out = pl.concat([single.select(grouped.columns), grouped], how="vertical_relaxed").with_columns(
+        pl.col("group").replace_strict(rank, default=2, return_dtype=pl.Int8).alias("__rank")
     )
+    counted = pl.col("group") != PIPES
+    total = pl.col("total_us").filter(counted).sum()
+    share = pl.when(total > 0).then(pl.col("total_us") / total).otherwise(0.0)
+    return (
+        out.with_columns(pl.when(counted).then(share).otherwise(None).alias("share"))
+        .sort(["__rank", "total_us", "events", "fname"], descending=[False, True, True, False], nulls_last=True)
+        .select(pl.col(c).cast(t) for c, t in BY_FILE_SCHEMA.items())
+    )
+
+
+def _group_label(row: dict) -> str:
+    """A group row's `fname`: "(what: N files)", the pipes' "(compiler pipes: N)"."""
+    group, n = row["group"], row["files"]
+    label = GROUP_LABELS.get(group, group)
+    if group == PIPES and row["compile_events"] < row["events"]:
+        label = _OTHER_PIPES
+    return f"({label}: {n:,})" if group == PIPES else f"({label}: {n:,} file{'s' if n != 1 else ''})"

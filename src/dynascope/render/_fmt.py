@@ -553,10 +553,13 @@ def step_part_totals(summary: Summary) -> list[tuple[str, str, float]]:
 
 @dataclass(frozen=True)
 class FileView:
-    """What renderers show of by_file: the files with I/O outside compile phases (`frame`, most time
-    first; a file with no path named "(no file name)") and the columns worth showing (`cols`: a count
-    that is zero in every such row is left out); the files touched only inside compile phases as one
-    line's numbers (torch reading its own sources while inductor compiles: thousands of files)."""
+    """What renderers show of by_file (analyze/files.py): `frame`, the program's files and the other
+    single files with I/O outside compile phases, then one row per group (Python's imports, dynascope's
+    own files, compiler caches, compiler pipes: each always shown, below every single file; a file with
+    no path named "(no file name)"); the columns worth showing (`cols`: a count that is zero in every
+    such row is left out); the single files touched only inside compile phases as one line's numbers;
+    the headline's numbers: the program's files shown, and all but the pipes (whose blocking reads are
+    waiting on compile workers, not file I/O)."""
 
     frame: pl.DataFrame
     cols: list[Col]
@@ -565,10 +568,20 @@ class FileView:
     compile_bytes_written: int
     compile_us: int
     compile_share: float
+    program_files: int = 0
+    program_bytes_read: int = 0
+    program_bytes_written: int = 0
+    program_us: int = 0
+    other_files: int = 0  # every other file but the pipes (in groups or not, inside compile phases or not)
+    other_us: int = 0
+    pipes: int = 0
+    pipes_us: int = 0
+    pipes_outside: bool = False  # some pipe or socket was read outside compile phases: not only the compiler's
 
 
 NO_FILE_NAME = "(no file name)"
 _ALWAYS_SHOWN = ("fname", "total_us", "share", "reads", "bytes_read", "processes")
+_SINGLE_FILES = ("program", "other")  # by_file's `group` of a row that is one file (analyze/files.py)
 
 
 def file_view(summary: Summary, limit: int | None = None) -> FileView | None:
@@ -577,7 +590,9 @@ def file_view(summary: Summary, limit: int | None = None) -> FileView | None:
     frame = frame_of(summary, "by_file")
     if frame.height == 0 or not {"fname", "events", "compile_events"} <= set(frame.columns):
         return None
-    only_compile = (pl.col("compile_events") >= pl.col("events")) & (pl.col("events") > 0)
+    grouped = "group" in frame.columns and "files" in frame.columns
+    single = pl.col("group").is_in(_SINGLE_FILES) if grouped else pl.lit(True)
+    only_compile = single & (pl.col("compile_events") >= pl.col("events")) & (pl.col("events") > 0)
     inside = frame.filter(only_compile)
     shown = frame.filter(~only_compile).with_columns(pl.col("fname").fill_null(NO_FILE_NAME))
     cols = []
@@ -586,22 +601,35 @@ def file_view(summary: Summary, limit: int | None = None) -> FileView | None:
         if col.key in _ALWAYS_SHOWN or head.get_column(col.key).fill_null(0).sum():
             cols.append(col)
 
-    def total(c: str) -> int:
-        return int(inside.get_column(c).sum() or 0) if c in inside.columns else 0
+    def total(f: pl.DataFrame, c: str) -> int:
+        return int(f.get_column(c).sum() or 0) if c in f.columns else 0
 
+    program = shown.filter(pl.col("group") == "program") if grouped else shown
+    pipes = frame.filter(pl.col("group") == "pipes") if grouped else frame.clear()
+    rest = frame.filter(pl.col("group") != "pipes") if grouped else frame
+    files = total(rest, "files") if grouped else rest.height
     return FileView(
         frame=shown,
         cols=cols,
         compile_files=inside.height,
-        compile_bytes_read=total("bytes_read"),
-        compile_bytes_written=total("bytes_written"),
-        compile_us=total("total_us"),
+        compile_bytes_read=total(inside, "bytes_read"),
+        compile_bytes_written=total(inside, "bytes_written"),
+        compile_us=total(inside, "total_us"),
         compile_share=float(inside.get_column("share").sum() or 0.0) if "share" in inside.columns else 0.0,
+        program_files=program.height,
+        program_bytes_read=total(program, "bytes_read"),
+        program_bytes_written=total(program, "bytes_written"),
+        program_us=total(program, "total_us"),
+        other_files=files - program.height,
+        other_us=total(rest, "total_us") - total(program, "total_us"),
+        pipes=total(pipes, "files"),
+        pipes_us=total(pipes, "total_us"),
+        pipes_outside=total(pipes, "compile_events") < total(pipes, "events"),
     )
 
 
 def compile_files_line(view: FileView) -> str | None:
-    """One line for the files touched only inside compile phases, or None when there are none."""
+    """One line for the single files touched only inside compile phases, or None when there are none."""
     n = view.compile_files
     if not n:
         return None
@@ -614,25 +642,28 @@ def compile_files_line(view: FileView) -> str | None:
     )
 
 
+def _files(n: int, what: str = "file") -> str:
+    return f"{n:,} {what}{'s' if n != 1 else ''}"
+
+
 def io_line(view: FileView) -> str:
-    """One line on the files outside compile phases: how many, bytes read and written, time."""
-    f = view.frame
-    n = f.height
-    if n == 0:
-        k = view.compile_files
-        written = f"{fmt_bytes(view.compile_bytes_written)} written, " if view.compile_bytes_written else ""
-        return (f"I/O: only while compiling: {k:,} file{'s' if k != 1 else ''}, "
-                f"{fmt_bytes(view.compile_bytes_read)} read, {written}{fmt_us(view.compile_us)}")  # fmt: skip
-
-    def total(c: str) -> int:
-        return int(f.get_column(c).sum() or 0) if c in f.columns else 0
-
-    line = (
-        f"I/O: {n:,} file{'s' if n != 1 else ''}, {fmt_bytes(total('bytes_read'))} read, "
-        f"{fmt_bytes(total('bytes_written'))} written, {fmt_us(total('total_us'))}"
-    )
-    if view.compile_files:
-        line += f" (and {view.compile_files:,} touched only while compiling)"
+    """The headline on file I/O: the program's files (those in the table, outside compile phases) first,
+    bytes read and written and time, then the time in all files (Python's imports, caches, ... too); on a
+    second line, where there are any, the compiler pipes' waiting, said to be left out of the I/O time."""
+    if view.program_files:
+        line = (
+            f"I/O: {_files(view.program_files, 'program file')}, {fmt_bytes(view.program_bytes_read)} read, "
+            f"{fmt_bytes(view.program_bytes_written)} written, {fmt_us(view.program_us)}"
+        )
+    else:
+        line = "I/O: no program files"
+    if view.other_files:
+        line += f" (all {_files(view.program_files + view.other_files)}: {fmt_us(view.program_us + view.other_us)})"
+    if view.pipes:
+        n = view.pipes
+        what = (f"{n:,} pipe{'s' if n != 1 else ''} or socket{'s' if n != 1 else ''}" if view.pipes_outside
+                else _files(n, "compiler pipe"))  # fmt: skip
+        line += f"\n  not counted as I/O: {fmt_us(view.pipes_us)} waiting on {what}"
     return line
 
 

@@ -36,6 +36,7 @@ from ._fmt import (
     fmt_us,
     fmt_value,
     frame_of,
+    io_line,
     is_missing,
     meta_facts,
     meta_files,
@@ -406,14 +407,16 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
 
 
 def _files_view(summary: Summary, limit: int) -> dict | None:
-    """The file I/O section: the files with I/O outside compile phases (most time first), and one line
-    for the files touched only while compiling. None without file I/O events."""
+    """The file I/O section: the program's files first, then the other files with I/O outside compile
+    phases, then one row per group (Python's imports, dynascope, compiler caches and pipes); a line for
+    the single files touched only while compiling, and the headline's (the compiler pipes' waiting is
+    not counted as I/O). None without file I/O events."""
     view = file_view(summary, limit)
     if view is None:
         return None
     spec = TableSpec("by_file", SPEC_BY_ATTR["by_file"].title, tuple(view.cols))
     table = _table_view(summary, "by_file", limit, spec, view.frame)
-    return {"table": table, "line": compile_files_line(view), "title": spec.title}
+    return {"table": table, "line": compile_files_line(view), "io": io_line(view).splitlines(), "title": spec.title}
 
 
 def _costs_view(summary: Summary, limit: int) -> dict | None:
