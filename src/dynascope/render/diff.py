@@ -101,7 +101,7 @@ def _keyed_table(title: str, key_label: str, frame: pl.DataFrame, key: str, top:
     shown = frame.head(top)
     columns = [Column(key_label, numeric=False, min_width=28, max_width=60, style="cyan")]
     columns += [Column(label, numeric=True) for label in ("count A", "count B", "A", "B", "Δ", "B/A")]
-    columns.append(Column("", numeric=False))
+    columns.append(Column("verdict", numeric=False))
     t = fit_table(f"{title} (largest {min(top, frame.height)} of {frame.height} changes)" if frame.height > top
                   else title, columns, drop=(1, 2, 7))  # fmt: skip
     for row in shown.iter_rows(named=True):
