@@ -15,9 +15,11 @@ Conventions:
   step's wall time is split into parts (data, forward, backward, optimizer, io, compile, other) that add
   up to it exactly (`stepparts`; docs/trace-format.md, "Steps"); `stepstats` gives their median, p95
   and share over the steps and names the slowest steps with why.
-- compile time per compile id is the union of its compile-phase intervals in each process (nested
-  phases are not counted twice). Run time per process is the sum of its graph calls, or of its op
-  events when it has no graph events.
+- compile time per process is the union of its compile-phase intervals on every thread (nested or
+  overlapping phases are not counted twice), each instant charged to one compile id (compile workers'
+  events without an id to the compile they serve: partial.charge_compile_time), so the per-id rows add
+  up to it. Run time per process is the sum of its graph calls, or of its op events when it has no
+  graph events.
 """
 
 from __future__ import annotations
