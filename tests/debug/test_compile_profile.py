@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import pstats
+import re
 
 import profile_planted as planted
 import pytest
@@ -122,11 +123,31 @@ def test_cli(tmp_path, capsys):
     assert status == 0
     text = capsys.readouterr().out
     assert "user functions, by Dynamo tracing time" in text
-    table = text.split("user functions", 1)[1].split("\n\n", 1)[0]
-    assert table.splitlines()[2].split()[-2] == "slow_to_trace"
+    table = text.split("user functions", 1)[1].splitlines()
+    rule = next(i for i, ln in enumerate(table) if ln.strip().startswith("───"))
+    assert table[rule - 1].split()[:3] == ["function", "self", "incl"]
+    assert table[rule + 1].split()[0] == "slow_to_trace" and re.fullmatch(r"\d+(\.\d+)? (µs|ms|s)",
+                                                                          table[rule + 1].split("  ")[2].strip())
     data = json.loads(out.read_text())
     assert data["functions"][0]["function"] == "slow_to_trace" and data["functions"][0]["file"] == FILE
     assert pstats.Stats(str(prof_file)).total_tt > 0  # type: ignore[attr-defined]
+
+
+def test_cli_tables_fit_a_narrow_terminal(capsys, monkeypatch):
+    """At 60 columns the tables leave columns out (and say which), never a time's unit."""
+    monkeypatch.setenv("COLUMNS", "60")
+    assert cli_main(["compile-profile", planted.__file__]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rules = [i for i, ln in enumerate(lines) if ln.strip().startswith("───")]
+    assert len(rules) == 2  # user functions, user lines
+    for i in rules:
+        assert lines[i - 1].split()[:3] in (["function", "self", "incl"], ["line", "self", "incl"])
+        rows = [ln for ln in lines[i + 1 : i + 4] if ln.strip()]
+        assert rows and all(len(ln) <= 60 for ln in lines[i - 3 : i + 1 + len(rows)])
+        for row in rows:
+            self_s, incl_s = re.split(r"\s{3,}", row.strip())[1:3]
+            assert re.fullmatch(r"\d+(\.\d+)? (µs|ms|s)", self_s) and re.fullmatch(r"\d+(\.\d+)? (µs|ms|s)", incl_s)
+    assert any("not shown at this width" in ln for ln in lines)
 
 
 def test_run_writes_the_profile_beside_the_trace_and_into_the_report(tmp_path):

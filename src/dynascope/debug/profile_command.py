@@ -15,6 +15,8 @@ import orjson
 
 from ..console import make_console, say, script_exit_status
 from ..errors import ConfigError
+from ..render._fmt import fmt_us
+from ..render._table import Column, FitTable, fit_table
 from ..scriptrun import trailing_options
 from .profile import CompileProfile
 
@@ -88,9 +90,13 @@ def write_json(result: CompileProfile, path: str) -> None:
 
 
 def print_profile(result: CompileProfile, top: int = 10) -> None:
+    """The profile: its tables fitted to the terminal's width (render/_table.py), its other lines whole."""
     console = make_console(soft_wrap=True)
-    for line in profile_lines(result, top):
-        console.print(line, markup=False, highlight=False)
+    for part in profile_lines(result, top):
+        if isinstance(part, str):
+            console.print(part, markup=False, highlight=False)
+        else:
+            console.print(part, soft_wrap=False)  # its title wraps at the width too
 
 
 def _where(file: str | None, line: int | None) -> str:
@@ -109,22 +115,38 @@ def _t(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def profile_lines(result: CompileProfile, top: int = 10) -> list[str]:
-    """The profile as plain text lines, biggest costs first."""
+def _secs(seconds: float) -> str:
+    return fmt_us(seconds * 1e6)
+
+
+def profile_lines(result: CompileProfile, top: int = 10) -> list[str | FitTable]:
+    """The profile, biggest costs first: lines, and the user functions and lines as tables (they fit the
+    width they are printed at; a narrow one leaves out, first to last: instrs, traced, incl; code,
+    function, incl)."""
     frames = result.frames
-    out = [(f"compile profile: {len(frames)} compile{'s' if len(frames) != 1 else ''} took {result.compile_s:.3f} s; "
-           f"Dynamo spent {result.tracing_s:.3f} s tracing your code")]  # fmt: skip
+    out: list[str | FitTable] = [
+        (f"compile profile: {len(frames)} compile{'s' if len(frames) != 1 else ''} took {result.compile_s:.3f} s; "
+         f"Dynamo spent {result.tracing_s:.3f} s tracing your code")]  # fmt: skip
     if result.functions:
-        out += ["", "user functions, by Dynamo tracing time (s; torch internals they called included in self)",
-                f"  {'self':>7} {'incl':>7} {'traced':>6} {'instrs':>6}  function"]  # fmt: skip
+        out.append("")
+        table = fit_table("user functions, by Dynamo tracing time (torch internals they called included in self)",
+                          [Column("function", False, min_width=16), Column("self", True), Column("incl", True),
+                           Column("traced", True), Column("instrs", True),
+                           Column("defined", False, min_width=16, cut_start=True)], drop=(4, 3, 2))  # fmt: skip
         for f in result.functions[:top]:
-            out.append(f"  {f.self_s:7.3f} {f.inclusive_s:7.3f} {f.traced:6d} {f.instructions:6d}  "
-                       f"{f.function} ({_where(f.file, f.line)})")  # fmt: skip
+            table.add_row(f.function, _secs(f.self_s), _secs(f.inclusive_s), f"{f.traced:,}", f"{f.instructions:,}",
+                          _where(f.file, f.line))  # fmt: skip
+        out.append(table)
     if result.lines:
-        out += ["", "user lines, by Dynamo tracing time (s)", f"  {'self':>7} {'incl':>7}  line"]
+        out.append("")
+        table = fit_table("user lines, by Dynamo tracing time",
+                          [Column("line", False, min_width=16, cut_start=True), Column("self", True),
+                           Column("incl", True), Column("function", False, min_width=12),
+                           Column("code", False, min_width=16)], drop=(4, 3, 2))  # fmt: skip
         for ln in result.lines[:top]:
-            out.append(f"  {ln.self_s:7.3f} {ln.inclusive_s:7.3f}  {_where(ln.file, ln.line)} in {ln.function}: "
-                       f"{ln.code or ''}")  # fmt: skip
+            table.add_row(_where(ln.file, ln.line), _secs(ln.self_s), _secs(ln.inclusive_s), ln.function,
+                          ln.code or "")  # fmt: skip
+        out.append(table)
     if frames:
         out += ["", ("compiled frames (s): total = dynamo [tracing, of it thrown away by restarts, guards] "
                     "+ backend [AOTAutograd, inductor] (+ the backward graph's compile)")]  # fmt: skip
