@@ -209,6 +209,7 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
         f"{site}/dynascope-0.1.0.dist-info/entry_points.txt": ("dynascope", 0, 8),
         f"{F._OWN}/analyze/files.py": ("dynascope", 0, 9),
         "/work/src/dynascope.egg-info/entry_points.txt": ("dynascope", 0, 7),  # run from a checkout
+        "/work/out/train-4242.pfw.gz": ("dynascope", 0, 6),  # a trace file
         "/tmp/torchinductor_root/ab/cabc.py": ("compiler cache", 1, 60),
         "pipe:[3741]": ("pipes", 1, 900_000),
         "socket:[11]": ("pipes", 1, 100),
@@ -233,7 +234,7 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
         ("program", "/work/ckpt.pt"), ("program", "/data/val.bin"), ("program", "/work/dynascope/demo/train.py"),
         ("other", f"{site}/tokenizers/vocab.json"), ("other", "/proc/self/status"),
         ("python", "(Python imports: 5 files)"), ("compiler cache", "(compiler caches: 1 file)"),
-        ("dynascope", "(dynascope: 3 files)"), ("pipes", "(compiler pipes: 2)"),
+        ("dynascope", "(dynascope: 4 files)"), ("pipes", "(compiler pipes: 2)"),
     ]  # fmt: skip
     # groups add up to the files' own numbers: totals unchanged
     files = file_table(P._ensure(read_trace([trace], columns=P.SUMMARY_COLUMNS)))

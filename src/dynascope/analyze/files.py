@@ -226,8 +226,9 @@ _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this check
 _OWN_DIRS = (_OWN + os.sep, os.path.join(os.path.dirname(_OWN), "dftracer") + os.sep)  # and the pydftracer shim
 _PIPE_RE = r"^(pipe|socket|anon_inode):"  # what /proc/self/fd says of a descriptor that is no file
 _DEMO_RE = r"/dynascope/demo/"  # the built-in demo is a program, though it lives in dynascope's package
-_OWN_RE = (
+_OWN_RE = (  # its package, its metadata, trace files (written untraced, but a copy or a read of one is seen)
     r"/(site|dist)-packages/(dynascope|dftracer)/|/dynascope(-[^/]*)?\.(dist|egg)-info/|/__editable__[^/]*dynascope"
+    r"|\.pfw(\.gz)?$"
 )
 _CACHE_RE = r"/torchinductor_[^/]+/|/torchinductor/|/\.triton/|/triton/cache/|/torch_compile_cache/"
 _META_RE = r"\.(dist|egg)-info(/|$)|\.egg-link$|/__pycache__/|\.py[co]$|/pyvenv\.cfg$"
