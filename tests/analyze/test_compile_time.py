@@ -146,3 +146,32 @@ def test_explain_shows_the_traces_compile_times_when_it_has_one():
     assert heading.startswith(f"3 compiles, {sum(wall.values()) / 1e6:.3f} s in all; wall clock from the run's trace")
     text = "\n".join(r[0] if isinstance(r, tuple) else str(r) for r in _lines(times, wall))
     assert "5.500 s in all" in text and "1/0" in text
+
+
+def test_the_steps_line_says_when_steps_hold_less_than_the_compile_time(tmp_path):
+    """A compile after the last step (an evaluation compiled once training is done) is in the run's compile
+    time but in no step: the steps line says how much of it the steps hold, on the same line."""
+    import step_trace as st
+
+    from dynascope.render._analysis import summarize_paths
+    from dynascope.render._fmt import fmt_us
+    from dynascope.render.terminal import short_step_lines
+
+    tr = st.Trace(4242)
+    loop = st.Loop(tr)
+    for k in range(3):
+        loop.iteration(lead=0 if k == 0 else 5, compile_us=900 if k == 0 else 0)
+    tr.event("entire_frame_compile", "dynamo.compile", loop.t + 100, 5_000, {"compile_id": "1/0"})
+    tr.end(loop.t + 6_000)
+    s = summarize_paths([tr.write(tmp_path / "train-4242.pfw")])
+    in_steps = int(s.by_step.get_column("compile_us").sum())
+    total = s.meta["compile_us"]
+    assert in_steps < total
+    (line,) = [ln for ln in short_step_lines(s) if "time in steps" in ln]
+    assert f"compile {fmt_share_of(in_steps, s)} ({fmt_us(in_steps)} in steps of {fmt_us(total)})" in line
+
+
+def fmt_share_of(us: int, summary) -> str:
+    from dynascope.render._fmt import fmt_share, step_part_totals
+
+    return fmt_share(us / sum(v for _, _, v in step_part_totals(summary)))
