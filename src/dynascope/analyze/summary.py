@@ -102,15 +102,17 @@ class Summary:
     # epoch, step, total_us, over_us (over the median step), part (the one that stands out, or null),
     #   excess_us (over its median), why (plain words): the slowest steps, slowest first (up to 3).
     slow_steps: pl.DataFrame = field(default_factory=_empty)
-    # fname (the path; null for events that name no file), total_us (time in the file's I/O events: per thread
-    #   the union of their intervals), share (of all files' total_us), opens, reads, bytes_read, writes,
+    # fname (the path; null for events that name no file; a group's label), group (program / other: one
+    #   file; python / dynascope / compiler cache / pipes: one row for all such files), files (how many),
+    #   total_us (time in the file's I/O events: per thread the union of their intervals), share (of all
+    #   rows' total_us but the pipes'; null for the pipes: waiting, not I/O), opens, reads, bytes_read, writes,
     #   bytes_written, io_us (in its POSIX events), saves, save_us, loads, load_us (torch.save / torch.load),
     #   processes (how many touched it), workers (of them DataLoader workers), events, compile_events,
     #   compile_us (the events, and their time, that start inside a compile phase of their thread: torch
     #   reading its own sources at the first inductor compile).  One row per file of a POSIX or torch.io
-    #   event, sorted by total_us desc.  Bytes count once: a torch.load/save's `bytes` only where no
-    #   read/write of the file is seen inside it (analyze/files.py; docs/trace-format.md, "Files read and
-    #   written").
+    #   event or per group, the program's files first, the groups last, each by total_us desc.  Bytes count
+    #   once: a torch.load/save's `bytes` only where no read/write of the file is seen inside it
+    #   (analyze/files.py; docs/trace-format.md, "Files read and written").
     by_file: pl.DataFrame = field(default_factory=_empty)
     # What each graph break costs at run time (analyze/breaks.py, analyze/costs.py): source ("file.py:LINE",
     #   the line that caused it), reason, fix, calls (hits), total_us, per_call_us (per call of the compiled
