@@ -175,3 +175,18 @@ def fmt_share_of(us: int, summary) -> str:
     from dynascope.render._fmt import fmt_share, step_part_totals
 
     return fmt_share(us / sum(v for _, _, v in step_part_totals(summary)))
+
+
+def test_html_compile_times_are_the_traces(tmp_path):
+    """The HTML's compile-time section and card show the trace's per-id figures (the report's), not torch's
+    timers from the explanation, and say so; a compile id only the trace has gets its own row."""
+    from dynascope.explain.model import Report
+    from dynascope.render.html import render_html
+
+    s = summarize_files([_inductor_like_trace(tmp_path)])
+    report = Report(compile_times=[CompileTime(compile_id="0/0", function="forward", total_s=5.0)])
+    html = render_html(s, report.to_dict())
+    total = s.meta["compile_us"] / 1e6
+    assert f"2 compiles, {total:.3f} s in all; wall clock from the run&#39;s trace" in html
+    section = html.split('id="compile-times"', 1)[1].split("</section>", 1)[0]
+    assert "in the trace only" in section  # 0/1: the explanation did not list it
