@@ -216,7 +216,7 @@ TABLES: tuple[TableSpec, ...] = (
         "by_file",
         "File I/O",
         (
-            Col("fname", "file", min_width=20, max_width=50),
+            Col("fname", "file", min_width=30, max_width=50),
             Col("total_us", "time", "us"),
             Col("share", "share", "share"),
             Col("opens", "opens", "int"),

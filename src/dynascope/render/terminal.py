@@ -144,13 +144,6 @@ def step_table(summary: Summary, limit: int | None = None) -> FitTable | None:
     return table
 
 
-_PATH_WIDTH = 50  # a longer path keeps its end (the file name): "…/cache/ab/cdef.py"
-
-
-def _short_path(path: str, width: int = _PATH_WIDTH) -> str:
-    return path if len(path) <= width else "…" + path[-(width - 1) :]
-
-
 def file_table(summary: Summary, limit: int | None = None) -> FitTable | None:
     """The files with I/O outside compile phases, most time first (None: there are none)."""
     view = file_view(summary, limit)
