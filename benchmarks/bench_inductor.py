@@ -182,9 +182,9 @@ def compile_once(factory, traced_: bool, workdir: str) -> tuple[float, float]:
 def measure_compile(factory, args, workdir) -> dict:
     """Cold and warm-cache compile, traced and untraced interleaved, each pair in a fresh cache directory.
 
-    Traced compiles run with AOTAutograd's cache off (a hit would skip the per-graph compiler that
-    instruments the kernels), so a warm traced compile redoes AOT tracing and partitioning; the untraced
-    warm compile is also timed with that cache off, to show how much of the difference that is."""
+    Warm compiles, traced and untraced, are served by AOTAutograd's cache (a traced hit is instrumented
+    from dynascope's record beside the cache); the untraced warm compile is also timed with that cache
+    off, as traced compiles ran before they used it. bench_warm_cache.py measures whole warm runs."""
     import torch._functorch.config as functorch_config
     from torch._inductor.utils import fresh_cache
 

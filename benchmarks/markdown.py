@@ -173,13 +173,18 @@ def rendered(module: str, data: dict) -> str:
 
 
 def main() -> int:
-    io, step, breaks = load("io"), load("step"), load("breaks")
+    io, step, breaks, warm = load("io"), load("step"), load("breaks"), load("warm_cache")
     capture, inductor = load("capture"), load("inductor")
     analysis, profile, stepping, bisect = load("analysis"), load("compile_profile"), load("stepping"), load("bisect")
     if capture:
         print(capture_table(capture), end="\n\n")
     if inductor:
         print(inductor_table(inductor), end="\n\n")
+    if warm:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_warm_cache
+
+        print(bench_warm_cache.markdown(warm), end="\n\n")
     if analysis:
         print(analysis_table(analysis), end="\n\n")
     if profile:
@@ -194,7 +199,7 @@ def main() -> int:
         print(rendered("bench_io", io), end="\n\n")
     if breaks:
         print(rendered("bench_breaks", breaks))
-    return 0 if capture or inductor or analysis or profile or stepping or bisect or step or io or breaks else 1
+    return 0 if capture or inductor or warm or analysis or profile or stepping or bisect or step or io or breaks else 1
 
 
 if __name__ == "__main__":

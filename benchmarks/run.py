@@ -2,7 +2,8 @@
 
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
-    python benchmarks/run.py --only capture  # or: inductor, analysis, compile_profile, stepping, bisect, io, step, breaks, gpu
+    python benchmarks/run.py --only capture  # or: inductor, warm_cache, analysis, compile_profile, stepping, bisect, io,
+                                             #     step, breaks, gpu
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--only", choices=("capture", "inductor", "analysis", "compile_profile", "stepping", "bisect", "io", "step", "breaks",
+    parser.add_argument("--only", choices=("capture", "inductor", "warm_cache", "analysis", "compile_profile", "stepping", "bisect", "io", "step", "breaks",
                                                 "gpu"),
                         help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_inductor
 
         status |= bench_inductor.main(["--quick"] if args.quick else [])
+    if args.only in (None, "warm_cache"):
+        import bench_warm_cache
+
+        status |= bench_warm_cache.main(["--quick"] if args.quick else [])
     if args.only in (None, "analysis"):
         import bench_analysis
 
