@@ -12,8 +12,8 @@ from tracecheck import attrs, check, load, op_events
 
 from dynascope import _torch
 
-pytestmark = pytest.mark.skipif(_torch.aot_cache_hits_unsupported() is not None,
-                                reason="AOTAutograd's cache hits are traced from torch 2.13")  # fmt: skip
+NEEDS_HIT_PATH = pytest.mark.skipif(_torch.aot_cache_hits_unsupported() is not None,
+                                    reason="AOTAutograd's cache hits are traced from torch 2.13")  # fmt: skip
 
 SCRIPT = textwrap.dedent('''
     import json, sys
@@ -75,6 +75,7 @@ def kernel_rows(index):
 
 
 @pytest.mark.slow
+@NEEDS_HIT_PATH
 def test_a_warm_run_is_served_by_aotautograds_cache_and_traces_the_same_kernels(tmp_path):
     (tmp_path / "net.py").write_text(SCRIPT)
     cache = tmp_path / "inductor-cache"
@@ -94,3 +95,41 @@ def test_a_warm_run_is_served_by_aotautograds_cache_and_traces_the_same_kernels(
         layers.setdefault(row[2], set()).add(row[4])
     assert {"a", "b", "head"} <= set().union(*layers.values())
     assert all(len(found - {""}) == 1 for found in layers.values()), layers  # each graph its own layer only
+
+
+@NEEDS_HIT_PATH
+def test_the_graph_behind_a_disabled_backward_is_the_one_instrumented():
+    """A hit hands back the backward inside torch._dynamo.disable, whose wrapper copies the graph's fields
+    (current_callable among them): replacing the copy would leave the backward untimed."""
+    import dataclasses
+
+    import torch
+
+    @dataclasses.dataclass
+    class Graph:
+        current_callable: object
+
+        def __call__(self, args):
+            return self.current_callable(args)
+
+    graph = Graph(lambda args: "inductor's")
+    wrapped = torch._dynamo.disable(graph)
+    assert hasattr(wrapped, "current_callable") and wrapped is not graph
+    assert _torch._aot_output_code(wrapped) is graph
+    assert _torch._aot_output_code(graph) is graph
+
+
+def test_a_torch_whose_hit_path_is_unknown_compiles_traced_graphs_with_the_cache_off(monkeypatch, capsys):
+    import torch._functorch.config as functorch_config
+
+    from dynascope.capture import backend
+
+    monkeypatch.setattr(_torch, "aot_cache_hits_unsupported", lambda: "torch 2.12.1 (reading hits needs 2.13)")
+    monkeypatch.setattr(backend, "_noted", set())
+    with functorch_config.patch(enable_autograd_cache=True):
+        assert backend._aot_cache_context(lambda keys: True, lambda phase, graph: None) is None
+        assert backend._aot_cache_context(lambda keys: True, lambda phase, graph: None) is None
+        with _torch.without_autograd_cache():
+            assert not _torch.aot_cache_enabled()
+    err = capsys.readouterr().err
+    assert err.count("AOTAutograd's cache is off for traced inductor compiles on torch 2.12.1") == 1
