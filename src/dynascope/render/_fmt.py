@@ -239,7 +239,7 @@ TABLES: tuple[TableSpec, ...] = (
         "graph_breaks",
         "Graph breaks by cost",
         (
-            Col("source", "line"),
+            Col("source", "line", min_width=40),  # whole up to 40 (else the terminal prints blocks)
             Col("calls", "hits", "int"),
             Col("per_call_us", "per call", "us"),
             Col("per_step_us", "per step", "us"),
@@ -254,7 +254,7 @@ TABLES: tuple[TableSpec, ...] = (
         "recompiles",
         "Recompiles by cost",
         (
-            Col("source", "line"),
+            Col("source", "line", min_width=40),  # whole up to 40 (else the terminal prints blocks)
             Col("calls", "recompiles", "int"),
             Col("total_us", "compile time", "us"),
             Col("per_call_us", "each", "us"),
