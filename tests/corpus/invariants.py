@@ -27,7 +27,9 @@ Run it by hand on any run directory (e.g. the demo's):
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -116,11 +118,26 @@ class Outputs:
 
 
 def _cli(*args: str, cwd: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": os.environ.get("DYNASCOPE_TEST_COLUMNS", "")}
-    env = {k: v for k, v in env.items() if v != ""}
-    return subprocess.run(
-        [sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False, timeout=600
-    )
+    """`dynascope ARGS` as a user runs it with its output piped (no COLUMNS), in this process: the
+    commands that read a run's outputs are pure, and this saves an interpreter start per view."""
+    from dynascope.cli import main as dynascope_main
+
+    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
+    columns = os.environ.pop("COLUMNS", None)
+    here = os.getcwd()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = dynascope_main(list(args))
+            except SystemExit as exit_:  # argparse
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        os.chdir(here)
+        if columns is not None:
+            os.environ["COLUMNS"] = columns
+    text = [stream.buffer.getvalue().decode() for stream in (stdout, stderr)]  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["dynascope", *args], code, *text)
 
 
 def _csv_value(text: str):
@@ -198,7 +215,13 @@ def terminal_tables(text: str, source: str) -> list[Table]:
         header = lines[i - 1]
         if not header.strip() or set(header.strip()) == {RULE}:
             continue
-        title = next((lines[j].strip() for j in range(i - 2, max(i - 4, -1), -1) if lines[j].strip()), "")
+        above = []  # the title: the lines above the header, up to a blank line (a long title wraps)
+        for j in range(i - 2, max(i - 5, -1), -1):
+            if lines[j].strip() and not lines[j].startswith("("):
+                above.insert(0, lines[j].strip())
+            elif above:
+                break
+        title = " ".join(above)
         rows: list[list[str]] = []
         for row_line in lines[i + 1 :]:
             if not row_line.strip() or set(row_line.strip()) == {RULE}:
@@ -523,8 +546,8 @@ def check_terminal(text: str, source: str, piped_width: int | None = 100, run_ou
     for i, line in enumerate(lines):
         if line.strip().startswith("time in steps:"):
             text = line
-            for following in lines[i + 1 :]:  # a list wrapped at the terminal's width goes on after its comma
-                if not text.rstrip().endswith(","):
+            for following in lines[i + 1 :]:  # wrapped at the terminal's width: goes on at column 0
+                if not following.strip() or following[0].isspace() or re.match(r"^[A-Z][\w/ ]*:", following):
                     break
                 text += " " + following
             failures += check_percent_line(text.split(":", 1)[1], f"{source} 'time in steps'")

@@ -118,7 +118,12 @@ class GPT2Block(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None):
         hidden_states = hidden_states + self.attn(self.ln_1(hidden_states), attention_mask)
-        return hidden_states + self.mlp(self.ln_2(hidden_states))
+        hidden_states = hidden_states + self.mlp(self.ln_2(hidden_states))
+        # clamp inf values to enable fp16 training (as transformers' T5 blocks do: a check on the data)
+        if torch.isinf(hidden_states).any():
+            clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+            hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+        return hidden_states
 
 
 class GPT2LMHeadModel(nn.Module):
