@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
              "after how many calls compiling is repaid",
     )  # fmt: skip
     parser.add_argument("--top", type=int, default=8, help="ops in the printed summary (default 8)")
+    parser.add_argument(
+        "--library-frames", action="store_true",
+        help="charge graph breaks and recompiles to the library line torch names (torch.nn's, an installed "
+             "package's), not to the first line of your own code that led there",
+    )  # fmt: skip
     parser.add_argument("script", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return parser
@@ -229,8 +234,10 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         written["compile_profile"] = profile
     from .render.html import load_explanation
 
-    summary = summarize_paths(written["traces"], top=max(ns.top, 1),
-                              explanation=load_explanation(explanation) if explanation else None)  # fmt: skip
+    explained = load_explanation(explanation) if explanation else None
+    if explained is not None and ns.library_frames:
+        explained["library_frames"] = True
+    summary = summarize_paths(written["traces"], top=max(ns.top, 1), explanation=explained)
     eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
     if eager:
         from .analyze.payoff import with_eager

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import polars as pl
 import pytest
 from frame_trace import FILE, Trace
 
@@ -288,3 +289,53 @@ def test_each_break_gets_a_fix_for_its_line(reason, code, detail, says):
 ])
 def test_each_recompile_gets_a_fix(reason, subject, says):
     assert says in recompile_fix(reason, subject)
+
+
+def test_a_decorated_function_whose_own_frame_ran_beneath_the_wrapper_was_compiled(tmp_path):
+    """transformers' forwards carry a decorator (functools.wraps): Dynamo compiles the wrapper first (0/0); it
+    split at the call, so the function ran as a frame of its own (1/0) beneath it, with its graph. The call
+    names the function, whose own frame is not the call's first: it was compiled all the same, not eager."""
+    tr = Trace()
+    for k in range(4):
+        t = 10_000 * k
+        tr.call("enter", t)
+        tr.frame("enter", t + 10, "0/0", function="wrapper", line=5, breaks=1, break_at=6, reason="graph break",
+                 code="out = func(self, *args)")
+        tr.frame("enter", t + 20, "1/0")
+        tr.graph(t + 30, 500, "1/0", 1)
+        tr.frame("exit", t + 600, "1/0")
+        tr.frame("exit", t + 620, "0/0", function="wrapper", line=5, breaks=1, break_at=6, reason="graph break",
+                 code="out = func(self, *args)")
+        tr.call("exit", t + 640)
+    s = summary_of(tr.write(tmp_path), explanation={"explanations": []})
+    assert s.graph_breaks.filter(pl.col("kind") == "eager function").height == 0
+    [fn] = s.compiled_functions.to_dicts()
+    assert fn["fallback_us"] == 0 and fn["graph_us"] == 500
+
+
+def test_the_break_behind_an_eager_function_is_one_row_and_the_fix_gives_the_explanations_finding(tmp_path):
+    """torch 2.8 logs the break that made Dynamo give up on a function, not that it fell back: the eager
+    function's row is charged to that break, which the explanation lists under the compile that gave up
+    (never seen running): one row for the site, with the compile ids of both."""
+    tr = Trace()
+    for k in range(3):
+        t = 10_000 * k
+        tr.call("enter", t)
+        tr.frame("enter", t + 100, "5/0", function="block", line=40)
+        tr.graph(t + 110, 50, "5/0", 9)
+        tr.frame("exit", t + 200, "5/0", function="block", line=40)
+        tr.call("exit", t + 1000)
+    explanation = {
+        "compile_times": [{"compile_id": "0/0", "function": "forward", "file": FILE, "line": 10, "status": "failed"}],
+        "graph_breaks": [{"reason": "Data-dependent branching", "file": FILE, "line": 41, "function": "forward",
+                          "compile_ids": ["0/0"], "count": 1}],
+    }
+    rows = summary_of(tr.write(tmp_path), explanation=explanation).graph_breaks.to_dicts()
+    assert [r["source"] for r in rows] == ["model.py:41"]
+    [row] = rows
+    assert row["kind"] == "eager function" and row["calls"] == 2 and "0/0" in row["compile_ids"]
+    # an explanation that knows nothing of it: its finding, not "run dynascope explain" (it has run)
+    [known] = summary_of(tr.write(tmp_path), explanation={"explanations": []}).graph_breaks.to_dicts()
+    assert "dynascope explain" not in known["fix"] and "no compile of it" in known["fix"]
+    [bare] = summary_of(tr.write(tmp_path)).graph_breaks.to_dicts()  # no explanation at all: where to look
+    assert "dynascope explain" in bare["fix"]

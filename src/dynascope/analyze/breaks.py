@@ -39,14 +39,14 @@ __all__ = ["BREAK_KEYS", "CALL_KEYS", "ENTRY_KEYS", "FRAME_COLUMNS", "SCHEMAS", 
 # what a probe row carries (its OH record; capture/frames.py); `id` orders events of equal `ts`
 FRAME_COLUMNS = [
     "id", "kind", "probe", "function", "qualname", "file", "line", "resume", "graphs", "breaks", "break_line",
-    "reason", "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line",
+    "reason", "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line", "break_library",
 ]  # fmt: skip
 
 _FUNCTION = ["qualname", "function", "file", "line"]  # a compiled function (or frame) by its code
 # `warmup`: 1 for what happened in warm-up calls, those that compiled something or ran a cache entry for the
 # first time (its first run sets up what no compile event covers), else 0
 BREAK_KEYS = ["compile_id", *_FUNCTION, "break_line", "reason", "break_file", "break_at", "break_code",
-              "top_qualname", "top_file", "top_line", "warmup"]  # fmt: skip
+              "break_library", "top_qualname", "top_file", "top_line", "warmup"]  # fmt: skip
 CALL_KEYS = [*_FUNCTION, "warmup"]
 ENTRY_KEYS = ["compile_id", *_FUNCTION, "resume", "warmup"]
 _STR, _INT = pl.String, pl.Int64
@@ -65,10 +65,12 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
 
 # a probe's spec: spec[i] is column i
 _SPEC_COLUMNS = ("compile_id", "qualname", "function", "file", "line", "resume", "breaks", "break_line", "reason",
-                 "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line")  # fmt: skip
+                 "break_file", "break_at", "break_code", "entry_function", "entry_file", "entry_line",
+                 "break_library")  # fmt: skip
 _SPEC_INTS = ("line", "resume", "breaks", "break_line", "break_at", "entry_line")
 _CID, _QUALNAME, _FUNCTION_NAME, _FILE, _LINE, _RESUME, _BREAKS = range(7)
 _ENTRY_FUNCTION, _ENTRY_FILE, _ENTRY_LINE = range(12, 15)  # a call's: the frame Dynamo compiles first
+_BREAK_LIBRARY = 15  # "path:line" of the library line a break led to (it is charged to the first user frame)
 # event kinds of a thread's sorted events
 _GRAPH, _COMPILE, _FRAME_ENTER, _FRAME_EXIT, _CALL_ENTER, _CALL_EXIT = range(6)
 _FRAME, _CALL = 0, 1
@@ -337,6 +339,11 @@ class _Accumulator:
         compiles a wrapper frame around it (torch.nn's own modules), that frame is the function's only if
         it ran a graph (the function inlined into it); its frames are then named as the function."""
         own = [k for k in kids if k.kind == _FRAME and self._same_code(k.spec, root.spec)]
+        if any(f.kind == _FRAME and self._is_function(f.spec, root.spec) for f in frames):
+            # the function's own frame ran as Dynamo's code, at any depth: under a decorator's wrapper
+            # (functools.wraps, as transformers' forwards have) Dynamo compiles the wrapper first and, where
+            # the wrapper split at the call, the function as a frame of its own beneath it
+            return False
         if self.specs[root.spec][_ENTRY_FILE] is None:
             return not own
         inlined = [k for k in own if k.first_graph is not None]
@@ -344,6 +351,12 @@ class _Accumulator:
             if self._same_code(f.spec, root.spec):
                 self.alias[f.spec] = root.spec
         return not inlined
+
+    def _is_function(self, frame_spec: int, call_spec: int) -> bool:
+        """Whether a frame (not a resume function's) is of the called function's own code."""
+        f, c = self.specs[frame_spec], self.specs[call_spec]
+        return (not f[_RESUME] and f[_FILE] == c[_FILE] and f[_LINE] == c[_LINE]
+                and f[_FUNCTION_NAME] == c[_FUNCTION_NAME])  # fmt: skip
 
     def _same_code(self, frame_spec: int, call_spec: int) -> bool:
         """Whether a frame is the one Dynamo compiles first for a call: the function's own code, or the
@@ -359,7 +372,7 @@ class _Accumulator:
 
         specs = self.specs
         function = [self.function[self.alias.get(spec, spec)] for spec in range(len(specs))]
-        brk = [(sp[_CID], *function[spec], *sp[7:12], call[0], call[2], call[3], call[4], *v)
+        brk = [(sp[_CID], *function[spec], *sp[7:12], sp[_BREAK_LIBRARY], call[0], call[2], call[3], call[4], *v)
                for (spec, call), v in self.brk.items() for sp in (specs[spec],)]  # fmt: skip
         calls = [(*function[spec], warmup, *v) for (spec, warmup), v in self.calls.items()]
         entry = [(specs[spec][_CID], *function[spec], specs[spec][_RESUME], warmup, *v)

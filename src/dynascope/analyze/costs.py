@@ -26,6 +26,7 @@ from typing import Any
 
 import polars as pl
 
+from ..userframes import library_text
 from .fixes import break_fix, fallback_fix, recompile_fix
 
 __all__ = ["COST_TABLES", "cost_tables"]
@@ -39,12 +40,13 @@ _BREAK_SCHEMA: _Schema = {
     "per_call_us": pl.Float64, "per_step_us": pl.Float64, "per_hit_us": pl.Float64, "share": pl.Float64,
     "kind": pl.String, "function": pl.String, "file": pl.String, "line": pl.Int64, "code": pl.String,
     "compile_ids": pl.List(pl.String), "warmup_calls": pl.Int64, "warmup_us": pl.Int64, "warmup_only": pl.Boolean,
-    "measurable": pl.Boolean, "note": pl.String, "detail": pl.String,
+    "measurable": pl.Boolean, "note": pl.String, "detail": pl.String, "library": pl.String,
 }  # fmt: skip
 _RECOMPILE_SCHEMA: _Schema = {
     "source": pl.String, "reason": pl.String, "fix": pl.String, "calls": pl.Int64, "total_us": pl.Int64,
     "per_call_us": pl.Float64, "per_step_us": pl.Float64, "function": pl.String, "file": pl.String,
     "line": pl.Int64, "code": pl.String, "subject": pl.String, "compile_ids": pl.List(pl.String),
+    "library": pl.String,
 }  # fmt: skip
 _FUNCTION_SCHEMA: _Schema = {
     "function": pl.String, "source": pl.String, "calls": pl.Int64, "per_call_us": pl.Float64,
@@ -190,22 +192,34 @@ def _base_id(cid: str) -> str:
 # graph breaks
 
 
-def _site(r: dict) -> tuple:
+def _site(r: dict, library_frames: bool = False) -> tuple:
+    lib = _split_line(r.get("break_library")) if library_frames else None
+    if lib is not None:  # charged to the library's own line, as asked (`--library-frames`)
+        return (*lib, r["reason"])
     if r["break_at"] is not None:
         return (r["break_file"], r["break_at"], r["reason"])
     return (r["file"], r["break_line"], r["reason"])
 
 
+def _split_line(text: str | None) -> tuple[str, int] | None:
+    """"path:LINE" -> (path, LINE)."""
+    m = re.match(r"^(.*):(\d+)$", text or "")
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: _Explained) -> pl.DataFrame:
     sites: dict[tuple, dict[str, Any]] = {}
     for r in brk.iter_rows(named=True):
-        key = _site(r)
+        key = _site(r, expl.library_frames)
         site = sites.setdefault(key, {"ids": set(), "frames": [], "code": None, "tops": set(), "hits": 0, "us": 0,
-                                      "warm_hits": 0, "warm_us": 0})  # fmt: skip
+                                      "warm_hits": 0, "warm_us": 0, "library": None})  # fmt: skip
         site["ids"].add(r["compile_id"])
+        if not expl.library_frames:
+            site["library"] = site["library"] or library_text(*(_split_line(r.get("break_library")) or (None, None)))
         if r["qualname"] not in site["frames"]:
             site["frames"].append(r["qualname"])
-        site["code"] = site["code"] or r["break_code"]
+        lib_site = expl.library_frames and r.get("break_library")
+        site["code"] = site["code"] or (expl.code_at(key[0], key[1]) if lib_site else r["break_code"])
         site["tops"].add((r["top_qualname"], r["top_file"], r["top_line"]))
         if r["warmup"]:
             site["warm_hits"] += int(r["hits"] or 0)
@@ -215,7 +229,15 @@ def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: 
             site["us"] += int(r["total_us"] or 0)
     rows = [_break_row(key, site, tops, steps, expl) for key, site in sites.items()]
     rows += _fallback_rows(tops, steps, expl)
-    rows += expl.unseen_breaks({cid for site in sites.values() for cid in site["ids"]})
+    by_site = {(r["file"], r["line"]): r for r in rows}
+    for row in expl.unseen_breaks({cid for site in sites.values() for cid in site["ids"]}):
+        same = by_site.get((row["file"], row["line"]))
+        if same is not None:  # the break behind a costed row (an eager function's, say): one row a site
+            same["compile_ids"] = sorted(set(same["compile_ids"] or []) | set(row["compile_ids"]), key=_id_order)
+            same["detail"] = same["detail"] or row["detail"]
+            continue
+        by_site[(row["file"], row["line"])] = row
+        rows.append(row)
     frame = pl.DataFrame(rows, schema=_BREAK_SCHEMA)
     return frame.sort(["total_us", "warmup_us", "source"], descending=[True, True, False], nulls_last=True)
 
@@ -256,7 +278,7 @@ def _break_row(key: tuple, site: dict, tops: dict[tuple, _Top], steps: int, expl
         "code": site["code"],
         "compile_ids": sorted(site["ids"], key=_id_order), "warmup_calls": site["warm_hits"],
         "warmup_us": site["warm_us"], "warmup_only": warm_only, "measurable": measurable, "note": note,
-        "detail": detail,
+        "detail": detail, "library": site["library"],
     }  # fmt: skip
 
 
@@ -276,7 +298,7 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
         per_call, per_step, share = _per_call(total, {key}, tops, steady, steps)
         hits = side["fallback_calls"]
         rows.append({
-            "source": source_of(src_file, src_line), "reason": reason, "fix": fallback_fix(reason),
+            "source": source_of(src_file, src_line), "reason": reason, "fix": fallback_fix(reason, expl.known),
             "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
             "per_hit_us": total / hits, "share": share, "kind": "eager function", "function": name,
             "file": src_file, "line": src_line, "code": expl.code_at(src_file, src_line),
@@ -301,10 +323,10 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
         cid = rc["compile_id"]
         explained.add(_base_id(cid))
         failure = (rc.get("failures") or [{}])[0]
-        guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"))
-        file, line, code = guard or (rc.get("file"), rc.get("line"), None)
+        guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"), failure.get("reason"))
+        file, line, code, library = guard or (rc.get("file"), rc.get("line"), None, None)
         key = (file, line, _readable(rc.get("function")), failure.get("subject"), _reason_kind(rc.get("reason")))
-        g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code})
+        g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code, "library": library})
         g["ids"].append(cid)
     for cid in compile_us:  # recompiles the explanation does not know (or no explanation)
         if _is_recompile(cid) and _base_id(cid) not in explained:
@@ -319,12 +341,14 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
     for (file, line, fn, subject, _), g in groups.items():
         ids = sorted(set(g["ids"]), key=_id_order)
         total = sum(compile_us.get(c, 0) for c in ids) or expl.compile_seconds(ids)
-        reason = g["reason"] or "recompiled (the explanation, from dynascope run or explain, names the guard)"
+        reason = g["reason"] or ("recompiled (the explanation does not name the guard that failed)" if expl.known
+                                 else "recompiled (the explanation, from dynascope run or explain, names the guard)")
         rows.append({
-            "source": source_of(file, line), "reason": reason, "fix": recompile_fix(g["reason"], subject),
+            "source": source_of(file, line), "reason": reason,
+            "fix": recompile_fix(g["reason"], subject, explained=expl.known),
             "calls": len(ids), "total_us": total, "per_call_us": total / len(ids),
             "per_step_us": total / steps if steps else None, "function": fn, "file": file, "line": line,
-            "code": g["code"], "subject": subject, "compile_ids": ids,
+            "code": g["code"], "subject": subject, "compile_ids": ids, "library": g.get("library"),
         })  # fmt: skip
     frame = pl.DataFrame(rows, schema=_RECOMPILE_SCHEMA)
     return frame.sort(["total_us", "source"], descending=[True, False], nulls_last=True)
@@ -356,6 +380,11 @@ class _Explained:
 
     def __init__(self, data: dict | None) -> None:
         self.data = data if isinstance(data, dict) else {}
+        # an explanation was read (not only a note that it could not be): the tables give its findings, not
+        # "run dynascope explain"
+        self.known = bool(set(self.data) - {"notes", "_path", "library_frames"})
+        # charge to the library's own lines, not the first user frame (`--library-frames`)
+        self.library_frames = bool(self.data.get("library_frames"))
         self.breaks = [b for b in self.data.get("graph_breaks") or [] if isinstance(b, dict)]
         self.times = [t for t in self.data.get("compile_times") or [] if isinstance(t, dict)]
         self.entries: dict[str, dict] = {}
@@ -389,6 +418,9 @@ class _Explained:
             if set(ids) & seen_ids or "fell back to eager" in str(b.get("reason")):
                 continue
             file, line = b.get("file"), b.get("line")
+            lib = _split_line(b.get("library"))
+            if lib is not None and self.library_frames:
+                (file, line), lib = lib, None
             rows.append({
                 "source": source_of(file, line), "reason": b.get("reason") or "graph break",
                 "fix": break_fix(b.get("reason"), self.code_at(file, line), b.get("detail")), "calls": 0,
@@ -396,7 +428,7 @@ class _Explained:
                 "kind": "graph break", "function": b.get("function"), "file": file, "line": line,
                 "code": self.code_at(file, line), "compile_ids": ids, "warmup_calls": 0, "warmup_us": 0,
                 "warmup_only": False, "measurable": False, "note": "not seen running in the trace",
-                "detail": b.get("detail"),
+                "detail": b.get("detail"), "library": library_text(*lib) if lib else None,
             })  # fmt: skip
         return rows
 
@@ -424,18 +456,28 @@ class _Explained:
                 return (fb.get("reason"), None, None, [str(fb.get("compile_id"))])
         return None
 
-    def guard_line(self, compile_id: str | None, subject: str | None) -> tuple | None:
-        """(file, line, code) of the user line that installed the guard on `subject` in cache entry
-        `compile_id` (torch 2.9+ records it), or None."""
+    def guard_line(self, compile_id: str | None, subject: str | None, reason: str | None = None) -> tuple | None:
+        """(file, line, code, library) of the user line that installed the guard on `subject` in cache entry
+        `compile_id` (torch 2.9+ records it), or None. Where torch named a library's line, the explanation
+        gives the first user frame that led there: that line, and the library's as `library`
+        ("torch/nn/modules/conv.py:560"); the library's line itself where library frames were asked for.
+        A tensor's mismatch (`reason` "tensor 'x' size mismatch ...") is its tensor guard's line."""
         entry = self.entries.get(str(compile_id))
         if entry is None or not subject:
             return None
         for group in entry.get("guards") or []:
             if isinstance(group, dict) and group.get("subject") == subject:
-                for guard in group.get("guards") or []:
-                    ul = guard.get("user_line") if isinstance(guard, dict) else None
+                guards = [g for g in group.get("guards") or [] if isinstance(g, dict)]
+                if (reason or "").startswith("tensor '"):
+                    guards.sort(key=lambda g: g.get("kind") != "TENSOR_MATCH")
+                for guard in guards:
+                    ul = guard.get("user_line")
                     if isinstance(ul, dict) and ul.get("line"):
-                        return (ul.get("file"), ul.get("line"), ul.get("code"))
+                        lib = ul.get("library_file")
+                        if lib and self.library_frames:
+                            return (lib, ul.get("library_line"), ul.get("library_code"), None)
+                        return (ul.get("file"), ul.get("line"), ul.get("code"),
+                                library_text(lib, ul.get("library_line")) if lib else None)
         return None
 
     def compile_seconds(self, ids: list[str]) -> int:

@@ -73,8 +73,9 @@ def break_fix(reason: str | None, code: str | None, detail: str | None = None) -
     return "rewrite this line with torch operations Dynamo can trace, or move it out of the compiled function"
 
 
-def fallback_fix(reason: str | None) -> str:
-    """What to change when Dynamo ran a whole function eagerly."""
+def fallback_fix(reason: str | None, explained: bool = False) -> str:
+    """What to change when Dynamo ran a whole function eagerly. `explained`: the run's explanation was
+    read (it names no reason), so it is no use sending the user to run explain: say what it found."""
     why = (reason or "").lower()
     if "recompile limit" in why or "cache size limit" in why or "cache_size_limit" in why:
         return ("it recompiled until the recompile limit: find the guard that keeps failing in the recompiles "
@@ -88,14 +89,19 @@ def fallback_fix(reason: str | None) -> str:
     if "skipped" in why:
         return ("Dynamo skipped the whole function: a graph break inside one of its loops does this (Dynamo "
                 "cannot resume inside a loop): move the loop body into a function of its own, or remove the break")
+    if (not why or "did not compile" in why) and explained:
+        return ("the explanation records no compile of it that gave up: Dynamo did not compile it at all "
+                "(torch.compiler.disable, or a file Dynamo skips): compile the code it calls instead")
     if not why or "did not compile" in why:
         return "run `dynascope explain` (or `dynascope run`) on the script to see why Dynamo gave up on it"
     return "fix the break that made Dynamo give up on the function (its reason says which)"
 
 
-def recompile_fix(reason: str | None, subject: str | None = None, expected: str | None = None) -> str:
+def recompile_fix(reason: str | None, subject: str | None = None, expected: str | None = None,
+                  explained: bool = False) -> str:
     """What to change so that a guard stops failing (the one wording: `dynascope run --no-recompiles` and
-    the recompiles table both say it). `subject`: what the guard checks; `expected`: its value then."""
+    the recompiles table both say it). `subject`: what the guard checks; `expected`: its value then;
+    `explained`: the run's explanation was read, so the fix points into it instead of at explain."""
     why = (reason or "").lower()
     carried = (subject or "").startswith("___stack")  # Dynamo's name for a value handed to a resume function
     name = "the value carried over the graph break" if carried else subject or "the value"
@@ -124,4 +130,7 @@ def recompile_fix(reason: str | None, subject: str | None = None, expected: str 
                 "or for a number compile with dynamic=True")  # fmt: skip
     if "id_match" in why or "___check_obj_id" in why or " id" in why or "type" in why:
         return f"the guard checks {name}'s identity or type: create it once instead of on every call"
+    if explained:
+        return ("make what the failing guard checks the same on every call (every guard of this function, and "
+                "the line that installed it, is in explanation.json and the .py beside it)")
     return "run `dynascope explain` on the script to see every guard of this function"

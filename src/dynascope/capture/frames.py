@@ -37,6 +37,7 @@ from ..errors import TorchVersionError
 from ..trace import buffers, probes
 from ..trace.ops import TABLE, OpSpec
 from ..trace.probes import CALL_CAT, FRAME_CAT
+from ..userframes import first_user_frame
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUME_GLOBAL = "__resume_at_"
@@ -174,13 +175,18 @@ def frame_facts(code: types.CodeType, compile_id: str, graphs: int,
 
 def _split_of(code: types.CodeType, breaks: list[tuple[str, list[tuple[str, int, str]]]]) -> dict[str, Any]:
     """Where and why the frame of `code` split: the last break listed whose user stack starts in its
-    file (the outermost entry is the line in this frame, the innermost the line that caused it)."""
+    file (the outermost entry is the line in this frame, the innermost the line that caused it). The break
+    is charged to the first user frame (userframes.py), a library's line it led to kept as `break_library`."""
     for reason, stack in reversed(breaks):
         if not stack or stack[0][0] != code.co_filename:
             continue
-        file, line, _ = stack[-1]
-        return {"break_line": stack[0][1], "reason": _torch.break_reason_name(reason), "break_file": file,
-                "break_at": line, "break_code": linecache.getline(file or "", line or 0).strip() or None}  # fmt: skip
+        user = first_user_frame([f for f, _, _ in stack])
+        file, line, _ = stack[-1] if user is None else stack[user]
+        facts = {"break_line": stack[0][1], "reason": _torch.break_reason_name(reason), "break_file": file,
+                 "break_at": line, "break_code": linecache.getline(file or "", line or 0).strip() or None}  # fmt: skip
+        if user is not None and user != len(stack) - 1:
+            facts["break_library"] = f"{stack[-1][0]}:{stack[-1][1]}"
+        return facts
     return {}
 
 
@@ -214,6 +220,8 @@ def timed_calls(compiled: Any, model: Any) -> Any:
     attrs = {"kind": "call", "function": code.co_name, "qualname": label, "file": code.co_filename,
              "line": code.co_firstlineno}  # fmt: skip
     entry = _torch.entry_frame_code(compiled)  # torch.nn's own modules: a wrapper frame is compiled first
+    if entry is None:
+        entry = _decorator_code(model, code)  # a decorated forward: the decorator's wrapper is compiled first
     if entry is not None:
         attrs.update(entry_function=entry.co_name, entry_file=entry.co_filename, entry_line=entry.co_firstlineno)
     enter = TABLE.register_graph(OpSpec.make(label, CALL_CAT, False, {**attrs, "probe": "enter"}), [])
@@ -257,3 +265,18 @@ def _user_code(model: Any) -> types.CodeType | None:
         model = owner.forward
     fn = inspect.unwrap(getattr(model, "__func__", model))
     return getattr(fn, "__code__", None)
+
+
+def _decorator_code(model: Any, code: types.CodeType) -> types.CodeType | None:
+    """The code of the outermost wrapper around the function `code` is of, where a decorator wraps it
+    (functools.wraps: transformers' `can_return_tuple` and the like): the frame Dynamo compiles first.
+    None where the function is not wrapped."""
+    import torch
+
+    fn: Any = model
+    if isinstance(model, torch.nn.Module):
+        fn = type(model).forward
+    elif inspect.ismethod(model) and getattr(model, "__func__", None) is torch.nn.Module._call_impl:
+        fn = getattr(type(model.__self__), "forward", None)
+    outer = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return outer if isinstance(outer, types.CodeType) and outer is not code else None

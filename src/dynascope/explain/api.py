@@ -18,7 +18,7 @@ from ..errors import DynascopeError, TorchVersionError
 from ..trace import probes
 from . import records
 from .code import decompile_code, line_at_offset, source_with_marker
-from .guards import group_flat, group_guards
+from .guards import charge_to_user_frames, group_flat, group_guards
 from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
 from .session import SESSION
 
@@ -200,6 +200,7 @@ def _entry(index: int, entry: Any, globals_: dict[str, Any], source_code: types.
     graphs = [n for n in new_code.co_names if n.startswith("__compiled_fn_")]
     for gname in graphs:
         result.subgraphs.append(_subgraph(gname, globals_.get(gname), cid, observer, len(graphs)))
+    charge_to_user_frames(result.guards, [sg.fx_code for sg in result.subgraphs if sg.fx_code])
     for rname in [n for n in new_code.co_names if n.startswith("__resume_at_")]:
         result.resume_functions.append(_resume(rname, globals_.get(rname), source_code, observer, notes, depth,
                                                      frame_code))

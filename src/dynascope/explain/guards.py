@@ -11,6 +11,7 @@ import os
 import re
 from typing import Any
 
+from ..userframes import is_library_file
 from .model import Guard, GuardGroup, UserLine
 
 GLOBAL_STATE = "global state"
@@ -87,7 +88,8 @@ def user_line_of(check: str, user_file: str | None) -> UserLine | None:
 def _user_line(code: str | None, where: str | None, user_file: str | None) -> UserLine | None:
     if where is None:
         return None
-    m = re.match(r"(?P<file>.+):(?P<line>\d+) in (?P<fn>\S+)$", where)
+    # the first "file:line in fn": a shape guard's comment goes on to say where torch itself specialised
+    m = re.match(r"(?P<file>.+?):(?P<line>\d+) in (?P<fn>\S+)", where)
     if not m:
         return None
     file = m.group("file")
@@ -258,3 +260,78 @@ def group_flat(code_parts: list[str], user_file: str | None = None) -> tuple[lis
     """Fallback when the guard tree is unavailable: the flat code_parts list."""
     rows = [{"source": None, "guards": [{"kind": "GUARD", "parts": [p], "fail_count": None}]} for p in code_parts]
     return group_guards(rows, user_file)
+
+
+# ------------------------------------------------------------------------------------------------
+# the user's line behind a guard torch names a library line for
+
+_FX_WHERE = re.compile(r"^#\s*File:\s*(?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$")
+_FX_ALIAS = re.compile(r"^(?P<local>[A-Za-z_]\w*) = (?P<input>[LG]_\w+)$")
+_FX_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def first_uses(fx_code: str) -> dict[str, tuple[str, int, str]]:
+    """Each graph input of a Dynamo graph's readable code (`L_x_`) -> the user line of the first op that
+    reads it: the `# File: path:LINE in fn, code: ...` comment above that op (Dynamo's stack trace of the
+    node, torch.nn's own frames left out)."""
+    alias: dict[str, str] = {}
+    out: dict[str, tuple[str, int, str]] = {}
+    where: tuple[str, int, str] | None = None
+    for raw in fx_code.splitlines():
+        text = raw.strip()
+        m = _FX_WHERE.match(text)
+        if m:
+            where = (m.group("file"), int(m.group("line")), m.group("code").strip())
+            continue
+        if text.startswith("#"):  # "# No stacktrace found for following nodes"
+            where = None
+            continue
+        a = _FX_ALIAS.match(text)
+        if a:
+            alias[a.group("local")] = a.group("input")
+            continue
+        if where is None or " = " not in text:
+            continue
+        for name in _FX_NAME.findall(text.split(" = ", 1)[1]):
+            if name in alias:
+                out.setdefault(alias[name], where)
+    return out
+
+
+def charge_to_user_frames(groups: list[GuardGroup], fx_codes: list[str]) -> None:
+    """Where torch names a library's line for a guard (torch.nn's `return F.conv2d(` for an input's
+    shape), name the user's line that led there instead, keeping the library line beside it: the line of
+    the first op of the cache entry's graphs that reads the guarded input (userframes.py)."""
+    uses: dict[str, tuple[str, int, str]] = {}
+    for code in fx_codes:
+        for name, first in first_uses(code).items():
+            uses.setdefault(name, first)
+    if not uses:
+        return
+    for group in groups:
+        for g in group.guards:
+            ul = g.user_line
+            if ul is None or ul.library_file is not None or not is_library_file(ul.file):
+                continue
+            m = _SOURCE.search(g.raw or "")
+            where = _first_use(uses, m.group(0) if m else group.source)
+            if where is None or is_library_file(where[0]):
+                continue
+            g.user_line = UserLine(file=where[0], line=where[1], code=where[2] or None, library_file=ul.file,
+                                   library_line=ul.line, library_code=ul.code)
+
+
+_SOURCE = re.compile(r"[LG]\[[^\]]+\](?:\.\w+|\[[^\]]+\])*")
+
+
+def _first_use(uses: dict[str, tuple[str, int, str]], source: str | None) -> tuple[str, int, str] | None:
+    """The first use of the graph input Dynamo made of `source` ("L['x']" is `L_x_`); of a module
+    ("L['self']._modules['fc']"), the first use of any of its parameters and buffers."""
+    parts = re.findall(r"^[LG]\[[^\]]+\]|\.\w+|\[[^\]]+\]", source or "")
+    while parts:  # L['x'].size()[0] is a check on x: the longest prefix that names an input, or one's owner
+        name = re.sub(r"[^A-Za-z0-9]+", "_", "".join(parts))
+        where = uses.get(name) or next((w for n, w in uses.items() if n.startswith(name)), None)
+        if where is not None:
+            return where
+        parts.pop()
+    return None

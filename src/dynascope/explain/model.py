@@ -15,6 +15,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..userframes import library_text
+
 SCHEMA = "dynascope.explanation/1"
 HEADING, NOTE, RESUME = "heading", "note", "resume"  # roles of report lines (Lines); dynascope.console styles them
 RESUME_MARKER = "  <== resume in this line"  # ends the source line a resume function starts at
@@ -100,6 +102,11 @@ class UserLine(_Data):
     file: str | None
     line: int | None
     code: str | None
+    # where torch named a library's line (torch.nn's, an installed package's), that line: `file`/`line`/`code`
+    # are then the first user frame that led there (userframes.py), unless library frames were asked for
+    library_file: str | None = None
+    library_line: int | None = None
+    library_code: str | None = None
 
 
 @dataclass
@@ -182,6 +189,8 @@ class GraphBreak(_Data):
     excerpt: str | None
     count: int = 1
     compile_ids: list[str] = field(default_factory=list)
+    # "path:line" of the library line the break happened in, where it is charged to the user line that led there
+    library: str | None = None
 
     def key(self) -> tuple[Any, ...]:
         return (self.reason, self.file, self.line)
@@ -338,7 +347,8 @@ def render_guards(entry: CacheEntry, user_file: str | None = None, limit: int | 
         head = f"# {group.subject}"
         if ul is not None and ul.line:
             where = f"line {ul.line}" if not ul.file or ul.file == user_file else f"{ul.file}:{ul.line}"
-            head += f"  (guarded since {where}: {ul.code})" if ul.code else f"  ({where})"
+            via = f", via {library_text(ul.library_file, ul.library_line)}" if ul.library_file else ""
+            head += f"  (guarded since {where}: {ul.code}{via})" if ul.code else f"  ({where}{via})"
         lines.append(head)
         shown = group.guards if limit is None else group.guards[:limit]
         for g in shown:

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from .. import _torch
+from ..userframes import first_user_frame
 from .code import excerpt
 from .guards import _strip_comment, readable_check
 from .model import CacheLimitHit, CompileTime, EagerFallback, GraphBreak, Recompile, RecompileFailure
@@ -229,10 +230,14 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
     m = _GB_AT.search(head)
     if m:
         file, line = m.group("file"), int(m.group("line"))
-    for tl in tb.splitlines():
-        mt = _TB_FRAME.match(tl)
-        if mt:
-            file, line, fn = mt.group("file"), int(mt.group("line")), mt.group("fn")
+    frames = [(mt.group("file"), int(mt.group("line")), mt.group("fn"))
+              for mt in (_TB_FRAME.match(tl) for tl in tb.splitlines()) if mt]  # fmt: skip
+    library = None
+    if frames:  # the first user frame (userframes.py), the library line it led to kept beside it
+        user = first_user_frame([f[0] for f in frames])
+        file, line, fn = frames[-1] if user is None else frames[user]
+        if user is not None and user != len(frames) - 1:
+            library = f"{frames[-1][0]}:{frames[-1][1]}"
     block = head.split("Graph Break Reason:", 1)[-1] if "Graph Break Reason:" in head else head
     lines = [ln.rstrip() for ln in block.splitlines()]
     reason = _first_reason(lines)
@@ -251,17 +256,19 @@ def graph_break(payload: str, compile_id: str | None) -> GraphBreak | None:
         fn = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", fn)
     return GraphBreak(
         reason=reason or "graph break", detail=detail, function=fn, file=file, line=line,
-        excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [],
+        excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [], library=library,
     )
 
 
 def graph_break_from_stack(reason: str, stack: list[tuple[str, int, str]], compile_id: str | None) -> GraphBreak:
     """A graph break from torch's in-process list (torch 2.5.1, which logs no graph-break records)."""
-    file, line, fn = stack[-1] if stack else (None, None, None)
+    user = first_user_frame([f[0] for f in stack])
+    file, line, fn = (stack[-1] if user is None else stack[user]) if stack else (None, None, None)
+    library = f"{stack[-1][0]}:{stack[-1][1]}" if user is not None and user != len(stack) - 1 else None
     name = _torch.break_reason_name(reason)
     if fn and fn.startswith("torch_dynamo_resume_in_"):
         fn = re.sub(r"^torch_dynamo_resume_in_(.+)_at_\d+$", r"\1", fn)
     return GraphBreak(
         reason=name, detail=reason.strip() or None, function=fn, file=file, line=line,
-        excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [],
+        excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [], library=library,
     )

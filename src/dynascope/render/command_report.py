@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
              "`dynascope run --compare-eager` wrote beside the traces, if any)",
     )  # fmt: skip
     parser.add_argument("--title", help="title of the HTML report")
+    parser.add_argument(
+        "--library-frames", action="store_true",
+        help="charge graph breaks and recompiles to the library line torch names (torch.nn's, an installed "
+             "package's), not to the first line of your own code that led there",
+    )  # fmt: skip
     dask = parser.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDR", help="summarise on this Dask scheduler (e.g. tcp://host:8786)")
     dask.add_argument("--workers", type=int, metavar="N", help="summarise on a local Dask cluster of N workers")
@@ -85,6 +90,8 @@ def main(argv: list[str]) -> int:
                           "`dynascope run --compare-eager` wrote, or traces of an eager run")  # fmt: skip
     source = args.explanation or find_explanation(args.traces)
     explanation = load_explanation(source) if source is not None else None
+    if explanation is not None and args.library_frames:
+        explanation["library_frames"] = True
     summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
                               explanation=explanation)  # fmt: skip
     notes: list[str] = []

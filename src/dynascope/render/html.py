@@ -447,7 +447,7 @@ def _cost_item(row: dict, attr: str) -> dict:
     return {
         "source": row.get("source") or "(unknown line)", "reason": row.get("reason") or "", "fix": row.get("fix") or "",
         "code": row.get("code") or "", "note": row.get("note") or "", "detail": row.get("detail") or "",
-        "function": row.get("function") or "", "kind": row.get("kind") or "",
+        "function": row.get("function") or "", "kind": row.get("kind") or "", "library": row.get("library") or "",
         "compile_ids": ", ".join(row.get("compile_ids") or []), "numbers": numbers,
         "warmup": fmt_us(row.get("warmup_us")) if row.get("warmup_us") else "",
     }  # fmt: skip

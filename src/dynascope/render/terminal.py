@@ -252,6 +252,8 @@ def _why_cell(row: dict, attr: str) -> Text:
         text.append(str(row["code"]), style="cyan")
     elif row.get("function") and attr == "graph_breaks":
         text.append(f"\n  in {row['function']}", style="dim")
+    if row.get("library"):  # the library line the user's line led to (the first user frame is charged)
+        text.append(f"\n  via {row['library']}", style="dim")
     if attr == "recompiles" and row.get("function"):
         text.append(f"\n  in {row['function']}", style="dim")
     if row.get("fix"):
