@@ -14,6 +14,7 @@ NEEDS_TORCH = [
     "capture",
     "cli/test_run.py",
     "cli/test_break_costs_cli.py",
+    "corpus/test_corpus.py",
     "debug",
     "explain/test_command.py",
     "explain/test_decompile_dynamo.py",

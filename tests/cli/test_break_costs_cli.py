@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from corpus.invariants import assert_invariants
 
 HERE = os.path.dirname(__file__)
 PLANTED = os.path.join(HERE, "..", "capture", "planted_breaks.py")
@@ -49,6 +50,7 @@ def test_run_shows_graph_breaks_by_cost_and_report_gives_them_as_json_and_csv(tm
         table = list(csv.DictReader(fh))
     assert table[0]["source"] == costly["source"] and table[0]["fix"] == costly["fix"]
     assert table[0]["compile_ids"] == "; ".join(costly["compile_ids"])  # a list, as CSV holds one
+    assert_invariants(tmp_path / "out", result.stdout)
 
 
 def test_compare_eager_when_compiling_wins(tmp_path):
@@ -64,6 +66,7 @@ def test_compare_eager_when_compiling_wins(tmp_path):
     assert fn["speedup"] == row["speedup"] and fn["eager_per_call_us"] > fn["median_us"]
     # the eager run's trace is not read as part of the compiled run
     assert len(data["meta"]["files"]) == 1
+    assert_invariants(tmp_path / "out", result.stdout)
 
 
 def test_compare_eager_when_compiling_loses(tmp_path):
@@ -74,6 +77,7 @@ def test_compare_eager_when_compiling_loses(tmp_path):
     assert row["speedup"] < 0.7 and not row["noisy"] and row["breakeven_calls"] is None
     assert "never pays off" in row["verdict"]
     assert len([r for r in data["graph_breaks"] if r["calls"]]) == 4  # the four prints
+    assert_invariants(tmp_path / "out", result.stdout)
 
 
 def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path):

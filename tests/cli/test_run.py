@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+from corpus.invariants import assert_invariants
 from tracecheck import attrs, check, load, op_events, trace_files
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts_train.py")
@@ -31,6 +32,7 @@ def test_run_traces_explains_and_reports_an_unmodified_script(tmp_path):
     html = (out / "report.html").read_text()
     assert "extern_kernels.addmm" in html and "<script src=" not in html
     assert str(out / "report.html") in result.stdout
+    assert_invariants(out, result.stdout)
 
 
 def test_run_with_aot_eager_traces_aten_ops(tmp_path):
@@ -38,6 +40,7 @@ def test_run_with_aot_eager_traces_aten_ops(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     index = check(load(trace_files(str(tmp_path / "out"))[0]))
     assert "function.addmm.default" in {e["name"] for e in op_events(index)}
+    assert_invariants(tmp_path / "out", result.stdout)
 
 
 def test_run_with_eager_traces_the_dynamo_graph(tmp_path):
@@ -46,6 +49,7 @@ def test_run_with_eager_traces_the_dynamo_graph(tmp_path):
     index = check(load(trace_files(str(tmp_path / "out"))[0]))
     assert {e["name"] for e in op_events(index)} == {"function.linear", "function.relu"}
     assert not (tmp_path / "out" / "report.html").exists()
+    assert_invariants(tmp_path / "out", result.stdout)
 
 
 def test_a_failing_script_keeps_its_error_and_our_outputs(tmp_path):
@@ -73,6 +77,7 @@ def test_demo(tmp_path):
     names = [e["name"] for e in index["events"]]  # a plain loop: its steps come from its own calls
     assert names.count("optimizer.step") == names.count("backward") == 2
     assert names.count("torch.save") == 1 and names.count("dataloader.next") == 3
+    assert_invariants(tmp_path / "demo", result.stdout)
 
 
 INTERRUPTED_SCRIPT = '''
