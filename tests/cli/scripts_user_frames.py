@@ -7,12 +7,16 @@ tests/cli/test_user_frames.py under `dynascope run` (aot_eager, CPU, a few steps
           first guards inside nn.Embedding)
     conv  the demo's ConvNet in miniature: the last batch is smaller (a recompile torch first guards inside
           nn.Conv2d)
+    lib   a model calling a helper of an installed package (written to a site-packages directory of its
+          own) that breaks the graph inside the package (`.item()`)
 
     python scripts_user_frames.py hf|conv [STEPS]
 """
 
 import functools
+import os
 import sys
+import tempfile
 
 import torch
 import torch.nn.functional as F
@@ -87,6 +91,38 @@ def conv(steps):
         opt.zero_grad()
 
 
+LIBRARY = """
+import torch
+
+
+def normalize(x):
+    scale = x.abs().max().item()
+    return x / (scale + 1.0)
+"""
+
+
+def lib(steps):
+    packages = os.path.join(tempfile.mkdtemp(), "site-packages")
+    os.makedirs(packages)
+    with open(os.path.join(packages, "helperlib.py"), "w") as fh:
+        fh.write(LIBRARY)
+    sys.path.insert(0, packages)
+    import helperlib
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            x = helperlib.normalize(self.fc(x))
+            return x.relu()
+
+    compiled = torch.compile(Net(), backend="aot_eager")
+    for _ in range(steps):
+        compiled(torch.randn(4, 8)).sum().backward()
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
-    {"hf": hf, "conv": conv}[sys.argv[1]](int(sys.argv[2]) if len(sys.argv) > 2 else 6)
+    {"hf": hf, "conv": conv, "lib": lib}[sys.argv[1]](int(sys.argv[2]) if len(sys.argv) > 2 else 6)

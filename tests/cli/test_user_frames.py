@@ -82,3 +82,19 @@ def test_the_demos_recompile_is_charged_to_the_users_conv_line(tmp_path):
     assert row["source"] == f"scripts_user_frames.py:{line_of('x = F.relu(self.conv1(x))')}"
     assert row["library"].startswith("torch/nn/modules/conv.py:") and "conv.py" not in row["source"]
     assert row["source"] in run.stdout and "mark_dynamic(x, 0)" in row["fix"]
+
+
+def test_a_break_inside_an_installed_package_is_charged_to_the_users_call_once(tmp_path):
+    """The package's helper breaks the graph (`.item()`): the user's frame splits at the call, and Dynamo
+    compiles the helper as a frame of its own, which splits at the package's line. One break, one row, at
+    the user's line, the package's line beside it; at the package's line with --library-frames."""
+    dynascope("run", "--out", "out", "--no-html", SCRIPT, "lib", "5", cwd=tmp_path)
+    data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
+    [row] = data["graph_breaks"]
+    assert row["source"] == f"scripts_user_frames.py:{line_of('x = helperlib.normalize(self.fc(x))')}"
+    assert row["library"] == "helperlib.py:6" and row["code"] == "x = helperlib.normalize(self.fc(x))"
+    assert 1 <= row["calls"] <= 4  # the steady calls (of 5, the first compiled), each hit once, not twice
+    asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
+    [lib] = asked["graph_breaks"]
+    assert lib["source"] == "helperlib.py:6" and lib["code"] == "scale = x.abs().max().item()"
+    assert lib["calls"] == row["calls"] and lib["total_us"] == row["total_us"]

@@ -27,6 +27,7 @@ distribution of call times (for medians). Only threads with probes are looked at
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -187,7 +188,7 @@ class _Accumulator:
         self.specs = specs
         self.function = [(sp[_QUALNAME], sp[_FUNCTION_NAME], sp[_FILE], sp[_LINE]) for sp in specs]
         self.cid = [sp[_CID] for sp in specs]
-        self.site = [(sp[9], sp[10], sp[8]) if sp[10] is not None else (sp[_FILE], sp[7], sp[8]) for sp in specs]
+        self.site = [_site_of(sp) for sp in specs]
         self.brk: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         self.calls: dict[tuple, list[int]] = defaultdict(lambda: [0] * 8)
         self.entry: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -386,6 +387,15 @@ class _Accumulator:
             "call_hist": frame("call_hist", hist),
             "fn_ids": frame("fn_ids", [(*k, v) for k, v in self.fn_ids.items()]),
         }
+
+
+def _site_of(spec: tuple) -> tuple:
+    """Where a frame's break happened, as (file, line, reason): the library line it led to where there is
+    one (a frame Dynamo compiled of the library function itself splits there), else the line charged."""
+    lib = re.match(r"^(.*):(\d+)$", spec[_BREAK_LIBRARY] or "")
+    if lib:
+        return (lib.group(1), int(lib.group(2)), spec[8])
+    return (spec[9], spec[10], spec[8]) if spec[10] is not None else (spec[_FILE], spec[7], spec[8])
 
 
 def _open_run(stack: list[_Run], kind: int, spec: int) -> int | None:

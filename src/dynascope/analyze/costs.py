@@ -192,10 +192,8 @@ def _base_id(cid: str) -> str:
 # graph breaks
 
 
-def _site(r: dict, library_frames: bool = False) -> tuple:
-    lib = _split_line(r.get("break_library")) if library_frames else None
-    if lib is not None:  # charged to the library's own line, as asked (`--library-frames`)
-        return (*lib, r["reason"])
+def _site(r: dict) -> tuple:
+    """(file, line, reason) a break row is charged to: its first user frame (or its line in the frame)."""
     if r["break_at"] is not None:
         return (r["break_file"], r["break_at"], r["reason"])
     return (r["file"], r["break_line"], r["reason"])
@@ -208,18 +206,24 @@ def _split_line(text: str | None) -> tuple[str, int] | None:
 
 
 def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: _Explained) -> pl.DataFrame:
+    """One row per break site: the line where the break happened, whichever frame split at it. A break inside
+    a library splits the user's frame at the user line that called into it (charged there, the library line
+    its detail), and where Dynamo then compiles the library function as a frame of its own, that frame at
+    the library line: the same break."""
     sites: dict[tuple, dict[str, Any]] = {}
     for r in brk.iter_rows(named=True):
-        key = _site(r, expl.library_frames)
-        site = sites.setdefault(key, {"ids": set(), "frames": [], "code": None, "tops": set(), "hits": 0, "us": 0,
-                                      "warm_hits": 0, "warm_us": 0, "library": None})  # fmt: skip
+        here = _site(r)
+        lib = _split_line(r.get("break_library"))
+        site = sites.setdefault((*lib, r["reason"]) if lib else here, {
+            "ids": set(), "frames": [], "code": None, "tops": set(), "hits": 0, "us": 0, "warm_hits": 0, "warm_us": 0,
+            "user": None, "user_code": None})  # fmt: skip
+        if lib is not None and site["user"] is None:
+            site["user"], site["user_code"] = here, r["break_code"]
         site["ids"].add(r["compile_id"])
-        if not expl.library_frames:
-            site["library"] = site["library"] or library_text(*(_split_line(r.get("break_library")) or (None, None)))
         if r["qualname"] not in site["frames"]:
             site["frames"].append(r["qualname"])
-        lib_site = expl.library_frames and r.get("break_library")
-        site["code"] = site["code"] or (expl.code_at(key[0], key[1]) if lib_site else r["break_code"])
+        if lib is None:
+            site["code"] = site["code"] or r["break_code"]
         site["tops"].add((r["top_qualname"], r["top_file"], r["top_line"]))
         if r["warmup"]:
             site["warm_hits"] += int(r["hits"] or 0)
@@ -227,6 +231,15 @@ def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: 
         else:
             site["hits"] += int(r["hits"] or 0)
             site["us"] += int(r["total_us"] or 0)
+    for key, site in list(sites.items()):
+        site["library"] = None
+        user = site["user"]
+        if user is not None and not expl.library_frames and user not in sites:  # the user's line, the library's
+            site["library"] = library_text(key[0], key[1])  # beside it
+            site["code"] = site["user_code"]
+            sites[user] = sites.pop(key)
+        elif site["code"] is None:
+            site["code"] = expl.code_at(key[0], key[1])
     rows = [_break_row(key, site, tops, steps, expl) for key, site in sites.items()]
     rows += _fallback_rows(tops, steps, expl)
     by_site = {(r["file"], r["line"]): r for r in rows}
