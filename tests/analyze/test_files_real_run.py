@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from corpus.invariants import assert_invariants
 from polars.testing import assert_frame_equal
 
 import dynascope
@@ -35,6 +36,7 @@ def test_files_of_a_real_training_run(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "I/O: " in done.stdout  # the end-of-run line
+    assert_invariants(out, done.stdout)
     traces = sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -70,6 +72,7 @@ def _run_nanogpt(tmp_path: Path, backend: str, *extra: str) -> tuple[str, list[s
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert_invariants(out, done.stdout)
     return done.stdout, sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))
 
 

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import tracecheck
+from corpus.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
 PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "other")
@@ -28,6 +29,7 @@ def _run(tmp_path, *args):
     assert done.returncode == 0, done.stderr[-3000:]
     said = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     traces = sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))
+    assert_invariants(out, done.stdout)
     return done.stdout, said, traces
 
 

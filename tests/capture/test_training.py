@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 import tracecheck
+from corpus.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
 
@@ -34,6 +35,8 @@ def run(tmp_path, *script_args, api="run", env=None, expect_ok=True, run_options
         assert done.returncode == 0, done.stderr[-3000:]
     said = next((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), None)
     files = {path: tracecheck.load(path) for path in tracecheck.trace_files(str(out))}
+    if api == "run" and expect_ok:
+        assert_invariants(out, done.stdout)
     return done, said, files
 
 
