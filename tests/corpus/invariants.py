@@ -404,8 +404,9 @@ def _stated_total_ok(line: str, total: Duration, expected_s: float, expected_tol
     tol = total.tolerance + expected_tol
     if close(total.seconds, expected_s, tol):
         return True
+    stated = re.compile(r"(plus|not counting|without|excluding|leaves out|left out|not in|besides|outside|apart from)\b[^;)]{0,60}$")
     return any(
-        close(total.seconds + other.seconds, expected_s, tol + other.tolerance)
+        close(total.seconds + other.seconds, expected_s, tol + other.tolerance) and stated.search(line[: line.find(other.text)])
         for other in durations(line)
         if other.text != total.text
     )
@@ -650,6 +651,8 @@ def check(outputs: Outputs) -> list[str]:
         failures += check_terminal(text, source, run_output=run_output)
         failures += check_no_explain_advice("\n".join(_dynascope_lines(text)) if run_output else text, source)
         head = _headline(_dynascope_lines(text) if run_output else text.split("\n"))
+        if compile_s and "compile" not in head:
+            failures.append(f"[compile total] {source}: no 'compile X (N%)' headline, though the run compiled for {compile_s:.3f} s")
         if compile_s is not None and "compile" in head and not _stated_total_ok(head["compile_line"], head["compile"], compile_s, exact):
             failures.append(f"[compile total] {source} headline says compile {head['compile'].text}, the JSON {compile_s:.3f} s")
         if span_s is not None and "span" in head and not close(head["span"].seconds, span_s, head["span"].tolerance + exact):
@@ -662,6 +665,8 @@ def check(outputs: Outputs) -> list[str]:
         html_text = parser.text()
         failures += check_no_explain_advice(html_text, "report.html")
         card = parser.cards.get("compile")
+        if card is None and compile_s:
+            failures.append(f"[compile total] report.html has no 'compile' figure among its cards (the run compiled for {compile_s:.3f} s)")
         if card is not None and compile_s is not None:
             d = parse_duration(card)
             if d is None or not close(d.seconds, compile_s, d.tolerance + exact):
@@ -706,6 +711,8 @@ def check(outputs: Outputs) -> list[str]:
     if outputs.explain_text is not None:
         text = outputs.explain_text
         failures += check_terminal(text, "explain DIR", piped_width=None)
+        if (outputs.explanation or {}).get("compile_times") and not re.search(r"^Compile times \(", text, re.M):
+            failures.append("[compile total] explain DIR prints no 'Compile times (N compiles, X in all ...)' line, though explanation.json has compile times")
         for line in text.split("\n"):
             m = re.match(r"^Compile times \((\d+) compiles?, (.+?) in all", line.strip())
             if not m:
