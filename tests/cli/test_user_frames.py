@@ -54,6 +54,7 @@ def test_a_recompile_first_guarded_inside_torch_nn_is_charged_to_the_users_line(
         assert row["source"] in [r["source"] for r in csv.DictReader(fh)]
     html = (tmp / "out" / "report.html").read_text()
     assert user in html and f"via {row['library']}" in html
+    assert html.count("via torch/nn/modules/sparse.py:") > 1  # the recompile's row, and the guards' view
     explained = dynascope("explain", "out", cwd=tmp).stdout
     guarded = f"guarded since line {line_of('hidden = self.wte(input_ids)')}: hidden = self.wte(input_ids), via "
     assert guarded + "torch/nn/modules/sparse.py:" in explained

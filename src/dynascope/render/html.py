@@ -25,6 +25,7 @@ from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_aut
 from ..analyze.summarize import EXPLANATION_FILE, find_beside
 from ..analyze.summary import Summary
 from ..explain.model import CompileTime, Report, compile_times_heading, with_wall_times
+from ..userframes import library_text
 from ._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
@@ -75,6 +76,7 @@ def _env() -> Environment:
     env.filters["share"] = fmt_share
     env.filters["seconds"] = _fmt_seconds
     env.filters["where"] = _where
+    env.filters["library"] = _library
     return env
 
 
@@ -579,6 +581,11 @@ def _load_json_object(path: str | Path, skipped: str) -> dict:
         return {"notes": [f"{path} does not hold a JSON object; {skipped}"], "_path": str(path)}
     data.setdefault("_path", str(path))
     return data
+
+
+def _library(user_line: Any) -> str | None:
+    """The library line torch named for a guard whose user line the explanation gives ("torch/nn/...:560")."""
+    return library_text(getattr(user_line, "library_file", None), getattr(user_line, "library_line", None))
 
 
 def _where(obj: Any) -> str:
