@@ -553,7 +553,11 @@ def check_terminal(text: str, source: str, piped_width: int | None = 100, run_ou
             failures += check_percent_line(text.split(":", 1)[1], f"{source} 'time in steps'")
         if i + 1 < len(lines) and re.search(r"\d$", line.rstrip()) and re.match(r"^\s*(ns|µs|us|ms|s|min|h|%)\b", lines[i + 1]):
             failures.append(f"[units] {source}: a wrapped line cuts a figure from its unit: {line.strip()[-40:]!r} / {lines[i + 1].strip()[:20]!r}")
-    for table in terminal_tables(body, source):
+    tables = terminal_tables(body, source)
+    if run_output and re.search(r"^Top \d+ ", body, re.M) and not tables:
+        failures.append(f"[tables] {source}: a 'Top N' table whose header and rule this checker cannot find (its checks would pass unseen)")
+    failures += check_numbered_lists(lines, source)
+    for table in tables:
         failures += check_table_units(table)
         failures += check_table_duplicates(table)
         failures += check_step_table(table)
@@ -563,6 +567,25 @@ def check_terminal(text: str, source: str, piped_width: int | None = 100, run_ou
             if len(line.rstrip()) - longest_path > piped_width - 10 and len(line.rstrip()) > piped_width:
                 failures.append(f"[width] {source}: a {len(line.rstrip())}-column line when piped (at most {piped_width}): {line.strip()[:60]!r}")
                 break
+    return failures
+
+
+def check_numbered_lists(lines: list[str], source: str) -> list[str]:
+    """A numbered list under a title ('Graph breaks by cost' / '  1. model.py:12'): no place listed twice."""
+    failures, title, seen = [], "", Counter()
+
+    def flush() -> None:
+        failures.extend(
+            f"[duplicate] {source}, list {title!r}: {item} is listed {n} times" for item, n in seen.items() if n > 1
+        )
+
+    for line in lines:
+        if line and not line[0].isspace():
+            flush()
+            title, seen = line.strip(), Counter()
+        elif m := re.match(r"^\s+\d+\.\s+(\S+)", line):
+            seen[m.group(1)] += 1
+    flush()
     return failures
 
 

@@ -80,6 +80,22 @@ def test_a_row_listed_twice_is_caught():
     assert any(f.startswith("[duplicate]") and "extern_kernels.addmm | 0/0 | forward" in f for f in check_terminal(text, "run stdout", run_output=True))
 
 
+def test_a_break_listed_twice_in_a_numbered_list_is_caught():
+    text = """Graph breaks by cost (steady state, warm-up calls left out)
+  1. modeling_gpt2.py:812
+     hits 6, per call 2.89 ms
+  2. modeling_gpt2.py:812
+     not seen running in the trace
+"""
+    failures = check_terminal(text, "run stdout", piped_width=None)
+    assert failures == ["[duplicate] run stdout, list 'Graph breaks by cost (steady state, warm-up calls left out)': modeling_gpt2.py:812 is listed 2 times"]
+
+
+def test_a_table_the_checker_cannot_read_is_a_failure_not_a_pass():
+    unreadable = GOOD_RUN.replace(" ──────────────────────────────────────────────────────────────────────────────────\n", "")
+    assert any(f.startswith("[tables]") for f in check_terminal(unreadable, "run stdout", run_output=True))
+
+
 def test_step_table_parts_must_add_to_the_wall_time():
     table = """\
 Steps: where each step's time goes (not shown at this width: I/O)
