@@ -59,6 +59,7 @@ def test_a_recompile_first_guarded_inside_torch_nn_is_charged_to_the_users_line(
     guarded = f"guarded since line {line_of('hidden = self.wte(input_ids)')}: hidden = self.wte(input_ids), via "
     assert guarded + "torch/nn/modules/sparse.py:" in explained
     assert user in explained  # its recompiles-by-cost table
+    assert f"guarded at {user}: hidden = self.wte(input_ids) (via torch/nn/modules/sparse.py:" in explained
     # unless the user asks for library frames
     asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp).stdout)
     assert [r["source"] for r in asked["recompiles"] if r["source"].startswith("sparse.py:")]

@@ -496,6 +496,9 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
         for rc in obj.recompiles:
             where = f" ({os.path.basename(rc.file)}:{rc.line})" if rc.file and rc.line else ""
             out.add(f"  - {rc.function or '?'}{where} recompiled as {rc.compile_id}: {rc.reason}")
+            guarded = _guard_line_text(obj, rc)
+            if guarded:
+                out.add(f"      {guarded}")
             for f in rc.failures[1:]:
                 out.add(f"      also {f.compile_id}: {f.reason}")
     times = with_wall_times(obj.compile_times, wall_us) if wall_us else obj.compile_times
@@ -506,6 +509,37 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
     if isinstance(obj, Report):
         _report_only_lines(obj, out)
     return out
+
+
+def _guard_line_text(obj: Explanation | Report, rc: Recompile) -> str | None:
+    """"guarded at model.py:30: x = ... (via torch/nn/modules/conv.py:560)": the user line that installed
+    the guard that failed (the first failure's), as the recompiles-by-cost table names it."""
+    failure = rc.failures[0] if rc.failures else None
+    if failure is None or not failure.subject:
+        return None
+    entries: list[CacheEntry] = []
+    todo = list(obj.explanations) if isinstance(obj, Report) else [obj]
+    while todo:
+        expl = todo.pop()
+        for entry in expl.cache_entries:
+            entries.append(entry)
+            todo.extend(r.explanation for r in entry.resume_functions if r.explanation is not None)
+    for entry in entries:
+        if entry.compile_id != failure.compile_id:
+            continue
+        for group in entry.guards:
+            if group.subject != failure.subject:
+                continue
+            guards = list(group.guards)
+            if failure.reason.startswith("tensor '"):  # a tensor's mismatch: its tensor guard's line
+                guards.sort(key=lambda g: g.kind != "TENSOR_MATCH")
+            for g in guards:
+                ul = g.user_line
+                if ul is not None and ul.line:
+                    via = f" (via {library_text(ul.library_file, ul.library_line)})" if ul.library_file else ""
+                    code = f": {ul.code}" if ul.code else ""
+                    return f"guarded at {os.path.basename(ul.file or '?')}:{ul.line}{code}{via}"
+    return None
 
 
 def _seconds(x: float | None) -> str:
