@@ -495,6 +495,14 @@ def check_json_like(summary: dict, source: str, top: int | None) -> list[str]:
                     f"its compiles {', '.join(ids)} cost {expected / 1e6:.3f} s"
                 )
 
+    # the program's own files come first in the file table
+    groups = [str(r.get("group")) for r in summary.get("by_file") or [] if r.get("group") is not None]
+    if "program" in groups:
+        last_program = len(groups) - 1 - groups[::-1].index("program")
+        before = [g for g in groups[:last_program] if g != "program"]
+        if before:
+            failures.append(f"[file order] {source} by_file: {len(before)} rows of other groups ({', '.join(sorted(set(before)))}) rank above the program's own files")
+
     # recompiles and graph breaks are charged to the program's line, not to torch's or a library's
     for table in ("recompiles", "graph_breaks"):
         for r in summary.get(table) or []:
@@ -748,6 +756,49 @@ def check(outputs: Outputs) -> list[str]:
     # the trace
     for path in outputs.traces:
         failures += check_trace(path)
+    if summary and outputs.traces:
+        failures += check_saves_are_io(summary, outputs.traces)
+    return failures
+
+
+def _saves(paths: list[str]) -> dict[str, list[int]]:
+    """Durations (µs) of every torch.save in the traces, per file, in time order."""
+    found: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for path in paths:
+        lines, _ = readable_prefix(path)
+        records = [json.loads(line) for line in lines[1:] if line.strip()]
+        names = {r["args"]["value"]: r["args"]["name"] for r in records if r.get("ph") == "M" and r.get("name") == "FH"}
+        for r in records:
+            if r.get("ph") == "X" and r.get("name") == "torch.save":
+                fname = names.get((r.get("args") or {}).get("fhash"))
+                if fname:
+                    found[fname].append((r["ts"], r["dur"]))
+    return {f: [d for _, d in sorted(v)] for f, v in found.items()}
+
+
+def check_saves_are_io(summary: dict, paths: list[str]) -> list[str]:
+    """A checkpoint saved inside a step is that step's I/O (not its forward): the step's I/O holds the
+    torch.save it lists. The k-th step that lists a file is matched with the file's k-th save when every
+    save of it is in a step; else the step must hold at least the file's shortest save."""
+    saves = _saves(paths)
+    listed: Counter = Counter(f for r in summary.get("by_step") or [] for f in set(r.get("saved") or []))
+    seen: Counter = Counter()
+    failures = []
+    for r in summary.get("by_step") or []:
+        expected = 0
+        for fname in sorted(set(r.get("saved") or [])):
+            durs = saves.get(fname)
+            if not durs:
+                continue
+            k = seen[fname]
+            seen[fname] += 1
+            expected += durs[k] if listed[fname] == len(durs) else min(durs)
+        io = r.get("io_us") or 0
+        if expected and io + 1 < expected:
+            failures.append(
+                f"[I/O part] report --json by_step step {r.get('step')} (epoch {r.get('epoch')}): saved {', '.join(os.path.basename(f) for f in r['saved'])} "
+                f"({expected} µs of torch.save in the trace) but its I/O part is {io} µs (forward {r.get('forward_us')} µs, other {r.get('other_us')} µs)"
+            )
     return failures
 
 

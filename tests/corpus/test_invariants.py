@@ -12,6 +12,7 @@ from invariants import (
     check,
     check_json_like,
     check_no_explain_advice,
+    check_saves_are_io,
     check_terminal,
     check_trace,
     durations,
@@ -207,3 +208,25 @@ def test_dynascope_lines_wider_than_a_log_file_are_caught_when_piped():
     wide = GOOD_RUN.replace("   share\n", "   share   fused ops                      layers\n")
     assert any(f.startswith("[width]") for f in check_terminal(wide, "run stdout", run_output=True))
     assert check_terminal(wide, "explain DIR", piped_width=None) == []
+
+
+def test_a_checkpoint_saved_in_a_step_must_be_that_steps_io(tmp_path):
+    """Issue 25: a 6.9 ms torch.save inside a step with evaluation was reported as forward (I/O 67 µs)."""
+    path = tmp_path / "t-1.pfw.gz"
+    fh = {"ph": "M", "name": "FH", "cat": "dftracer", "pid": 1, "tid": 1, "args": {"name": "/run/out/ckpt.pt", "value": "ab"}}
+    save = {"id": 2, "name": "torch.save", "cat": "torch.io", "ts": 5000, "dur": 6900, "args": {"fhash": "ab", "p_idx": -1}}
+    write_trace(path, [fh, {"id": 1, "name": "start", "cat": "dftracer", "ts": 0, "dur": 0}, save])
+    step = {"step": 4, "total_us": 40_000, "data_us": 100, "forward_us": 27_200, "eval_us": 0, "backward_us": 5000,
+            "optimizer_us": 3000, "io_us": 67, "compile_us": 0, "other_us": 4633, "saved": ["/run/out/ckpt.pt"]}
+    failures = check_saves_are_io({"by_step": [step]}, [str(path)])
+    assert len(failures) == 1 and failures[0].startswith("[I/O part]") and "6900 µs" in failures[0], failures
+    fixed = {**step, "forward_us": 20_367, "io_us": 6900}
+    assert check_saves_are_io({"by_step": [fixed]}, [str(path)]) == []
+
+
+def test_installed_packages_above_the_programs_data_are_caught():
+    """Issue 25: the file table was led by every package's dist-info/entry_points.txt, above val.bin."""
+    rows = [{"fname": "(Python imports and metadata: 2,359 files)", "group": "imports", "share": 0.6},
+            {"fname": "/run/data/val.bin", "group": "program", "share": 0.4}]
+    assert any(f.startswith("[file order]") for f in check_json_like(summary(by_file=rows), "report --json", 20))
+    assert check_json_like(summary(by_file=rows[::-1]), "report --json", 20) == []
