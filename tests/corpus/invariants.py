@@ -17,9 +17,17 @@ invariant, naming the invariant, the output and the numbers:
 - shares add to 100% (JSON and CSV tables that partition a total, the terminal's "time in steps"
   and phase lines, the HTML's legends);
 - every time cell in every terminal table has a whole unit (no "18.5 m", no bare "597");
-- no row listed twice (terminal tables as printed, and the JSON tables by their keys);
+- no row listed twice (terminal tables and numbered lists as printed, the JSON tables by their keys);
 - no line of a run's outputs recommends running `dynascope explain` (the run already did);
-- piped terminal output keeps to a log file's width (100 columns) for dynascope's own lines.
+- piped terminal output keeps to a log file's width (100 columns) for dynascope's own lines, and a
+  wrapped line never cuts a figure from its unit;
+- time charged to the right part and line: a checkpoint saved inside a step is that step's I/O;
+  recompiles and graph breaks are charged to the program's line, not to torch's or a library's; the
+  program's own files rank above every other group of the file table.
+
+Each failure starts with its invariant in brackets: [compile<=span], [step parts], [compile rows],
+[compile ids], [compile total], [span], [inside graph call], [shares], [units], [duplicate], [advice],
+[width], [I/O part], [user frame], [file order], [tables] (a table the checker cannot read), [outputs].
 
 Run it by hand on any run directory (e.g. the demo's):
     python tests/corpus/invariants.py DIR [--stdout FILE_WITH_THE_RUN_STDOUT]
