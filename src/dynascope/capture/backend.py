@@ -110,6 +110,11 @@ class TracingBackend:
         self.__name__ = f"dynascope_{inner}"  # Dynamo names backends by __name__ in logs
         if self.enabled:
             compile_events.install()
+        if inner == "inductor":
+            try:  # imported here, as torch.compile(backend="inductor") does, not in the first step's compile
+                _torch.inductor_compilers()
+            except TorchVersionError:
+                pass  # the first compile says so, and runs untraced
 
     def __repr__(self) -> str:
         state = "tracing" if self.enabled else "disabled"
@@ -296,8 +301,11 @@ class TracingBackend:
             hits = _aot_cache_context(lambda keys: warm_cache.have(keys, dynamo["digest"]), loaded)
             if hits is not None:
                 dynamo.update(gm=gm, digest=warm_cache.graph_digest(gm))
-            with hits or _torch.without_autograd_cache():
-                return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None)
+            try:
+                with hits or _torch.without_autograd_cache():
+                    return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None)
+            finally:
+                dynamo.pop("gm", None)  # hits load only inside compile_fx; a lazy backward needs the digest alone
 
         return compile_graph
 
