@@ -70,7 +70,7 @@ def inductor_table(data: dict) -> str:
     ]
     if warm:
         lines.append("")
-        lines.append("Warm compile of the untraced step with AOTAutograd's cache off, as traced compiles run: " + "; ".join(warm) + ".")
+        lines.append("Warm compile of the untraced step with AOTAutograd's cache off, as traced compiles ran before they used it: " + "; ".join(warm) + ".")
     anchors = []
     for row in data["models"]:
         prof = row.get("torch_profiler")
