@@ -1150,7 +1150,8 @@ def activities(result: Any) -> list[Activity]:
 
 
 # ---------------------------------------------------------------------------------------------
-# AOTAutograd's cache under traced inductor compiles (capture/backend.py). Checked on 2.13.0.
+# AOTAutograd's cache under traced inductor compiles (capture/backend.py). Run on 2.13.0; the same pieces
+# (and signatures) are in 2.14.1's source. Versions before 2.13 keep the hit path elsewhere: off there.
 # ---------------------------------------------------------------------------------------------
 
 _AOT_HITS = threading.local()  # .hooks: (check, loaded) while a traced compile runs on this thread
