@@ -238,6 +238,8 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
     if explained is not None and ns.library_frames:
         explained["library_frames"] = True
     summary = summarize_paths(written["traces"], top=max(ns.top, 1), explanation=explained)
+    if explanation:
+        _explanation_with_wall_times(report, summary, explanation)
     eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
     if eager:
         from .analyze.payoff import with_eager
@@ -268,3 +270,18 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
     print(f"next         dynascope report {target}   ·   "
           f"dynascope convert ... -o trace.json (for Perfetto)")  # fmt: skip
     return written
+
+
+def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
+    """Rewrite the run's explanation.json with each compile's time as the trace measured it (the report's
+    compile_vs_run figures, torch's own kept as timers_s): every reader of the file (`dynascope explain DIR`,
+    the HTML, a user's script) then shows the same figures as the report."""
+    from .explain.model import apply_wall_times
+    from .render.html import compile_wall_us
+
+    wall = compile_wall_us(summary)
+    if not wall:
+        return
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(apply_wall_times(report, wall).to_json())
+        fh.write("\n")

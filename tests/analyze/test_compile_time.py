@@ -190,3 +190,26 @@ def test_html_compile_times_are_the_traces(tmp_path):
     assert f"2 compiles, {total:.3f} s in all; wall clock from the run&#39;s trace" in html
     section = html.split('id="compile-times"', 1)[1].split("</section>", 1)[0]
     assert "in the trace only" in section  # 0/1: the explanation did not list it
+
+
+def test_wall_times_applied_twice_keep_torchs_timers():
+    """`dynascope run` writes explanation.json with the trace's figures (apply_wall_times); its readers apply
+    the trace again: torch's own figure stays in timers_s, and each function's explanation agrees too."""
+    from dynascope.explain.model import Explanation, FunctionRef, Report, apply_wall_times
+
+    times = [CompileTime(compile_id="0/0", function="forward", total_s=4.0),
+             CompileTime(compile_id="1/0", function="resume", total_s=0.5)]  # fmt: skip
+    wall = {"0/0": 4_200_000, "1/0": 600_000}
+    fn = Explanation(function=FunctionRef(name="forward"), compile_times=[times[0]])
+    written = apply_wall_times(Report(compile_times=times, explanations=[fn]), wall)
+    assert [(c.total_s, c.timers_s) for c in written.compile_times] == [(4.2, 4.0), (0.6, 0.5)]
+    (own,) = written.explanations[0].compile_times  # the function's own: no row for another function's id
+    assert (own.compile_id, own.total_s, own.timers_s) == ("0/0", 4.2, 4.0)
+    again = with_wall_times(Report.from_json(written.to_json()).compile_times, wall)
+    assert [(c.total_s, c.timers_s) for c in again] == [(4.2, 4.0), (0.6, 0.5)]
+    assert times[0].total_s == 4.0 and times[0].timers_s is None  # the report given is not changed
+
+
+def test_explain_without_a_trace_says_its_figures_are_torchs_timers():
+    heading = compile_times_heading([CompileTime(compile_id="0/0", function="forward", total_s=1.0)])
+    assert heading == "1 compile, 1.000 s in all; torch's own timers (a trace of the run measures the wall clock: dynascope run)"

@@ -546,21 +546,42 @@ def _seconds(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
 
-def with_wall_times(times: list[CompileTime], wall_us: dict[str, int]) -> list[CompileTime]:
+def with_wall_times(times: list[CompileTime], wall_us: dict[str, int], add_traced: bool = True) -> list[CompileTime]:
     """The compile times as a trace of the same run measured them (`wall_us`: µs per compile id, the
     report's compile_vs_run rows: the wall-clock union of compiling on every thread, worker threads and
     lazily compiled backwards included, each instant charged to one compile id): total_s is the trace's,
-    torch's own total kept as timers_s and its phase split as it is; a compile id only the trace has gets a
-    row of its own (function unknown), one the trace does not have keeps torch's figure."""
+    torch's own total kept as timers_s and its phase split as it is; with `add_traced`, a compile id only the
+    trace has gets a row of its own (function unknown); one the trace does not have keeps torch's figure.
+    Applying it again (to an explanation.json that `dynascope run` wrote with the trace's figures) keeps
+    torch's timers_s."""
     out: list[CompileTime] = []
     for ct in times:
         mine = dataclasses.replace(ct)
         if str(ct.compile_id) in wall_us:
-            mine.timers_s, mine.total_s = ct.total_s, wall_us[str(ct.compile_id)] / 1e6
+            mine.timers_s = ct.timers_s if ct.timers_s is not None else ct.total_s
+            mine.total_s = wall_us[str(ct.compile_id)] / 1e6
         out.append(mine)
     known = {str(ct.compile_id) for ct in times}
-    out += [CompileTime(compile_id=cid, function=None, total_s=us / 1e6, status="traced")
-            for cid, us in wall_us.items() if cid not in known]  # fmt: skip
+    if add_traced:
+        out += [CompileTime(compile_id=cid, function=None, total_s=us / 1e6, status="traced")
+                for cid, us in wall_us.items() if cid not in known]  # fmt: skip
+    return out
+
+
+def apply_wall_times(report: Report, wall_us: dict[str, int]) -> Report:
+    """`report` with every compile time (the run's, and each function's explanation's, resume functions'
+    included) as the trace of the same run measured it (with_wall_times): what `dynascope run` writes to
+    explanation.json, so that every reader of it shows the report's figures."""
+    out = dataclasses.replace(report, compile_times=with_wall_times(report.compile_times, wall_us))
+
+    def explained(expl: Explanation) -> Explanation:
+        entries = [dataclasses.replace(e, resume_functions=[
+            dataclasses.replace(rf, explanation=explained(rf.explanation)) if rf.explanation is not None else rf
+            for rf in e.resume_functions]) for e in expl.cache_entries]  # fmt: skip
+        return dataclasses.replace(expl, cache_entries=entries,
+                                   compile_times=with_wall_times(expl.compile_times, wall_us, add_traced=False))
+
+    out.explanations = [explained(e) for e in report.explanations]
     return out
 
 
@@ -574,7 +595,7 @@ def compile_times_heading(times: list[CompileTime]) -> str:
     lazy = [ct.compile_id for ct in times if ct.backward_s]
     if lazy:
         text += f"; backwards compiled lazily at their first backward() included ({', '.join(lazy)})"
-    return text
+    return text + "; torch's own timers (a trace of the run measures the wall clock: dynascope run)"
 
 
 def _compile_time_lines(times: list[CompileTime], out: Lines) -> None:
