@@ -72,7 +72,7 @@ def cost_tables(p: Any, steps: int, explanation: dict | None) -> dict[str, pl.Da
         "graph_breaks": _graph_breaks(p.brk, tops, steps, expl),
         "recompiles": _recompiles(p, tops, steps, compile_us, expl),
         "compiled_functions": functions,
-        "cache_entries": _entries(p.entry, compile_us),
+        "cache_entries": _entries(p.entry, compile_us, expl),
     }
 
 
@@ -154,9 +154,14 @@ def _functions(p: Any, tops: dict[tuple, _Top], compile_us: dict[str, int]) -> p
     return frame.sort(["total_us", "function"], descending=[True, False], nulls_last=True)
 
 
-def _entries(entry: pl.DataFrame, compile_us: dict[str, int]) -> pl.DataFrame:
+NO_ENTRY_KIND = "none"  # the kind of cache_entries' last row: the compiles that left no entry
+
+
+def _entries(entry: pl.DataFrame, compile_us: dict[str, int], expl: _Explained | None = None) -> pl.DataFrame:
     """One row per cache entry that ran: its calls (all), and its time per steady call (warm-up calls when
-    it has no other)."""
+    it has no other). The compile time of compiles that left no cache entry that ran (one that failed; a
+    code object Dynamo skipped, as a resume function with no ops after its break; an entry never run) is
+    one last row, kind NO_ENTRY_KIND, naming their ids, so that the rows add up to the compile total."""
     runs: dict[tuple, dict[int, dict]] = defaultdict(dict)
     for r in entry.iter_rows(named=True):
         runs[(r["compile_id"], r["qualname"], r["file"], r["line"], r["resume"])][int(r["warmup"] or 0)] = r
@@ -174,8 +179,20 @@ def _entries(entry: pl.DataFrame, compile_us: dict[str, int]) -> pl.DataFrame:
             "file": file, "line": line,
         })  # fmt: skip
     frame = pl.DataFrame(rows, schema=_ENTRY_SCHEMA)
-    return frame.with_columns(pl.col("compile_id").map_elements(_id_order, return_dtype=pl.String).alias("_o")).sort(
+    frame = frame.with_columns(pl.col("compile_id").map_elements(_id_order, return_dtype=pl.String).alias("_o")).sort(
         "_o").drop("_o")
+    listed = {r["compile_id"] for r in rows}
+    missing = sorted((cid for cid in compile_us if cid and cid not in listed), key=_id_order)
+    if missing and frame.height > 0:  # (a trace without frame probes has no entry rows at all: nothing to complete)
+        failed = [str(t.get("compile_id")) for t in (expl.times if expl else []) if t.get("status") == "failed"]
+        failed = [cid for cid in missing if cid in failed]
+        why = f" ({', '.join(failed)} failed)" if failed else ""
+        extra = pl.DataFrame([{
+            "compile_id": ", ".join(missing), "function": f"no cache entry{why}", "kind": NO_ENTRY_KIND,
+            "calls": 0, "compile_us": sum(compile_us[cid] for cid in missing),
+        }], schema=_ENTRY_SCHEMA)  # fmt: skip
+        frame = pl.concat([frame, extra])
+    return frame
 
 
 def _id_order(cid: str | None) -> str:

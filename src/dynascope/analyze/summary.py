@@ -132,7 +132,9 @@ class Summary:
     #   + eager_per_call_us, speedup, breakeven_calls, verdict after a --compare-eager run.
     compiled_functions: pl.DataFrame = field(default_factory=_empty)
     # compile_id, function, kind ("function" / "resume function"), source, calls, total_us, per_call_us,
-    #   graph_us, compile_us, file, line: one row per cache entry that ran.
+    #   graph_us, compile_us, file, line: one row per cache entry that ran, then (kind "none") one row for
+    #   the compiles that left no cache entry that ran (failed, or skipped by Dynamo: a resume function with
+    #   no ops), compile_id listing their ids, so that the compile_us column adds up to the compile total.
     cache_entries: pl.DataFrame = field(default_factory=_empty)
     # what ("calls of <function>" / "steps"), compiled_calls, eager_calls, compiled_us, eager_us (medians),
     #   speedup, saving_us, compile_us, breakeven_calls, noisy, verdict: the run against its eager
