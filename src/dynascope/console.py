@@ -8,13 +8,17 @@ No torch, no analyze: capture, explain, render and cli.py may all import this.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import IO
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.rule import Rule
+from rich.text import Text
 
 PIPE_WIDTH = 100  # columns when the output is not a terminal: a log file's (COLUMNS, where set, wins)
 INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C, as a shell gives it
@@ -51,10 +55,69 @@ def make_console(file: IO[str] | None = None, width: int | None = None, color: b
     )
 
 
+# A space that joins a figure to its unit ("5.32 ms", "(+355 µs", "4.1 kB", "12%", "2 min 5 s"): a wrapped
+# line never breaks there, so that no line ends in a bare number whose unit starts the next one.
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:ns|µs|us|ms|s|min|h|[kMGT]i?B|B|%|×)(?!\w))|(?<=\d min) (?=\d)")
+_WORD = re.compile(r" *[^ ]+ *")
+
+
+def break_offsets(plain: str, width: int) -> list[int]:
+    """Where to break one line of text to fit `width` cells: greedily at spaces, as rich wraps words,
+    but never at a space between a figure and its unit (a word longer than the width is left whole on
+    a line of its own)."""
+    joined = _UNIT_SPACE.sub("\0", plain)  # same length: a joined space is no word break
+    offsets: list[int] = []
+    used = 0
+    for m in _WORD.finditer(joined):
+        start, end = m.span()
+        word = plain[start:end]
+        if used and used + cell_len(word.rstrip()) > width:
+            offsets.append(start)
+            used = cell_len(word)
+        else:
+            used += cell_len(word)
+    return offsets
+
+
+def wrap_text(text: Text, width: int) -> list[Text]:
+    """`text` as lines of at most `width` cells (its styles kept), broken at spaces but never between a
+    figure and its unit; its own newlines are kept. A continuation line starts at column 0."""
+    lines: list[Text] = []
+    for line in text.split("\n", allow_blank=True):
+        offsets = break_offsets(line.plain, max(width, 1))
+        pieces = line.divide(offsets) if offsets else [line]
+        for piece in pieces:
+            piece.rstrip()
+            lines.append(piece)
+    return lines
+
+
+class Prose:
+    """A line (or lines) of prose printed at the console's width: wrapped at words as rich wraps them,
+    but a figure and its unit are one word (`wrap_text`). Printed whole where the console does not wrap
+    (soft_wrap)."""
+
+    def __init__(self, text: Text | str, style: str | None = None) -> None:
+        self.text = text if isinstance(text, Text) else Text(text, style=style or "")
+
+    def lines(self, width: int) -> Iterator[Text]:
+        yield from wrap_text(self.text, width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if options.no_wrap:
+            yield self.text
+            return
+        yield from self.lines(options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.text)
+
+
 def print_lines(console: Console, rows: Iterable[tuple[str, str | None]]) -> None:
-    """Print (text, role) lines, each styled by its role; text is never read as markup."""
+    """Print (text, role) lines, each styled by its role; text is never read as markup; a wrapped line
+    keeps each figure with its unit (Prose)."""
     for text, role in rows:
-        console.print(text, style=STYLES.get(role or ""), markup=False, highlight=False)
+        console.print(Prose(text, style=STYLES.get(role or "")), highlight=False)
 
 
 def print_rule(console: Console, title: str) -> None:

@@ -61,7 +61,16 @@ class TableSpec:
 #   3. then the text columns that are left narrow further (to their header's width);
 #   4. then, last, the remaining columns from the right (never the first).
 # Each table's `drop` is its documented order: least important first; a column not named is kept to the
-# end. The title says how many columns were left out.
+# end. The title says which columns were left out.
+# No two rows may read alike (render/_table.py, FitTable.widths): where leaving a column out, or cutting
+# names with "…", would print two rows whose text cells (names, ids, phases, layers: not the numbers) are
+# the same though the rows differ, the most important left-out text column that tells some of them
+# apart (the last in the drop order) is kept (narrowed; the next column of the drop order goes in its
+# place), again until the rows read apart or no left-out column tells them apart; a name column whose
+# cut cells collide is cut in its middle instead ("function._scaled_dot_prod…backward.default"), keeping
+# the end where the names differ. The kernel table adds, where two kernels read alike in every column
+# (two extern_kernels.mm of one layer's backward), a "call" column: the arguments of the wrapper's call
+# that launches each. The step table never leaves a part out: it counts it in "other" (see by_step).
 
 
 TABLES: tuple[TableSpec, ...] = (
@@ -182,9 +191,9 @@ TABLES: tuple[TableSpec, ...] = (
             Col("gpu_idle_us", "GPU idle", "us"),
         ),
         drop=(
-            "saved", "op_count", "op_us", "gpu_idle_us", "gpu_us", "compiles", "epoch", "io_us", "other_us",
-            "data_us", "optimizer_us", "eval_us",
-        ),
+            "saved", "op_count", "op_us", "gpu_idle_us", "gpu_us", "compiles", "epoch", "io_us", "data_us",
+            "optimizer_us", "eval_us",
+        ),  # a part left out is counted in "other" (terminal.StepTable), which is never in this order
     ),
     TableSpec(
         "step_stats",
@@ -376,11 +385,14 @@ def min_widths(cols: list[FitCol]) -> list[int]:
     return [h if c.numeric else min(h, max(c.min_width, c.label)) for c, h in zip(cols, _max_widths(cols), strict=True)]
 
 
-def fit_widths(width: int, cols: list[FitCol], drop: Iterable[int] = ()) -> list[int | None]:
+def fit_widths(width: int, cols: list[FitCol], drop: Iterable[int] = (), keep: Iterable[int] = ()) -> list[int | None]:
     """Each column's width in a table at most `width` wide, None for a column left out, in the order the
     comment above TABLES documents: text narrows to its min_width, then the `drop` columns (indexes) go
-    first to last, then text narrows to its header, then columns go from the right (never the first).
-    A number column always gets its widest cell."""
+    first to last, then text narrows to its header, then columns go from the right (never the first, nor
+    one in `keep`: a column kept because it tells rows apart, while another is left to go). A number
+    column always gets its widest cell."""
+    keep = set(keep)
+    drop = [i for i in drop if i not in keep]
     high = _max_widths(cols)
     low = min_widths(cols)
     floor = [h if c.numeric else min(h, max(c.label, 4)) for c, h in zip(cols, high, strict=True)]
@@ -398,7 +410,10 @@ def fit_widths(width: int, cols: list[FitCol], drop: Iterable[int] = ()) -> list
     if need(low) > width:
         mins = floor
         while need(floor) > width and len(kept) > 1:
-            kept.pop()
+            gone = [i for i in kept[1:] if i not in keep]
+            if not gone:
+                break
+            kept.remove(gone[-1])
     # grow the text columns from their minimum toward their maximum, the narrowest first
     widths = {i: mins[i] for i in kept}
     room = width - need(mins)

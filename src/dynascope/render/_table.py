@@ -1,7 +1,8 @@
 """The one terminal table every command prints (report, run, demo, explain, diff): a rich renderable that
 lays itself out for the width it is printed at, by the rules beside the table specs in `_fmt.py`
-(`fit_widths`): numbers are never cut, text columns narrow (names cut with "…", sentences wrapped), then
-columns are left out in the table's documented order, and the title says which.
+(`fit_widths`): numbers are never cut, text columns narrow (names cut with "…", sentences wrapped, never
+between a figure and its unit), then columns are left out in the table's documented order, and the title
+says which; rows that leaving a column out would make read alike keep it (`distinguish`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from ..console import wrap_text
 from ._fmt import Col, FitCol, fit_widths, min_widths, table_width
 
 NUMERIC_KINDS = ("id", "int", "us", "share", "ratio", "float", "bytes")
@@ -31,11 +33,17 @@ class Column:
     cut_start: bool = False  # a path: cut at its start, so that the file name stays ("…/ab/cdef.py")
     style: str | None = None
     justify: str | None = None  # default: numbers right, text left
+    key: bool = False  # a number that names its row (an id, a step): it tells rows apart as text does
 
     @classmethod
     def of(cls, col: Col, style: str | None = None, cut_start: bool = False) -> Column:
         numeric = col.kind in NUMERIC_KINDS
-        return cls(col.label, numeric, col.min_width, col.max_width, col.wrap, cut_start, style)
+        return cls(col.label, numeric, col.min_width, col.max_width, col.wrap, cut_start, style, key=col.kind == "id")
+
+    @property
+    def names(self) -> bool:
+        """Whether its cells tell rows apart (text, or a number that is a key)."""
+        return not self.numeric or self.key
 
 
 @dataclass
@@ -62,6 +70,38 @@ def _cut(cell: Text, width: int, at_start: bool) -> Text:
     cut = cell.copy()
     cut.truncate(width, overflow="ellipsis")
     return cut
+
+
+def _cut_middle(cell: Text, width: int, others: list[str]) -> Text:
+    """`cell` cut in its middle ("head…tail") to `width` cells, its tail long enough that it reads apart
+    from each of `others` cut the same way (and back to a word's start where room allows)."""
+    plain = cell.plain
+    if len(plain) <= width or width < 5:
+        return cell
+    for tail in range(1, width - 3):
+        if all(o == plain or o[-tail:] != plain[-tail:] or len(o) <= width for o in others):
+            break
+    seps = "_./ -:,("
+    if plain[-tail] not in seps and plain[-tail - 1] not in seps:  # back to a word's start, where one is near
+        tail = next((k for k in range(tail + 1, width // 2 + 1) if plain[-k] in seps), tail)
+    head = width - 1 - tail
+    return Text(plain[:head] + "…" + plain[-tail:], style=cell.style)
+
+
+def _cut_column(cells: list[Text], width: int, at_start: bool) -> list[Text]:
+    """A name column's cells cut to `width` (`_cut`); cells that the cut makes alike though they differ
+    are cut in their middle instead (`_cut_middle`), so that each row still reads differently."""
+    cut = [_cut(c, width, at_start) for c in cells]
+    groups: dict[str, set[str]] = {}
+    for c, full in zip(cut, cells, strict=True):
+        groups.setdefault(c.plain, set()).add(full.plain)
+    if at_start or all(len(g) == 1 for g in groups.values()):
+        return cut
+    out = []
+    for c, full in zip(cut, cells, strict=True):
+        alike = groups[c.plain]
+        out.append(_cut_middle(full, width, sorted(alike - {full.plain})) if len(alike) > 1 else c)
+    return out
 
 
 @dataclass
@@ -97,14 +137,56 @@ class FitTable:
         return table_width(min_widths(self._fit_cols())) <= width
 
     def widths(self, width: int) -> list[int | None]:
-        """Each column's width at `width` columns, None where it is left out."""
+        """Each column's width at `width` columns, None where it is left out. Where leaving columns out
+        would print rows that read alike (`_alike`), the left-out column that tells most of them apart is
+        kept (narrowed; the rule beside the drop orders in _fmt.py)."""
+        keep: set[int] = set()
+        while True:
+            widths = self._widths(width, keep)
+            restore = self._telling_apart(widths)
+            if restore is None or restore in keep:
+                return widths
+            keep.add(restore)
+
+    def _widths(self, width: int, keep: set[int]) -> list[int | None]:
         first = 0
         while True:
-            widths = fit_widths(width, self._fit_cols(first), self.drop)
+            widths = fit_widths(width, self._fit_cols(first), self.drop, keep)
             now = next(i for i, w in enumerate(widths) if w is not None)
             if now == first:
                 return widths
             first = now
+
+    def _shown(self, widths: list[int | None]) -> list[list[Text]]:
+        """Each column's cells as printed at `widths` (names cut), row by row; None-width columns as they are."""
+        columns = []
+        for i, col in enumerate(self.columns):
+            cells = [r.cells[i] for r in self.rows]
+            w = widths[i]
+            if w is not None and not col.numeric and not col.wrap:
+                cells = _cut_column(cells, w, col.cut_start)
+            columns.append(cells)
+        return [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in self.rows]
+
+    def _telling_apart(self, widths: list[int | None]) -> int | None:
+        """The most important left-out text column that tells apart rows that read alike at `widths` (their
+        shown text cells the same), or None where no rows read alike or no left-out column tells them apart."""
+        shown = self._shown(widths)
+        kept = [i for i, w in enumerate(widths) if w is not None and self.columns[i].names]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for n, row in enumerate(self.rows):
+            if row.label is None:
+                groups.setdefault(tuple(shown[n][i].plain for i in kept), []).append(n)
+        alike = [g for g in groups.values() if len(g) > 1]
+        if not alike:
+            return None
+        # the most important such column: the last in the drop order (one not in it is kept to the end)
+        order = {i: k for k, i in enumerate(self.drop)}
+        def tells(i: int) -> bool:
+            return any(len({self.rows[n].cells[i].plain for n in g}) > 1 for g in alike)
+
+        telling = [i for i, w in enumerate(widths) if w is None and self.columns[i].names and tells(i)]
+        return max(telling, key=lambda i: order.get(i, len(order)), default=None)
 
     def left_out(self, width: int) -> list[str]:
         return [c.label for c, w in zip(self.columns, self.widths(width), strict=True) if w is None]
@@ -124,15 +206,18 @@ class FitTable:
                              width=w, min_width=w, max_width=w, no_wrap=not col.wrap,
                              overflow="fold" if col.wrap else "ellipsis", style=col.style)  # fmt: skip
         first = kept[0] if kept else 0
-        for row in self.rows:
+        shown = self._shown(widths)
+        for n, row in enumerate(self.rows):
             if row.section:
                 table.add_section()
             cells = []
             for i in kept:
                 col, w = self.columns[i], widths[i]
-                cell = row.label if (row.label is not None and i == first) else row.cells[i]
-                if not col.numeric and not col.wrap and w is not None:
-                    cell = _cut(cell, w, col.cut_start)
+                cell = shown[n][i]
+                if row.label is not None and i == first:
+                    cell = row.label if col.numeric or col.wrap or w is None else _cut(row.label, w, False)
+                elif col.wrap and w is not None:  # wrapped here: a figure keeps its unit on its line
+                    cell = Text("\n").join(wrap_text(cell, w))
                 cells.append(cell)
             table.add_row(*cells, style=row.style)
         return table

@@ -15,15 +15,17 @@ from dataclasses import replace
 from typing import Any
 
 import polars as pl
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.text import Text
 
-from ..analyze.stepstats import step_rows
+from ..analyze.stepstats import step_rows, step_stats
 from ..analyze.summary import Summary
-from ..console import PIPE_WIDTH, make_console
+from ..console import PIPE_WIDTH, Prose, make_console
 from ._fmt import (
     SPEC_BY_ATTR,
+    STEP_PARTS,
     Col,
     TableSpec,
     compile_files_line,
@@ -32,11 +34,13 @@ from ._fmt import (
     fmt_share,
     fmt_us,
     fmt_value,
+    frame_of,
     io_line,
     meta_facts,
     meta_warnings,
     op_tables,
     phase_totals,
+    present_cols,
     step_cols,
     step_part_totals,
     summary_top,
@@ -45,8 +49,8 @@ from ._fmt import (
 from ._table import NUMERIC_KINDS, Column, FitTable, fit_table
 
 __all__ = [
-    "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary", "short_text",
-    "step_table", "summary_table", "summary_text",
+    "StepTable", "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary",
+    "short_text", "step_table", "summary_table", "summary_text",
 ]  # fmt: skip
 
 
@@ -74,10 +78,40 @@ def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -
     title = spec.title
     if limit is not None and n > limit:
         title += f" ({'first' if spec.attr == 'by_step' else 'top'} {limit} of {n:,})"
+    if spec.attr == "by_kernel" and _add_kernel_calls(summary, cols, rows, limit):
+        cols = [*cols, Col("call", "call", min_width=12, max_width=40)]
+        spec = replace(spec, drop=("call", *spec.drop))  # kept where it tells rows apart (FitTable.widths)
     table = _fit_table(title, cols, spec, {"name": "cyan", "layer": "cyan"})
     for row in rows:
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
     return table
+
+
+def _add_kernel_calls(summary: Summary, cols: list[Col], rows: list[dict], limit: int | None) -> bool:
+    """Where two kernel rows read the same in every text column (two `extern_kernels.mm` of one layer's
+    backward: the gradients of its input and of its weight), each row's `call`: the arguments of the
+    wrapper's call that launches it ("(buf3, primals_6, out=buf4)", from the trace's kernel source), the
+    part that tells them apart. False (rows unchanged) where no rows read alike or the trace has no code."""
+    frame = frame_of(summary, "by_kernel")
+    if "kernel_code" not in frame.columns or not summary.sources:
+        return False
+    text = [c.key for c in cols if c.kind not in NUMERIC_KINDS]
+    seen: dict[tuple, int] = {}
+    for row in rows:
+        key = tuple(str(row.get(k)) for k in text)
+        seen[key] = seen.get(key, 0) + 1
+    if all(n == 1 for n in seen.values()):
+        return False
+    codes = frame.get_column("kernel_code").to_list()[: len(rows)]
+    for row, code in zip(rows, codes, strict=True):
+        source = str(summary.sources.get(str(code or ""), "")).strip()
+        name = str(row.get("name") or "")
+        at = source.find(f"{name}(") if name else -1
+        if "\n" in source or not source:
+            row["call"] = "–"  # a generated kernel's source: its name tells it apart
+        else:
+            row["call"] = source[at + len(name) :] if at >= 0 else source
+    return True
 
 
 def _header(summary: Summary) -> Text:
@@ -109,23 +143,84 @@ def _headline(summary: Summary) -> Text | None:
     return Text("  |  ".join(parts))
 
 
-def step_table(summary: Summary, limit: int | None = None) -> FitTable | None:
+# the step parts a narrow table folds into its "other" column rather than leave out (their time would then
+# be missing from the parts, which must add to the wall time): every part but the big three and "other"
+_FOLDED_PARTS = ("io", "data", "optimizer", "eval")
+
+
+class StepTable:
+    """The per-step breakdown (`step_table`), laid out for the width it is printed at. A step part that the
+    width leaves out is not lost: its time is counted in the "other" column (the title says so: "I/O
+    counted in other"), so that the parts shown add to each step's wall time and the shares to 100%."""
+
+    def __init__(self, summary: Summary, limit: int | None) -> None:
+        self.summary, self.limit = summary, limit
+
+    def fit(self, folded: frozenset[str] = frozenset()) -> FitTable:
+        """The table with the parts `folded` counted in "other"."""
+        return _step_fit_table(self.summary, self.limit, folded)
+
+    def laid_out(self, width: int) -> FitTable:
+        """The table to print at `width`: the parts left out at that width folded into "other" (again, until
+        no further part is left out, or "other" itself is)."""
+        folded: frozenset[str] = frozenset()
+        while True:
+            table = self.fit(folded)
+            gone = set(table.left_out(width))
+            if "other" in gone:
+                return table
+            more = {part for part, label in STEP_PARTS if label in gone and part in _FOLDED_PARTS}
+            if not more:
+                return table
+            folded |= more
+
+    @property
+    def title(self) -> str:
+        return self.fit().title
+
+    @property
+    def row_count(self) -> int:
+        return self.fit().row_count
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.laid_out(options.max_width)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.laid_out(options.max_width))
+
+
+def step_table(summary: Summary, limit: int | None = None) -> StepTable | None:
     """The per-step breakdown: one row per step (wall time and its parts), then the median, p95 and share
-    rows over the steps. None without steps."""
-    frame = summary.table("by_step")
-    cols = step_cols(summary)
-    if frame.height == 0 or not cols:
+    rows over the steps (a StepTable: parts a narrow width leaves out are counted in "other"). None without
+    steps."""
+    if summary.table("by_step").height == 0 or not step_cols(summary):
         return None
+    return StepTable(summary, limit)
+
+
+def _step_fit_table(summary: Summary, limit: int | None, folded: frozenset[str]) -> FitTable:
+    frame = summary.table("by_step")
+    present = {c.key for c in step_cols(summary)}
+    stats = summary.table("step_stats")
+    if folded:
+        into = [f"{p}_us" for p in sorted(folded) if f"{p}_us" in frame.columns]
+        other = pl.sum_horizontal(pl.col("other_us").fill_null(0), *(pl.col(c).fill_null(0) for c in into))
+        frame = frame.with_columns(other.alias("other_us"))
+        stats = step_stats(frame)
+        present = (present - {f"{p}_us" for p in folded}) | {"other_us"}
+    cols = [c for c in present_cols(frame, SPEC_BY_ATTR["by_step"].cols) if c.key in present]
     n = frame.height
     shown = frame.head(limit) if limit is not None and n > limit else frame
     title = "Steps: where each step's time goes"
     if shown.height < n:
         title += f" (first {shown.height} of {n:,})"
+    labels = [label for part, label in STEP_PARTS if part in folded]
+    if labels:
+        title += f" ({' and '.join(labels)} counted in other)"
     cols = [replace(c, max_width=40) if c.kind == "names" else c for c in cols]
     table = _fit_table(title, cols, SPEC_BY_ATTR["by_step"])
     for row in shown.select([c.key for c in cols]).iter_rows(named=True):
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
-    stats = summary.table("step_stats")
     if stats.height and {"part", "median_us", "p95_us", "share"} <= set(stats.columns):
         by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
         for n_row, (label, key, kind) in enumerate(
@@ -173,7 +268,7 @@ def render_files(summary: Summary, console: Console, top: int | None = None) -> 
     if table is not None:
         console.print(table)
     if line is not None:
-        console.print(Text(line if table is not None else f"File I/O: {line.replace('more ', '', 1)}"))
+        console.print(Prose(line if table is not None else f"File I/O: {line.replace('more ', '', 1)}"))
     return True
 
 
@@ -206,7 +301,7 @@ def render_steps(summary: Summary, console: Console, top: int | None = None) -> 
     if lines:
         console.print(Text("Slowest steps", style="bold"))
         for line in lines:
-            console.print(Text(f"  {line}"))
+            console.print(Prose(f"  {line}"))
     return True
 
 
@@ -276,7 +371,8 @@ def _cost_blocks(summary: Summary, attr: str, limit: int | None, console: Consol
         measured = attr != "graph_breaks" or row.get("measurable")
         facts = ", ".join(f"{c.label} {fmt_value(row.get(c.key), c.kind) if measured else '–'}" for c in numbers)
         console.print(Text(f"{i:>3}. ").append(str(row.get("source") or "?"), style="cyan"))
-        console.print(Padding(Text(facts).append("\n").append_text(_why_cell(row, attr)), (0, 0, 0, 5), expand=False))
+        console.print(Padding(Prose(Text(facts).append("\n").append_text(_why_cell(row, attr))), (0, 0, 0, 5),
+                              expand=False))  # fmt: skip
     return True
 
 
@@ -299,7 +395,7 @@ def render_costs(summary: Summary, console: Console, top: int | None = None) -> 
         console.print()
         console.print(Text("Compiled against eager (medians of the steady calls and steps)", style="bold"))
         for line in lines:
-            console.print(Text(f"  {line}"))
+            console.print(Prose(f"  {line}"))
         printed += 1
     return printed
 
@@ -320,16 +416,16 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
     processes."""
     console = console or make_console()
     top = top or summary_top(summary)
-    console.print(_header(summary))
+    console.print(Prose(_header(summary)))
     headline = _headline(summary)
     if headline is not None:
-        console.print(headline)
+        console.print(Prose(headline))
     for warning in meta_warnings(summary):
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(Prose(f"warning: {warning}", style="yellow"))
     printed = int(render_steps(summary, console, top))
     gpu = gpu_idle_line(summary)
     if gpu:
-        console.print(Text(gpu))
+        console.print(Prose(gpu))
     printed += int(render_files(summary, console, top))
     printed += render_costs(summary, console, top)
     order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_device", "gpu_launchers", "by_phase",
@@ -350,20 +446,20 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
     console = console or make_console()
     facts = meta_facts(summary)
     if facts:
-        console.print(Text("  ·  ".join(f"{label} {value}" for label, value in facts)))
+        console.print(Prose("  ·  ".join(f"{label} {value}" for label, value in facts)))
     headline = _headline(summary)
     if headline is not None:
-        console.print(headline)
+        console.print(Prose(headline))
     for warning in meta_warnings(summary):
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(Prose(f"warning: {warning}", style="yellow"))
     for line in short_step_lines(summary):
-        console.print(Text(line))
+        console.print(Prose(line))
     gpu = gpu_idle_line(summary)
     if gpu:
-        console.print(Text(gpu))
+        console.print(Prose(gpu))
     view = file_view(summary)
     if view is not None:
-        console.print(Text(io_line(view)))
+        console.print(Prose(io_line(view)))
     if render_costs(summary, console, top) and summary.vs_eager.height == 0:
         console.print(Text("(whether compiling paid off: dynascope run --compare-eager)", style="dim"))
     attr = op_tables(summary)[0]
