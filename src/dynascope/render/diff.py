@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..analyze.diff import diff_summaries
 from ..analyze.summary import Summary
+from ..console import Prose
 from ._fmt import fmt_int, fmt_ratio, fmt_us
 from ._table import Column, FitTable, fit_table
 
@@ -146,7 +147,7 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
         slower = op.filter(pl.col("delta_us") > 0).sort("delta_us", descending=True).head(3)
         if faster.height:
             console.print(
-                Text(
+                Prose(
                     "faster in B: "
                     + ", ".join(f"{r['name']} ({fmt_us(-r['delta_us'])} less)" for r in faster.iter_rows(named=True)),
                     style="green",
@@ -154,7 +155,7 @@ def render_diff(tables: dict[str, pl.DataFrame], a_label: str, b_label: str, con
             )
         if slower.height:
             console.print(
-                Text(
+                Prose(
                     "slower in B: "
                     + ", ".join(f"{r['name']} ({fmt_us(r['delta_us'])} more)" for r in slower.iter_rows(named=True)),
                     style="red",
