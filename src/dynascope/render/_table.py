@@ -122,14 +122,20 @@ class FitTable:
                 section: bool = False) -> None:  # fmt: skip
         self.rows.append(_Row([Text(c) if isinstance(c, str) else c for c in cells], label, style, section))
 
-    def _fit_cols(self, first: int = 0) -> list[FitCol]:
+    def _fit_cols(self, first: int = 0, wider: dict[int, int] | None = None) -> list[FitCol]:
+        """What fitting needs of each column; `wider`: text columns that must be at least this wide (their
+        cut names would read alike)."""
         label = max((_widest(r.label) for r in self.rows if r.label is not None), default=0)
         fits = []
         for i, col in enumerate(self.columns):
             widest = max((_widest(r.cells[i]) for r in self.rows), default=0)
             if i == first:
                 widest = max(widest, label)
-            fits.append(FitCol(cell_len(col.label), widest, col.numeric, col.min_width, col.max_width))
+            least, most = col.min_width, col.max_width
+            if wider and i in wider:
+                least = max(least, wider[i])
+                most = None if most is None else max(most, wider[i])
+            fits.append(FitCol(cell_len(col.label), widest, col.numeric, least, most))
         return fits
 
     def fits(self, width: int) -> bool:
@@ -141,17 +147,23 @@ class FitTable:
         would print rows that read alike (`_alike`), the left-out column that tells most of them apart is
         kept (narrowed; the rule beside the drop orders in _fmt.py)."""
         keep: set[int] = set()
-        while True:
-            widths = self._widths(width, keep)
+        wider: dict[int, int] = {}
+        for _ in range(8 * len(self.columns) + 8):  # each round keeps a column or widens one: a bound
+            widths = self._widths(width, keep, wider)
+            grow = {i: w for i, w in self._too_cut(widths).items() if w > wider.get(i, 0)}
+            if grow:  # a name column cut so short that rows read alike: at least as wide as tells them apart
+                wider.update(grow)
+                continue
             restore = self._telling_apart(widths)
             if restore is None or restore in keep:
                 return widths
             keep.add(restore)
+        return widths
 
-    def _widths(self, width: int, keep: set[int]) -> list[int | None]:
+    def _widths(self, width: int, keep: set[int], wider: dict[int, int]) -> list[int | None]:
         first = 0
         while True:
-            widths = fit_widths(width, self._fit_cols(first), self.drop, keep)
+            widths = fit_widths(width, self._fit_cols(first, wider), self.drop, keep)
             now = next(i for i, w in enumerate(widths) if w is not None)
             if now == first:
                 return widths
@@ -168,16 +180,40 @@ class FitTable:
             columns.append(cells)
         return [list(row) for row in zip(*columns, strict=True)] if columns else [[] for _ in self.rows]
 
-    def _telling_apart(self, widths: list[int | None]) -> int | None:
-        """The most important left-out text column that tells apart rows that read alike at `widths` (their
-        shown text cells the same), or None where no rows read alike or no left-out column tells them apart."""
+    def _alike(self, widths: list[int | None]) -> list[list[int]]:
+        """Groups of rows (indexes) whose text cells read the same as printed at `widths`."""
         shown = self._shown(widths)
         kept = [i for i, w in enumerate(widths) if w is not None and self.columns[i].names]
         groups: dict[tuple[str, ...], list[int]] = {}
         for n, row in enumerate(self.rows):
             if row.label is None:
                 groups.setdefault(tuple(shown[n][i].plain for i in kept), []).append(n)
-        alike = [g for g in groups.values() if len(g) > 1]
+        return [g for g in groups.values() if len(g) > 1]
+
+    def _too_cut(self, widths: list[int | None]) -> dict[int, int]:
+        """The name columns whose cut cells make rows read alike though the names differ: the width each
+        needs so that they read apart (cut in the middle where that is enough), at most its widest cell."""
+        alike = self._alike(widths)
+        need: dict[int, int] = {}
+        for i, w in enumerate(widths):
+            col = self.columns[i]
+            if w is None or col.numeric or col.wrap:
+                continue
+            cells = [r.cells[i] for r in self.rows]
+            differ = [g for g in alike if len({cells[n].plain for n in g}) > 1]
+            if not differ:
+                continue
+            for wide in range(w + 1, max(_widest(c) for c in cells) + 1):
+                cut = _cut_column(cells, wide, col.cut_start)
+                if all(len({cut[n].plain for n in g}) == len({cells[n].plain for n in g}) for g in differ):
+                    need[i] = wide
+                    break
+        return need
+
+    def _telling_apart(self, widths: list[int | None]) -> int | None:
+        """The most important left-out text column that tells apart rows that read alike at `widths` (their
+        shown text cells the same), or None where no rows read alike or no left-out column tells them apart."""
+        alike = self._alike(widths)
         if not alike:
             return None
         # the most important such column: the last in the drop order (one not in it is kept to the end)

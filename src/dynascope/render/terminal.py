@@ -81,7 +81,8 @@ def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -
     if spec.attr == "by_kernel" and _add_kernel_calls(summary, cols, rows, limit):
         cols = [*cols, Col("call", "call", min_width=12, max_width=40)]
         spec = replace(spec, drop=("call", *spec.drop))  # kept where it tells rows apart (FitTable.widths)
-    table = _fit_table(title, cols, spec, {"name": "cyan", "layer": "cyan"})
+    # a layer is a module path: cut at its start, its last names kept ("…h.0.attn.c_attn")
+    table = _fit_table(title, cols, spec, {"name": "cyan", "layer": "cyan"}, cut_start=("layer", "layers"))
     for row in rows:
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
     return table
