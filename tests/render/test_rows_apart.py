@@ -165,3 +165,27 @@ def test_the_real_outputs_never_cut_a_figure_from_its_unit(run, width):
         text = _printed(fn, out, width)
         assert not _splits(text), (width, _splits(text))
         assert not [f for f in check_terminal(text, "x", piped_width=None) if "cuts a figure" in f]
+
+
+def test_cut_names_that_would_read_alike_are_cut_where_they_differ():
+    """The table arithmetic alone: names alike in their first cells (torch's op names, module paths) keep
+    the part that tells them apart, at a width that cuts them."""
+    from dynascope.render._table import Column, fit_table
+
+    ops = ["function._scaled_dot_product_flash_attention_for_cpu.default",
+           "function._scaled_dot_product_flash_attention_for_cpu_backward.default",
+           "function._scaled_dot_product_flash_attention_for_cpu.default"]  # fmt: skip
+    # rows 0 and 2 differ only in the middle of their layer's path
+    layers = ["transformer.h.0.attn.c_attn", "transformer.h.0.attn.c_attn", "transformer.h.1.attn.c_attn"]
+    table = fit_table("Ops", [Column("op", False, 20, 48), Column("layer", False, 10, 20, cut_start=True),
+                              Column("total", True)])  # fmt: skip
+    for op, layer, total in zip(ops, layers, ("1 ms", "2 ms", "3 ms"), strict=True):
+        table.add_row(op, layer, total)
+    for width in (40, 50, 60):
+        buf = io.StringIO()
+        make_console(buf, width=width, color=False).print(table)
+        rows = [line.split() for line in buf.getvalue().splitlines()[4:] if line.strip()]
+        assert len(rows) == 3 and len({tuple(r[:2]) for r in rows}) == 3, buf.getvalue()
+        assert all(len(line) <= width for line in buf.getvalue().splitlines())
+        if width >= 50:  # the start kept where room allows
+            assert all(r[0].startswith("function.") for r in rows), buf.getvalue()

@@ -356,13 +356,15 @@ SPEC_BY_ATTR = {spec.attr: spec for spec in TABLES}
 @dataclass(frozen=True)
 class FitCol:
     """What fitting needs of one column: its header's and widest cell's widths (terminal cells), whether it
-    is a number (never narrower than its widest cell), and a text column's Col.min_width and max_width."""
+    is a number (never narrower than its widest cell), and a text column's Col.min_width and max_width;
+    `floor`: the narrowest a text column gets even at step 3 (where its cut names would read alike)."""
 
     label: int
     widest: int
     numeric: bool
     min_width: int = 12
     max_width: int | None = None
+    floor: int = 0
 
 
 def table_width(widths: Iterable[int]) -> int:
@@ -395,7 +397,7 @@ def fit_widths(width: int, cols: list[FitCol], drop: Iterable[int] = (), keep: I
     drop = [i for i in drop if i not in keep]
     high = _max_widths(cols)
     low = min_widths(cols)
-    floor = [h if c.numeric else min(h, max(c.label, 4)) for c, h in zip(cols, high, strict=True)]
+    floor = [h if c.numeric else min(h, max(c.label, 4, c.floor)) for c, h in zip(cols, high, strict=True)]
     kept = list(range(len(cols)))
 
     def need(mins: list[int]) -> int:

@@ -131,11 +131,11 @@ class FitTable:
             widest = max((_widest(r.cells[i]) for r in self.rows), default=0)
             if i == first:
                 widest = max(widest, label)
-            least, most = col.min_width, col.max_width
+            least, most, floor = col.min_width, col.max_width, 0
             if wider and i in wider:
-                least = max(least, wider[i])
+                least, floor = max(least, wider[i]), wider[i]
                 most = None if most is None else max(most, wider[i])
-            fits.append(FitCol(cell_len(col.label), widest, col.numeric, least, most))
+            fits.append(FitCol(cell_len(col.label), widest, col.numeric, least, most, floor))
         return fits
 
     def fits(self, width: int) -> bool:
