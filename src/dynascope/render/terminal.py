@@ -217,7 +217,8 @@ def _step_fit_table(summary: Summary, limit: int | None, folded: frozenset[str])
         title += f" (first {shown.height} of {n:,})"
     labels = [label for part, label in STEP_PARTS if part in folded]
     if labels:
-        title += f" ({' and '.join(labels)} counted in other)"
+        said = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
+        title += f" ({said} counted in other)"
     cols = [replace(c, max_width=40) if c.kind == "names" else c for c in cols]
     table = _fit_table(title, cols, SPEC_BY_ATTR["by_step"])
     for row in shown.select([c.key for c in cols]).iter_rows(named=True):
