@@ -14,6 +14,8 @@ NEEDS_TORCH = [
     "capture",
     "cli/test_run.py",
     "cli/test_break_costs_cli.py",
+    "cli/test_compile_figures.py",
+    "cli/test_user_frames.py",
     "corpus/test_corpus.py",
     "debug",
     "explain/test_command.py",
