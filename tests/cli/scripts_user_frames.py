@@ -123,6 +123,16 @@ def lib(steps):
         compiled(torch.randn(4, 8)).sum().backward()
 
 
+def sequential(steps):
+    """torch.compile given an nn.Sequential: the frame Dynamo compiles is torch's own (its wrapper of the
+    module), so a grad-mode recompile has no line of the user's in its guard, only the call below."""
+    model = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), backend="aot_eager")
+    for _ in range(steps):
+        with torch.no_grad():
+            model(torch.randn(4, 8))  # the evaluation call
+        model(torch.randn(4, 8)).sum().backward()  # the training call: grad mode changed, a recompile
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
-    {"hf": hf, "conv": conv, "lib": lib}[sys.argv[1]](int(sys.argv[2]) if len(sys.argv) > 2 else 6)
+    {"hf": hf, "conv": conv, "lib": lib, "sequential": sequential}[sys.argv[1]](int(sys.argv[2]) if len(sys.argv) > 2 else 6)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from corpus.invariants import assert_invariants
 
 HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(HERE, "scripts_user_frames.py")
@@ -86,6 +87,23 @@ def test_the_demos_recompile_is_charged_to_the_users_conv_line(tmp_path):
     assert row["source"] in run.stdout and "mark_dynamic(x, 0)" in row["fix"]
 
 
+def test_a_recompile_of_torchs_own_frame_is_charged_to_the_users_call(tmp_path):
+    """A compiled nn.Sequential: Dynamo compiles torch's wrapper frame, and the grad-mode guard that fails
+    names no line; the recompile is charged to the user's call (the first user frame of the stack that
+    compiled it), torch's frame beside it, in the table and in explain; --library-frames gives torch's."""
+    run = dynascope("run", "--out", "out", "--no-html", SCRIPT, "sequential", "3", cwd=tmp_path)
+    data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
+    [row] = data["recompiles"]
+    assert row["source"] == f"scripts_user_frames.py:{line_of('# the training call')}"
+    assert row["library"].startswith("torch/") and "grad_mode" in row["reason"]
+    assert row["source"] in run.stdout and f"via {row['library']}" in run.stdout
+    explained = dynascope("explain", "out", cwd=tmp_path).stdout
+    assert f"called from {row['source']}" in explained
+    asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
+    assert not asked["recompiles"][0]["source"].startswith("scripts_user_frames.py")
+    assert_invariants(tmp_path / "out", run.stdout)
+
+
 def test_a_break_inside_an_installed_package_is_charged_to_the_users_call_once(tmp_path):
     """The package's helper breaks the graph (`.item()`): the user's frame splits at the call, and Dynamo
     compiles the helper as a frame of its own, which splits at the package's line. One break, one row, at
@@ -100,3 +118,8 @@ def test_a_break_inside_an_installed_package_is_charged_to_the_users_call_once(t
     [lib] = asked["graph_breaks"]
     assert lib["source"] == "helperlib.py:6" and lib["code"] == "scale = x.abs().max().item()"
     assert lib["calls"] == row["calls"] and lib["total_us"] == row["total_us"]
+
+
+def test_the_hf_style_run_holds_every_invariant(hf_run):
+    tmp, stdout, _ = hf_run
+    assert_invariants(tmp / "out", stdout)

@@ -345,6 +345,17 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
 # recompiles
 
 
+def _recompiled_at(rc: dict, expl: _Explained) -> tuple:
+    """(file, line, code, library) of a recompile no guard line names: the recompiled function, or, where
+    that function is a library's own (a compiled nn.Sequential, torch's wrapper of a compiled module), the
+    first user frame that called it, with the function's line as the library detail."""
+    file, line = rc.get("file"), rc.get("line")
+    if rc.get("call_file") and not expl.library_frames:
+        call_file, call_line = rc["call_file"], rc.get("call_line")
+        return call_file, call_line, expl.code_at(call_file, call_line), library_text(file, line)
+    return file, line, None, None
+
+
 def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[str, int],
                 expl: _Explained) -> pl.DataFrame:  # fmt: skip
     groups: dict[tuple, dict[str, Any]] = {}
@@ -354,7 +365,7 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
         explained.add(_base_id(cid))
         failure = (rc.get("failures") or [{}])[0]
         guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"), failure.get("reason"))
-        file, line, code, library = guard or (rc.get("file"), rc.get("line"), None, None)
+        file, line, code, library = guard or _recompiled_at(rc, expl)
         key = (file, line, _readable(rc.get("function")), failure.get("subject"), _reason_kind(rc.get("reason")))
         g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code, "library": library})
         g["ids"].append(cid)

@@ -213,6 +213,10 @@ class Recompile(_Data):
     compile_id: str | None
     reason: str
     failures: list[RecompileFailure] = field(default_factory=list)
+    # where the recompiled function is a library's own (torch.nn.Sequential.forward, torch's wrapper of a
+    # compiled module): the first user frame of the stack that called it, the line a recompile is charged to
+    call_file: str | None = None
+    call_line: int | None = None
     _nested: ClassVar[dict[str, type]] = {"failures": RecompileFailure}
 
 
@@ -499,6 +503,8 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
             guarded = _guard_line_text(obj, rc)
             if guarded:
                 out.add(f"      {guarded}")
+            elif rc.call_file and rc.call_line:
+                out.add(f"      called from {os.path.basename(rc.call_file)}:{rc.call_line}")
             for f in rc.failures[1:]:
                 out.add(f"      also {f.compile_id}: {f.reason}")
     times = with_wall_times(obj.compile_times, wall_us) if wall_us else obj.compile_times

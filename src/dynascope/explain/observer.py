@@ -24,6 +24,7 @@ from typing import Any
 from .. import _torch
 from ..errors import DynascopeError, TorchVersionError
 from ..trace.spans import OpenSpans
+from ..userframes import first_user_frame, is_library_file
 from . import records
 from .api import explain_code, globals_for_code
 from .model import CacheLimitHit, CompileTime, EagerFallback, Explanation, GraphBreak, Recompile, Report
@@ -50,6 +51,7 @@ class Observer:
         self._gb_cids: set[tuple[Any, ...]] = set()
         self._strings: dict[int, str] = {}
         self._frames: dict[str, tuple[str, str, int]] = {}  # frame id -> (name, file, line)
+        self._callers: dict[str, tuple[str, int]] = {}  # compile id -> (file, line) of the first user frame calling it
         self._removers: list[Any] = []
         self._metrics_before: int = 0
         self._open = OpenSpans()  # torch's compile-phase timers, per compile id
@@ -191,9 +193,12 @@ class Observer:
         stack = (info or {}).get("stack") or []
         if not stack or cid is None:
             return
+        files = [self._strings.get(f) if isinstance(f := frame.get("filename"), int) else str(f) for frame in stack]
+        caller = first_user_frame(files[:-1])
+        if caller is not None:
+            self._callers[str(cid)] = (str(files[caller]), int(stack[caller].get("line") or 0))
         last = stack[-1]
-        fname = last.get("filename")
-        file = self._strings.get(fname) if isinstance(fname, int) else str(fname)
+        file = files[-1]
         fid = records.frame_id(cid) or cid
         if file is not None and fid not in self._frames:  # torch interns file names once per process
             self._frames[fid] = (str(last.get("name")), file, int(last.get("line") or 0))
@@ -270,6 +275,8 @@ class Observer:
         reasons = self._pending_reasons.pop(cid, None)
         rc = records.recompile(row, reasons)
         if rc is not None:
+            if is_library_file(rc.file) and cid in self._callers:
+                rc.call_file, rc.call_line = self._callers[cid]
             self.recompiles.append(rc)
         limit = _torch.recompile_limit()
         hit = records.cache_limit_hit(row, limit, info)
