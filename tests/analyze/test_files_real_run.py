@@ -126,5 +126,5 @@ def test_the_programs_files_first_on_a_nanogpt_style_run(tmp_path, backend):
     inside = [r for r in rows if r["group"] in ("program", "other") and r["compile_events"] == r["events"]]
     assert view.compile_us == sum(r["total_us"] for r in inside)  # no pipe in "touched only while compiling"
     line = io_line(view)
-    assert line in stdout  # the end of `dynascope run` says it
+    assert line in stdout, stdout[-3000:]  # the end of `dynascope run` says it
     assert line.startswith(f"I/O: {len(mine)} program files, ") and "\n  not counted as I/O: " in line

@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from corpus.invariants import assert_invariants
 
 from dynascope.render._fmt import fmt_us
 
@@ -125,3 +126,7 @@ def test_explanation_counts_the_lazily_compiled_backward(run):
         ct["total_s"], ct["timers_s"] = ct["timers_s"], None
     text = observation_lines(Report.from_dict(data)).text()
     assert "backwards compiled lazily at their first backward() included (0/0)" in text
+
+
+def test_the_cold_inductor_run_holds_every_invariant(run):
+    assert_invariants(run["out"], run["stdout"])

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import tracecheck
+from corpus.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "eval_checkpoint.py")
 PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "other")
@@ -88,3 +89,7 @@ def test_eval_is_a_part_in_every_output(run):
         assert [r["part"] for r in csv.DictReader(handle)] == ["total", *PARTS]
     html = (run["out"] / "report.html").read_text()
     assert 'class="sp-eval"' in html
+
+
+def test_the_eval_and_checkpoint_run_holds_every_invariant(run):
+    assert_invariants(run["out"], run["stdout"])

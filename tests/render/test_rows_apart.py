@@ -30,7 +30,7 @@ from dynascope.render._analysis import summarize_paths
 from dynascope.render.terminal import render_short, render_summary
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
-from invariants import check_step_table, check_table_duplicates, check_terminal, terminal_tables
+from invariants import assert_invariants, check_step_table, check_table_duplicates, check_terminal, terminal_tables
 
 SCRIPT = textwrap.dedent(
     """
@@ -65,6 +65,7 @@ WIDTHS = (60, 70, 80, 90, 100, 120)
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, str]:
+    pytest.importorskip("torch", reason="the run needs torch")
     d = tmp_path_factory.mktemp("apart")
     (d / "mlp.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
@@ -189,3 +190,8 @@ def test_cut_names_that_would_read_alike_are_cut_where_they_differ():
         assert all(len(line) <= width for line in buf.getvalue().splitlines())
         if width >= 50:  # the start kept where room allows
             assert all(r[0].startswith("function.") for r in rows), buf.getvalue()
+
+
+def test_the_run_holds_every_invariant(run):
+    out, stdout = run
+    assert_invariants(out, stdout)

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from corpus.invariants import assert_invariants
 from render_fixtures import build_trace
 
 from dynascope.cli import main as cli_main
@@ -87,6 +88,7 @@ def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> tuple[Path, str]:
     """(the run's output directory, what `dynascope run` printed to a pipe)."""
+    pytest.importorskip("torch", reason="the run needs torch")
     d = tmp_path_factory.mktemp("width")
     (d / "train_wide.py").write_text(SCRIPT)
     result = _run(d, "run", "--backend", "aot_eager", "--no-html", "--out", "out", "train_wide.py")
@@ -274,3 +276,8 @@ def test_fit_keeps_numbers_whole_and_drops_in_order():
     assert fit_widths(50, cols, (3, 2)) == [28, 7, 7, None]  # the first of the drop order goes
     # then the next; then the text under its min_width (20), down to its header; numbers never narrower
     assert fit_widths(30, cols, (3, 2)) == [18, 7, None, None]
+
+
+def test_the_wide_run_holds_every_invariant(run):
+    out, stdout = run
+    assert_invariants(out, stdout)
