@@ -32,7 +32,8 @@ def test_files_of_a_real_training_run(tmp_path):
     samples, epochs = 8, 2
     command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain",
                str(SCRIPT), "--data", str(data), "--workers", "2", "--samples", str(samples), "--epochs", str(epochs)]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"},  # piped, a log file's width (another
+           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}  # test's may leak)
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "I/O: " in done.stdout  # the end-of-run line
@@ -69,7 +70,8 @@ def _run_nanogpt(tmp_path: Path, backend: str, *extra: str) -> tuple[str, list[s
     data, out = tmp_path / "data", tmp_path / "out"
     command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain",
                str(NANOGPT), "--data", str(data), "--backend", backend, *extra]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"},  # piped, a log file's width (another
+           "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}  # test's may leak)
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_invariants(out, done.stdout)
