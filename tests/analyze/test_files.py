@@ -213,7 +213,7 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
         "/tmp/torchinductor_root/ab/cabc.py": ("compiler cache", 1, 60),
         "pipe:[3741]": ("pipes", 1, 900_000),
         "socket:[11]": ("pipes", 1, 100),
-        f"{site}/tokenizers/vocab.json": ("other", 0, 20),  # a library's data file
+        f"{site}/tokenizers/vocab.json": ("packages", 0, 20),  # a library's data file
         "/proc/self/status": ("other", 0, 4),
     }
     tr = st.Trace(31)
@@ -232,16 +232,16 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
     got = [(r["group"], r["fname"]) for r in rows]
     assert got == [
         ("program", "/work/ckpt.pt"), ("program", "/data/val.bin"), ("program", "/work/dynascope/demo/train.py"),
-        ("other", f"{site}/tokenizers/vocab.json"), ("other", "/proc/self/status"),
-        ("python", "(Python imports: 5 files)"), ("compiler cache", "(compiler caches: 1 file)"),
-        ("dynascope", "(dynascope: 4 files)"), ("pipes", "(compiler pipes: 2)"),
+        ("other", "/proc/self/status"), ("python", "(Python imports: 5 files)"),
+        ("compiler cache", "(compiler caches: 1 file)"), ("dynascope", "(dynascope: 4 files)"),
+        ("packages", "(installed packages' data: 1 file)"), ("pipes", "(compiler pipes: 2)"),
     ]  # fmt: skip
     # groups add up to the files' own numbers: totals unchanged
     files = file_table(P._ensure(read_trace([trace], columns=P.SUMMARY_COLUMNS)))
     for c in ("events", "reads", "bytes_read", "total_us", "io_us", "compile_events", "compile_us"):
         assert by.get_column(c).sum() == files.get_column(c).sum(), c
     assert by.get_column("files").sum() == len(paths) == files.height
-    python = by.row(5, named=True)
+    python = by.row(4, named=True)
     assert (python["files"], python["reads"], python["total_us"], python["compile_events"]) == (5, 5, 159, 2)
     # the pipes wait on compile workers: no share; the rest's shares add to 1
     pipes = by.row(-1, named=True)

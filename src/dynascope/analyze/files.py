@@ -211,11 +211,12 @@ def _union_us(c: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 # I/O, so it has no share and the headline leaves it out. A path is judged by itself (a trace holds no
 # sys.prefix), so that another machine's trace groups the same.
 
-PROGRAM, OTHER = "program", "other"  # one row per file: the program's own; system and library data files
-PYTHON, DYNASCOPE, CACHE, PIPES = "python", "dynascope", "compiler cache", "pipes"  # one row per group
-GROUPS = (PYTHON, DYNASCOPE, CACHE, PIPES)  # in this order when their times tie; PIPES always last
+PROGRAM, OTHER = "program", "other"  # one row per file: the program's own; system files
+PYTHON, PACKAGES, DYNASCOPE, CACHE, PIPES = "python", "packages", "dynascope", "compiler cache", "pipes"  # a row each
+GROUPS = (PYTHON, PACKAGES, DYNASCOPE, CACHE, PIPES)  # in this order when their times tie; PIPES always last
 GROUP_LABELS = {  # short: a row's name in a table, "(label: N files)"
     PYTHON: "Python imports",
+    PACKAGES: "installed packages' data",
     DYNASCOPE: "dynascope",
     CACHE: "compiler caches",
     PIPES: "compiler pipes",
@@ -252,7 +253,8 @@ def file_group(fname: pl.Expr) -> pl.Expr:
         .when(fname.str.contains(_META_RE)).then(pl.lit(PYTHON))
         .when(packages & fname.str.contains(_CODE_RE)).then(pl.lit(PYTHON))
         .when(~packages & fname.str.contains(_STDLIB_RE)).then(pl.lit(PYTHON))
-        .when(packages | fname.str.contains(_SYSTEM_RE)).then(pl.lit(OTHER))
+        .when(packages).then(pl.lit(PACKAGES))  # torch's templates and headers, a package's data files
+        .when(fname.str.contains(_SYSTEM_RE)).then(pl.lit(OTHER))
         .otherwise(pl.lit(PROGRAM))
     )  # fmt: skip
 
@@ -270,7 +272,7 @@ _MAXED = ("processes", "workers")  # a group's: the most of any of its files (it
 
 def finish_files(table: pl.DataFrame) -> pl.DataFrame:
     """The Summary's by_file table from the merged per-file sums: one row per file of the program, then
-    one per other file (system and library data files), then one per group of the rest (GROUPS: its
+    one per other file (system files), then one per group of the rest (GROUPS: its
     `fname` a label with the number of files, `files` that number), each part sorted by total_us
     (descending), then the path; the pipes last. Every count adds up to the same totals as the files'.
     `share`: of all rows' total_us but the pipes' (their waiting is not file I/O; their share is null)."""
