@@ -267,6 +267,27 @@ def test_recompiles_are_charged_to_the_guard_line_with_their_compile_time(tmp_pa
     assert bare["calls"] == 2 and bare["total_us"] == 5500 and "explanation" in bare["reason"]
 
 
+def test_a_recompile_whose_guard_names_only_a_library_line_is_charged_to_the_users_function(tmp_path):
+    """Where the explanation could not trace torch.nn's line back to the user's (no `library_file`), the row
+    names the recompiled user function, torch's line beside it; --library-frames keeps torch's."""
+    tr = Trace()
+    tr.compile(0, 4000, "0/0")
+    tr.compile(10_000, 3000, "0/1")
+    entry = {"compile_id": "0/0", "guards": [{"subject": "x", "guards": [
+        {"kind": "TENSOR_MATCH", "text": "x: Tensor",
+         "user_line": {"file": "nn/modules/conv.py", "line": 560, "code": "return F.conv2d("}}]}]}
+    reason = "tensor 'x' size mismatch at index 0. expected 16, actual 8"
+    explanation = {
+        "explanations": [{"cache_entries": [entry]}],
+        "recompiles": [{"function": "forward", "file": FILE, "line": 29, "compile_id": "0/1", "reason": reason,
+                        "failures": [{"compile_id": "0/0", "reason": reason, "subject": "x"}]}],
+    }
+    [row] = summary_of(tr.write(tmp_path), explanation=explanation).recompiles.to_dicts()
+    assert (row["source"], row["library"]) == ("model.py:29", "torch/nn/modules/conv.py:560")
+    asked = summary_of(tr.write(tmp_path), explanation={**explanation, "library_frames": True}).recompiles
+    assert asked.to_dicts()[0]["source"] == "conv.py:560"
+
+
 @pytest.mark.parametrize(("reason", "code", "detail", "says"), [
     ("Skip calling `torch.compiler.disable()`d function", "x = helper(x)", None, "helper is marked torch.compiler.disable"),
     ("call torch._dynamo.disable() wrapped function helper", "y = helper(y)", None, "helper is marked"),

@@ -26,7 +26,7 @@ from typing import Any
 
 import polars as pl
 
-from ..userframes import library_text
+from ..userframes import is_library_file, library_text
 from .fixes import break_fix, fallback_fix, recompile_fix
 
 __all__ = ["COST_TABLES", "cost_tables"]
@@ -345,14 +345,22 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
 # recompiles
 
 
-def _recompiled_at(rc: dict, expl: _Explained) -> tuple:
-    """(file, line, code, library) of a recompile no guard line names: the recompiled function, or, where
-    that function is a library's own (a compiled nn.Sequential, torch's wrapper of a compiled module), the
-    first user frame that called it, with the function's line as the library detail."""
+def _unmapped(guard: tuple, expl: _Explained) -> bool:
+    """A guard line in a library's file that the explanation could not trace back to a user line."""
+    return not expl.library_frames and guard[3] is None and is_library_file(guard[0])
+
+
+def _recompiled_at(rc: dict, expl: _Explained, guard: tuple | None = None) -> tuple:
+    """(file, line, code, library) of a recompile no user line of a guard names: the recompiled function
+    (a library line its guard named as the detail), or, where that function is a library's own (a compiled
+    nn.Sequential, torch's wrapper of a compiled module), the first user frame that called it, with the
+    function's line as the library detail."""
     file, line = rc.get("file"), rc.get("line")
     if rc.get("call_file") and not expl.library_frames:
         call_file, call_line = rc["call_file"], rc.get("call_line")
         return call_file, call_line, expl.code_at(call_file, call_line), library_text(file, line)
+    if guard is not None:
+        return file, line, None, library_text(guard[0], guard[1])
     return file, line, None, None
 
 
@@ -365,7 +373,7 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
         explained.add(_base_id(cid))
         failure = (rc.get("failures") or [{}])[0]
         guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"), failure.get("reason"))
-        file, line, code, library = guard or _recompiled_at(rc, expl)
+        file, line, code, library = guard if guard and not _unmapped(guard, expl) else _recompiled_at(rc, expl, guard)
         key = (file, line, _readable(rc.get("function")), failure.get("subject"), _reason_kind(rc.get("reason")))
         g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code, "library": library})
         g["ids"].append(cid)
