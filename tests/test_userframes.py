@@ -19,6 +19,8 @@ def test_library_files_are_packages_the_stdlib_and_torchs_own_short_paths():
     assert is_library_file("nn/modules/conv.py")  # torch names its own files relative to itself
     assert is_library_file("<frozen importlib._bootstrap>") and is_library_file(None)
     assert not is_library_file(USER)
+    # the built-in demo stands for the user's script, also where dynascope is installed as a package
+    assert not is_library_file(os.path.join(PACKAGES, "dynascope", "demo", "train.py"))
 
 
 def test_the_first_user_frame_is_the_innermost_that_is_not_a_librarys():

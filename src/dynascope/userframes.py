@@ -14,6 +14,7 @@ from collections.abc import Sequence
 __all__ = ["first_user_frame", "is_library_file", "library_text"]
 
 _PACKAGE_DIRS = ("site-packages", "dist-packages")
+_DEMO = "/dynascope/demo/"
 
 
 def _stdlib_dirs() -> tuple[str, ...]:
@@ -38,6 +39,8 @@ def is_library_file(path: str | None) -> bool:
         return True
     if not os.path.isabs(path):
         return True  # torch names its own files relative to its package
+    if _DEMO in path.replace("\\", "/"):
+        return False  # the built-in demo stands for the user's script, wherever dynascope is installed
     parts = path.replace("\\", "/").split("/")
     if any(p in _PACKAGE_DIRS for p in parts):
         return True

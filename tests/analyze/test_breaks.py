@@ -288,6 +288,24 @@ def test_a_recompile_whose_guard_names_only_a_library_line_is_charged_to_the_use
     assert asked.to_dicts()[0]["source"] == "conv.py:560"
 
 
+def test_recompiles_charged_to_one_line_are_one_row(tmp_path):
+    """Torch before 2.9 names no guard's line: two causes then both fall on the function's line, one row."""
+    tr = Trace()
+    tr.compile(0, 4000, "0/0")
+    tr.compile(10_000, 3000, "0/1")
+    tr.compile(20_000, 1000, "0/2")
+    size = "tensor 'x' size mismatch at index 0. expected 16, actual 8"
+    explanation = {"explanations": [{"cache_entries": []}], "recompiles": [
+        {"function": "forward", "file": FILE, "line": 29, "compile_id": "0/1", "reason": size,
+         "failures": [{"compile_id": "0/0", "reason": size, "subject": "x"}]},
+        {"function": "forward", "file": FILE, "line": 29, "compile_id": "0/2", "reason": "guard failed: n == 1",
+         "failures": [{"compile_id": "0/0", "reason": "guard failed: n == 1", "subject": "n"}]},
+    ]}  # fmt: skip
+    [row] = summary_of(tr.write(tmp_path), explanation=explanation).recompiles.to_dicts()
+    assert row["source"] == "model.py:29" and row["compile_ids"] == ["0/1", "0/2"] and row["total_us"] == 4000
+    assert row["reason"].startswith(size) and "also: guard failed: n == 1" in row["reason"]
+
+
 @pytest.mark.parametrize(("reason", "code", "detail", "says"), [
     ("Skip calling `torch.compiler.disable()`d function", "x = helper(x)", None, "helper is marked torch.compiler.disable"),
     ("call torch._dynamo.disable() wrapped function helper", "y = helper(y)", None, "helper is marked"),

@@ -399,8 +399,30 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
             "per_step_us": total / steps if steps else None, "function": fn, "file": file, "line": line,
             "code": g["code"], "subject": subject, "compile_ids": ids, "library": g.get("library"),
         })  # fmt: skip
-    frame = pl.DataFrame(rows, schema=_RECOMPILE_SCHEMA)
+    frame = pl.DataFrame(_one_row_a_line(rows), schema=_RECOMPILE_SCHEMA)
     return frame.sort(["total_us", "source"], descending=[True, False], nulls_last=True)
+
+
+def _one_row_a_line(rows: list[dict]) -> list[dict]:
+    """Recompiles charged to one line are one row (where torch names no guard line, two causes fall on the
+    recompiled function's line): their compiles and times added, the costliest cause first, the others
+    said after it."""
+    by_line: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_line.setdefault((row["file"], row["line"]), []).append(row)
+    merged = []
+    for same in by_line.values():
+        same.sort(key=lambda r: -(r["total_us"] or 0))
+        row = dict(same[0])
+        if len(same) > 1:
+            ids = sorted({c for r in same for c in r["compile_ids"]}, key=_id_order)
+            total = sum(r["total_us"] or 0 for r in same)
+            others = "; ".join(r["reason"] for r in same[1:])
+            row.update(compile_ids=ids, calls=len(ids), total_us=total, per_call_us=total / len(ids),
+                       per_step_us=sum(r["per_step_us"] or 0 for r in same) if row["per_step_us"] is not None else None,
+                       reason=f"{row['reason']} (also: {others})")  # fmt: skip
+        merged.append(row)
+    return merged
 
 
 def _readable(function: str | None) -> str | None:
