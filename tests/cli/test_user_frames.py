@@ -14,7 +14,12 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from corpus.invariants import assert_invariants
+
+# torch before 2.9 records no guard's user line (a recompile row then names the recompiled function), and,
+# checked on 2.5.1, gives a break inside a package's own compiled frame no stack back to the user's call
+OLD_TORCH = pytest.mark.skipif(torch.__version__ < "2.9", reason="torch before 2.9 records no guard or break user stack")
 
 HERE = os.path.dirname(__file__)
 SCRIPT = os.path.join(HERE, "scripts_user_frames.py")
@@ -41,6 +46,7 @@ def hf_run(tmp_path_factory):
     return tmp, run.stdout, data
 
 
+@OLD_TORCH
 def test_a_recompile_first_guarded_inside_torch_nn_is_charged_to_the_users_line(hf_run):
     tmp, stdout, data = hf_run
     user = f"scripts_user_frames.py:{line_of('hidden = self.wte(input_ids)')}"
@@ -78,6 +84,7 @@ def test_a_decorated_forward_is_compiled_and_run_gives_findings_not_advice_to_ru
     assert brk["source"] == f"scripts_user_frames.py:{line_of('bool((attention_mask == 0).all())')}"
 
 
+@OLD_TORCH
 def test_the_demos_recompile_is_charged_to_the_users_conv_line(tmp_path):
     run = dynascope("run", "--out", "out", "--no-html", SCRIPT, "conv", "4", cwd=tmp_path)
     data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
@@ -104,6 +111,7 @@ def test_a_recompile_of_torchs_own_frame_is_charged_to_the_users_call(tmp_path):
     assert_invariants(tmp_path / "out", run.stdout)
 
 
+@OLD_TORCH
 def test_a_break_inside_an_installed_package_is_charged_to_the_users_call_once(tmp_path):
     """The package's helper breaks the graph (`.item()`): the user's frame splits at the call, and Dynamo
     compiles the helper as a frame of its own, which splits at the package's line. One break, one row, at
