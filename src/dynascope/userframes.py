@@ -14,7 +14,8 @@ from collections.abc import Sequence
 __all__ = ["first_user_frame", "is_library_file", "library_text"]
 
 _PACKAGE_DIRS = ("site-packages", "dist-packages")
-_DEMO = "/dynascope/demo/"
+_OWN = os.path.dirname(os.path.realpath(__file__)) + os.sep  # dynascope's own code (its call wrappers) is a library's
+_DEMO = os.path.join(_OWN, "demo") + os.sep  # but its built-in demo stands for the user's script
 
 
 def _stdlib_dirs() -> tuple[str, ...]:
@@ -39,12 +40,12 @@ def is_library_file(path: str | None) -> bool:
         return True
     if not os.path.isabs(path):
         return True  # torch names its own files relative to its package
-    if _DEMO in path.replace("\\", "/"):
-        return False  # the built-in demo stands for the user's script, wherever dynascope is installed
+    real = os.path.realpath(path)
+    if real.startswith(_OWN):
+        return not real.startswith(_DEMO)  # the built-in demo is the user's, wherever dynascope is installed
     parts = path.replace("\\", "/").split("/")
     if any(p in _PACKAGE_DIRS for p in parts):
         return True
-    real = os.path.realpath(path)
     return any(real.startswith(d) for d in _STDLIB)
 
 
