@@ -120,8 +120,8 @@ def test_the_programs_files_first_on_a_nanogpt_style_run(tmp_path, backend):
     if inductor:  # inductor's compile workers, answering while the main process compiles
         assert pipes["fname"].startswith("(compiler pipes: ") and pipes["compile_events"] == pipes["events"]
     else:  # the child's output, read outside any compile
-        # the child's pipe (torch 2.5.1 reads two more, outside compile phases, of its own)
-        assert re.fullmatch(r"\(pipes and sockets: \d+\)", pipes["fname"]) and pipes["compile_events"] == 0
+        # the child's pipe, read outside compile phases (torch 2.5.1 reads two more of its own while compiling)
+        assert re.fullmatch(r"\(pipes and sockets: \d+\)", pipes["fname"]) and pipes["compile_events"] < pipes["events"]
     assert abs(s.by_file.get_column("share").drop_nulls().sum() - 1.0) < 1e-9
     view = file_view(s)
     assert view is not None
