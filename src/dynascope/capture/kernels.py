@@ -287,24 +287,33 @@ def with_saved_nodes(provenance: dict[str, tuple[list[str], list[str]]], place: 
     path = os.path.join(place[0], "dynascope", f"{place[1]}.json")
     if any(nodes for nodes, _ in provenance.values()):
         if not os.path.exists(path):
-            _write_atomic(path, {key: nodes for key, (nodes, _) in provenance.items()})
+            write_json(path, {key: nodes for key, (nodes, _) in provenance.items()})
         return provenance
-    try:
-        with fileio.real_open(path, encoding="utf-8") as saved_file:  # ours: not the program's I/O
-            saved = json.load(saved_file)
-    except (OSError, ValueError):
+    saved = read_json(path)
+    if not isinstance(saved, dict):
         return provenance
     return {key: (list(saved.get(key) or []), stacks) for key, (_, stacks) in provenance.items()}
 
 
-def _write_atomic(path: str, data: dict) -> None:
+def read_json(path: str) -> Any:
+    """A record dynascope keeps beside inductor's cache, or None where it is missing or unreadable."""
+    try:
+        with fileio.real_open(path, encoding="utf-8") as handle:  # ours: not the program's I/O
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: str, data: dict) -> None:
+    """Write a record beside inductor's cache, atomically; a read-only cache directory only means that
+    warm runs work it out again."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         temporary = f"{path}.{os.getpid()}.tmp"
         with fileio.real_open(temporary, "w", encoding="utf-8") as out:
             json.dump(data, out)
         os.replace(temporary, path)
-    except OSError:  # a read-only cache directory: warm runs then take layers from source lines
+    except (OSError, TypeError, ValueError):
         pass
 
 

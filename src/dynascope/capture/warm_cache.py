@@ -12,13 +12,12 @@ another layer, is a miss). Otherwise torch counts a miss and the graphs compile 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from typing import Any
 
 from .. import _torch
-from ..trace import fileio
 from .attribution import module_of
+from .kernels import read_json, write_json
 
 VERSION = 1
 
@@ -46,11 +45,7 @@ def load(key: str | None, phase: str, digest: str) -> dict | None:
     path = _path(key, phase, digest)
     if path is None:
         return None
-    try:
-        with fileio.real_open(path, encoding="utf-8") as handle:  # ours: not the program's I/O
-            record = json.load(handle)
-    except (OSError, ValueError):
-        return None
+    record = read_json(path)
     if not isinstance(record, dict) or record.get("version") != VERSION:
         return None
     if record.get("kind") not in ("kernels", "replay") or len(record.get("names", ())) != len(record.get("fields", ())):
@@ -71,11 +66,4 @@ def save(key: str | None, phase: str, digest: str, kind: str, named: list[tuple[
         return
     record = {"version": VERSION, "kind": kind, "names": [name for name, _ in named],
               "fields": [fields for _, fields in named]}  # fmt: skip
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = f"{path}.{os.getpid()}.tmp"
-        with fileio.real_open(temporary, "w", encoding="utf-8") as out:
-            json.dump(record, out)
-        os.replace(temporary, path)
-    except (OSError, TypeError, ValueError):
-        pass
+    write_json(path, record)
