@@ -15,7 +15,7 @@ import sys
 import textwrap
 
 import pytest
-from corpus.invariants import assert_invariants
+from corpus.invariants import check, collect, report
 
 from dynascope.render._fmt import fmt_us
 
@@ -129,4 +129,6 @@ def test_explanation_counts_the_lazily_compiled_backward(run):
 
 
 def test_the_cold_inductor_run_holds_every_invariant(run):
-    assert_invariants(run["out"], run["stdout"])
+    # this run prints at COLUMNS=200 on purpose (its headline and explain lines are read whole): no width check
+    failures = [f for f in check(collect(run["out"], run["stdout"])) if not f.startswith("[width]")]
+    assert not failures, report(failures)
