@@ -199,17 +199,17 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
     site = "/venv/lib/python3.11/site-packages"
     paths = {
         "/data/val.bin": ("program", 0, 30),
-        "/work/ckpt.pt": ("program", 0, 50),
-        "/work/dynascope/demo/train.py": ("program", 0, 2),  # the built-in demo is a program
+        "/home/me/proj/ckpt.pt": ("program", 0, 50),
+        "/home/me/proj/dynascope/demo/train.py": ("program", 0, 2),  # the built-in demo is a program
         f"{site}/numpy-2.4.6.dist-info/entry_points.txt": ("python", 0, 40),  # torch listing its backends
         f"{site}/sympy-1.14.0.dist-info/entry_points.txt": ("python", 0, 45),
         f"{site}/torch/_dynamo/eval_frame.py": ("python", 1, 70),  # linecache while Dynamo traces
         "/usr/lib/python3.11/inspect.py": ("python", 1, 3),
-        "/work/__pycache__/model.cpython-311.pyc": ("python", 0, 1),
+        "/home/me/proj/__pycache__/model.cpython-311.pyc": ("python", 0, 1),
         f"{site}/dynascope-0.1.0.dist-info/entry_points.txt": ("dynascope", 0, 8),
         f"{F._OWN}/analyze/files.py": ("dynascope", 0, 9),
-        "/work/src/dynascope.egg-info/entry_points.txt": ("dynascope", 0, 7),  # run from a checkout
-        "/work/out/train-4242.pfw.gz": ("dynascope", 0, 6),  # a trace file
+        "/home/me/proj/src/dynascope.egg-info/entry_points.txt": ("dynascope", 0, 7),  # run from a checkout
+        "/home/me/proj/out/train-4242.pfw.gz": ("dynascope", 0, 6),  # a trace file
         "/tmp/torchinductor_root/ab/cabc.py": ("compiler cache", 1, 60),
         "pipe:[3741]": ("pipes", 1, 900_000),
         "socket:[11]": ("pipes", 1, 100),
@@ -231,7 +231,7 @@ def test_the_programs_files_first_the_rest_grouped(tmp_path):
     rows = by.iter_rows(named=True)
     got = [(r["group"], r["fname"]) for r in rows]
     assert got == [
-        ("program", "/work/ckpt.pt"), ("program", "/data/val.bin"), ("program", "/work/dynascope/demo/train.py"),
+        ("program", "/home/me/proj/ckpt.pt"), ("program", "/data/val.bin"), ("program", "/home/me/proj/dynascope/demo/train.py"),
         ("other", "/proc/self/status"), ("python", "(Python imports: 5 files)"),
         ("compiler cache", "(compiler caches: 1 file)"), ("dynascope", "(dynascope: 4 files)"),
         ("packages", "(installed packages' data: 1 file)"), ("pipes", "(compiler pipes: 2)"),
