@@ -23,6 +23,7 @@ NEEDS_TORCH = [
     "explain/test_explain_toy.py",
     "explain/test_module_and_why.py",
     "explain/test_observer.py",
+    "ranks",
     "seeds",
     "trace/test_config.py",
     "trace/test_durability.py",
