@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import gpu
+from . import gpu, ranks
 from .costs import cost_tables
 from .files import finish_files
 from .partial import KERNEL_KEYS, Partial
@@ -20,9 +20,15 @@ def _share(col: str = "total_us") -> pl.Expr:
     return pl.when(total > 0).then(pl.col(col) / total).otherwise(0.0).alias("share")
 
 
-def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summary:
+def finish(p: Partial, top: int = 20, explanation: dict | None = None,
+           explanations: dict[int, dict] | None = None) -> Summary:  # fmt: skip
     """Turn merged partials into the Summary tables (deterministic row order). `explanation`: the
-    explanation.json of the same run, as a dict, for the graph-break and recompile tables."""
+    explanation.json of the same run, as a dict, for the graph-break and recompile tables; `explanations`:
+    each rank's (rank -> dict), for the per-rank and divergence tables (docs/ranks.md) and, merged, those
+    tables where `explanation` is not given."""
+    explanations = dict(explanations or {})
+    if explanation is None and explanations:
+        explanation = ranks.merged_explanation(explanations)
     by_op = _by_op(p.op_hist)
     by_kernel = _by_kernel(p.kernel)
     lay = p.layer
@@ -65,7 +71,7 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         by_layer = gpu.with_gpu_by_layer(by_layer, p.gpu)
         by_kernel = gpu.with_gpu_by_kernel(by_kernel, p.gpu)
         step_columns += ["gpu_us", (pl.col("total_us") - pl.col("gpu_us")).alias("gpu_idle_us")]
-    by_step = p.step.sort(["epoch", "step"], nulls_last=False).select(step_columns)
+    by_step, by_rank_step = ranks.job_steps(p.step, step_columns)
     stats = step_stats(by_step)
     by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
         "pid", "host", "rank", "events", "op_us", "compile_us", "world_size", "run_us"
@@ -82,6 +88,8 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         },
         schema={"kind": pl.String, "compile_id": pl.String, "total_us": pl.Int64},
     ).with_columns((pl.col("total_us") / grand if grand else pl.lit(0.0)).alias("share"))
+    rank_ids = sorted(int(r) for r in p.proc_file.get_column("rank").drop_nulls().unique().to_list())
+    missing = [r for r in rank_ids if r not in explanations] if explanations else []
     m = p.meta
     span = (m.end_max - m.ts_min) if m.ts_min is not None and m.end_max is not None else 0
     meta = summary_meta(
@@ -93,7 +101,9 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         run_us=run_us,
         dropped_lines=m.dropped_lines,
         dropped_events=m.dropped_events,
-        warnings=m.warnings + untraced_warnings(m.untraced),
+        warnings=m.warnings + untraced_warnings(m.untraced) + (
+            [(f"no explanation for rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: their "
+              "recompiles and graph breaks come from the trace alone")] if missing else []),
     )
     return Summary(
         by_op=by_op,
@@ -109,12 +119,30 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None) -> Summar
         by_kernel=by_kernel,
         sources=dict(m.sources),
         step_stats=stats,
-        slow_steps=slow_steps(by_step, stats),
+        slow_steps=slow_steps(by_step, stats, by_rank_step),
         by_file=finish_files(p.file),
         by_device=gpu.by_device(p.gpu),
         gpu_launchers=gpu.launchers(p.gpu),
-        **cost_tables(p, _step_count(by_step), explanation),
+        **_ranked_costs(cost_tables(p, _step_count(by_step), explanation), explanations),
+        by_rank_step=by_rank_step,
+        by_rank=ranks.by_rank(p.proc_file, p.process, by_rank_step, explanations),
+        divergence=ranks.divergence(by_rank_step, explanations, p.comm_seq, rank_ids),
+        explanations=explanations,
     )
+
+
+def _ranked_costs(tables: dict, explanations: dict[int, dict]) -> dict:
+    """The recompile and graph-break tables with `ranks` (the ranks whose explanation has the row) where the
+    ranks' explanations differ."""
+    if len(explanations) < 2:
+        return tables
+    out = dict(tables)
+    for attr, key in (("recompiles", "recompiles"), ("graph_breaks", "graph_breaks")):
+        t = tables.get(attr)
+        if t is None or t.height == 0:
+            continue
+        out[attr] = ranks.with_ranks(t, explanations, key)
+    return out
 
 
 def _step_count(by_step: pl.DataFrame) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
+import numpy as np
 import polars as pl
 
 from . import breaks, gpu
@@ -49,7 +50,7 @@ SUMMARY_COLUMNS = [
     "trace_file", "name", "cat", "pid", "tid", "ts", "dur", "phase", "layer", "module_type",
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
-    "ltid", "launch", "grad_enabled",
+    "ltid", "launch", "grad_enabled", "pg", "seq", "state", "signal",
 ]  # fmt: skip
 
 _STR_KEYS = [
@@ -60,7 +61,7 @@ _STR_KEYS = [
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
              "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line",
-             "grad_enabled")  # fmt: skip
+             "grad_enabled", "seq")  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -119,6 +120,11 @@ class Partial:
     call_hist: pl.DataFrame = field(default_factory=lambda: _empty("call_hist"))
     fn_ids: pl.DataFrame = field(default_factory=lambda: _empty("fn_ids"))
     gpu: pl.DataFrame = field(default_factory=lambda: _empty("gpu"))  # device time per launcher (analyze/gpu.py)
+    # per process of a file: its rank (null: none), host, how its file ended (status), the compile ids it began
+    proc_file: pl.DataFrame = field(default_factory=lambda: _empty("proc_file"))
+    # per rank: the collectives it issued (pg, seq: the group's sequence number, else the issue order), their
+    #   operation, bytes and the step they were issued in (analyze/ranks.py compares them across ranks)
+    comm_seq: pl.DataFrame = field(default_factory=lambda: _empty("comm_seq"))
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -127,7 +133,7 @@ _KEYS = {
     "kernel": [*KERNEL_KEYS, "dur"],
     "layer": ["layer", "module_type", "phase"],
     "graph": ["compile_id", "graph", "phase"],
-    "step": ["epoch", "step"],
+    "step": ["rank", "epoch", "step"],
     "process": ["host", "pid", "rank", "world_size"],
     "compile": ["compile_id"],
     "file": ["fname"],
@@ -137,6 +143,8 @@ _KEYS = {
     "call_hist": ["qualname", "file", "line", "warmup", "dur"],
     "fn_ids": ["qualname", "file", "line", "compile_id"],
     "gpu": gpu.GPU_KEYS,
+    "proc_file": ["trace_file", "pid", "rank", "host", "status"],
+    "comm_seq": ["rank", "pg", "seq", "op", "step"],
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -145,7 +153,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
               "count": pl.Int64, "total_us": pl.Int64},
     "graph": {"compile_id": pl.String, "graph": pl.String, "phase": pl.String,
               "calls": pl.Int64, "total_us": pl.Int64, "ops": pl.Int64},
-    "step": {"epoch": pl.Int64, "step": pl.Int64,
+    "step": {"rank": pl.Int64, "epoch": pl.Int64, "step": pl.Int64,
              "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64,
              **dict.fromkeys(PART_COLUMNS, pl.Int64), "compiles": pl.Int64, "gpu_us": pl.Int64,
              **dict.fromkeys(LIST_COLUMNS, pl.List(pl.String))},
@@ -155,6 +163,10 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "file": FILE_SCHEMA,
     **breaks.SCHEMAS,
     "gpu": gpu.GPU_SCHEMA,
+    "proc_file": {"trace_file": pl.String, "pid": pl.Int64, "rank": pl.Int64, "host": pl.String, "status": pl.String,
+                  "events": pl.Int64, "compile_ids": pl.List(pl.String)},
+    "comm_seq": {"rank": pl.Int64, "pg": pl.String, "seq": pl.Int64, "op": pl.String, "bytes": pl.Int64,
+                 "step": pl.Int64, "n": pl.Int64},
 }  # fmt: skip
 
 
@@ -464,6 +476,8 @@ def _core(
         file=file_table(others),
         meta=meta,
         gpu=gpu.gpu_partial(others),
+        proc_file=_proc_file(others, hist),
+        comm_seq=_comm_seq(others),
         **breaks.frame_tables(others),
     )
 
@@ -501,7 +515,8 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         return _empty("step")
     op_us, op_count = ops_per_region(op_windows(windows), ops)
     numbers, listed = step_parts(f, windows)
-    keys = ["epoch", "step"]
+    windows = windows.join(_rank_of_pid(f), on="pid", how="left")
+    keys = ["rank", "epoch", "step"]
     found = pl.concat([windows, numbers], how="horizontal")
     busy = pl.Series("gpu_us", gpu.busy_in_windows(f, windows))
     busy = pl.select(pl.when(pl.Series(gpu.paused_in_windows(f, windows))).then(None).otherwise(busy)).to_series()
@@ -528,6 +543,119 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
         out = out.join(one, on=keys, how="left", nulls_equal=True).with_columns(pl.col(c).fill_null(none))
     return _conform("step", out)
 
+
+
+def _rank_expr() -> pl.Expr:
+    """A process's rank; null where it has none (a single process's header says -1)."""
+    r = pl.col("rank").cast(pl.Int64)
+    return pl.when(r >= 0).then(r).otherwise(None)
+
+
+def _rank_of_pid(f: pl.DataFrame) -> pl.DataFrame:
+    """pid -> rank (null: not a rank) of the processes of one file's rows."""
+    return (
+        f.select(pl.col("pid").cast(pl.Int64), _rank_expr().alias("rank"))
+        .group_by("pid")
+        .agg(pl.col("rank").drop_nulls().min())
+    )
+
+
+def _proc_file(others: pl.DataFrame, hist: pl.DataFrame) -> pl.DataFrame:
+    """Per (trace_file, pid): rank, host, how the file ended ("complete"; "cut by SIGTERM": the writer's cut
+    record; "no end record": SIGKILL or a crash), its events and the compile ids it began."""
+    keys = ["trace_file", "pid"]
+
+    def ident(df: pl.DataFrame, events: pl.Expr) -> pl.DataFrame:
+        return df.group_by(pl.col("trace_file").cast(pl.String), pl.col("pid").cast(pl.Int64)).agg(
+            events.cast(pl.Int64).alias("events"),
+            _rank_expr().drop_nulls().min().alias("rank"),
+            pl.col("host").cast(pl.String).drop_nulls().min().alias("host"),
+        )
+
+    base = pl.concat([ident(hist, pl.col("n").sum()), ident(others, pl.len())], how="vertical_relaxed")
+    base = base.group_by(keys).agg(
+        pl.col("events").sum(), pl.col("rank").drop_nulls().min(), pl.col("host").drop_nulls().min()
+    )
+    if base.height == 0:
+        return _empty("proc_file")
+    name, cat = pl.col("name").cast(pl.String), pl.col("cat").cast(pl.String)
+    marks = others.filter((cat == "dftracer") & name.is_in(["end", "cut"])).select(
+        pl.col("trace_file").cast(pl.String), pl.col("pid").cast(pl.Int64), name.alias("mark"),
+        pl.col("signal").cast(pl.String),
+    )  # fmt: skip
+    ended = marks.group_by(keys).agg(
+        (pl.col("mark") == "end").any().alias("ended"),
+        pl.col("signal").filter(pl.col("mark") == "cut").drop_nulls().first().alias("signal"),
+        (pl.col("mark") == "cut").any().alias("was_cut"),
+    )
+    compiles = others.filter((cat == COMPILE_CAT) & pl.col("compile_id").is_not_null()).select(
+        pl.col("trace_file").cast(pl.String), pl.col("pid").cast(pl.Int64),
+        pl.col("compile_id").cast(pl.String).str.strip_chars().alias("cid"),
+    ).filter(~pl.col("cid").is_in(list(NO_COMPILE_ID)))  # fmt: skip
+    ids = compiles.group_by(keys).agg(pl.col("cid").unique().sort().alias("compile_ids"))
+    t = base.join(ended, on=keys, how="left").join(ids, on=keys, how="left")
+    status = (
+        pl.when(pl.col("was_cut").fill_null(False))
+        .then(pl.lit("cut by ") + pl.col("signal").fill_null("a signal"))
+        .when(pl.col("ended").fill_null(False))
+        .then(pl.lit("complete"))
+        .otherwise(pl.lit("no end record"))
+    )
+    t = t.with_columns(status.alias("status"), pl.col("compile_ids").fill_null(pl.lit([], dtype=pl.List(pl.String))))
+    return _sum_by(_conform("proc_file", t), _KEYS["proc_file"])
+
+
+COMM_CAT = "comm"
+COMM_KEPT = 20_000  # collectives kept per (rank, process group): the first ones, where ranks part ways
+
+
+def _comm_seq(others: pl.DataFrame) -> pl.DataFrame:
+    """Per rank and process group: the collectives issued (docs/trace-format.md, collective events), each
+    once (its issue marker or its complete event), keyed by the group's sequence number (else the issue
+    order within the group), with its operation, bytes and the step it was issued in (null: none)."""
+    cat = pl.col("cat").cast(pl.String)
+    if not (others.get_column("cat").cast(pl.String) == COMM_CAT).any():
+        return _empty("comm_seq")
+    c = others.filter((cat == COMM_CAT) & pl.col("ts").is_not_null()).with_columns(
+        pl.col("pid").cast(pl.Int64), pl.col("pg").cast(pl.String).fill_null("?"),
+        pl.col("seq").cast(pl.Int64).fill_null(-1), pl.col("ts").cast(pl.Int64),
+    )  # fmt: skip
+    ranks = _rank_of_pid(others)
+    c = c.join(ranks, on="pid", how="left")
+    # one row per collective: the issue marker where there is one, else the complete event
+    issued = (pl.col("state").cast(pl.String) == "issued").fill_null(False)
+    c = c.with_columns(issued.alias("__issued")).sort(["pid", "pg", "ts"])
+    known = c.filter(pl.col("seq") >= 0).sort("__issued", descending=True).unique(
+        ["rank", "pid", "pg", "seq"], keep="first", maintain_order=True
+    )
+    order = c.filter(pl.col("seq") < 0)
+    if order.height:  # no sequence number: the issue order of the markers (else of the events) per group
+        has_marker = order.group_by("pid", "pg").agg(pl.col("__issued").any().alias("__m"))
+        order = order.join(has_marker, on=["pid", "pg"]).filter(pl.col("__issued") == pl.col("__m")).drop("__m")
+        order = order.sort("ts").with_columns(pl.int_range(pl.len()).over(["pid", "pg"]).cast(pl.Int64).alias("seq"))
+    rows = pl.concat([known, order], how="diagonal_relaxed").sort("ts")
+    rows = rows.with_columns(_step_at(others, rows).alias("step"))
+    out = rows.select(
+        "rank", "pg", "seq", pl.col("name").cast(pl.String).alias("op"), pl.col("bytes").cast(pl.Int64).fill_null(0),
+        "step", pl.lit(1, dtype=pl.Int64).alias("n"),
+    ).filter(pl.int_range(pl.len()).over(["rank", "pg"]) < COMM_KEPT)  # fmt: skip
+    return _sum_by(_conform("comm_seq", out), _KEYS["comm_seq"])
+
+
+def _step_at(others: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
+    """The step each row's `ts` falls in, on its process (any thread of it); null outside every step."""
+    out = np.full(rows.height, -1, dtype=np.int64)
+    windows = step_windows(others).filter(pl.col("step").is_not_null())
+    if windows.height and rows.height:
+        pid, ts = rows.get_column("pid").to_numpy(), rows.get_column("ts").to_numpy()
+        for (p,), w in windows.sort("ts").partition_by("pid", as_dict=True).items():
+            a = w.get_column("ts").to_numpy()
+            b = a + w.get_column("dur").fill_null(0).to_numpy()
+            mine = np.flatnonzero(pid == p)
+            k = np.searchsorted(a, ts[mine], side="right") - 1
+            inside = (k >= 0) & (ts[mine] < b[np.maximum(k, 0)])
+            out[mine[inside]] = w.get_column("step").to_numpy()[k[inside]]
+    return pl.Series(out).replace(-1, None)
 
 
 def _compile_unions(f: pl.DataFrame) -> pl.DataFrame:

@@ -31,8 +31,10 @@ PART_LABELS = {
     "optimizer": "optimizer",
     "io": "I/O",
     "compile": "compile",
+    "comm": "exposed communication",
     "other": "other Python",
 }
+_OPTIONAL_PARTS = ("comm",)  # a row in step_stats only where some step has it (a run with collectives)
 
 _STATS_SCHEMA = {
     "part": pl.String, "median_us": pl.Int64, "p95_us": pl.Int64, "mean_us": pl.Float64, "total_us": pl.Int64,
@@ -67,6 +69,8 @@ def step_stats(by_step: pl.DataFrame) -> pl.DataFrame:
     for part, col in (("total", "total_us"), *zip(PARTS, PART_COLUMNS, strict=True)):
         values = [int(v or 0) for v in steps.get_column(col).to_list()]
         total = sum(values)
+        if part in _OPTIONAL_PARTS and not total:
+            continue
         rows.append(
             {
                 "part": part,
@@ -81,10 +85,15 @@ def step_stats(by_step: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=_STATS_SCHEMA)
 
 
-def slow_steps(by_step: pl.DataFrame, stats: pl.DataFrame, limit: int = SLOW_STEPS) -> pl.DataFrame:
+def slow_steps(by_step: pl.DataFrame, stats: pl.DataFrame, by_rank_step: pl.DataFrame | None = None,
+               limit: int = SLOW_STEPS) -> pl.DataFrame:  # fmt: skip
     """Up to `limit` of the slowest steps that took longer than the median step, slowest first: epoch,
     step, total_us, over_us (over the median step), part (the one that stands out, or null), excess_us (its
-    excess over its median), why (plain words)."""
+    excess over its median), why (plain words). With ranks (`by_rank_step`): + rank, the rank whose step
+    stood out, each rank's parts measured against its own medians; the why names it, and says where the
+    other ranks spent the time waiting for it (docs/ranks.md)."""
+    if by_rank_step is not None and by_rank_step.height and "rank" in by_step.columns:
+        return _slow_job_steps(by_step, stats, by_rank_step, limit)
     steps = step_rows(by_step)
     if steps.height < 2 or stats.height == 0:
         return pl.DataFrame(schema=_SLOW_SCHEMA)
@@ -97,7 +106,7 @@ def slow_steps(by_step: pl.DataFrame, stats: pl.DataFrame, limit: int = SLOW_STE
     )
     rows = []
     for r in slow.iter_rows(named=True):
-        excess = {p: int(r[c] or 0) - median[p] for p, c in zip(PARTS, PART_COLUMNS, strict=True)}
+        excess = {p: int(r[c] or 0) - median.get(p, 0) for p, c in zip(PARTS, PART_COLUMNS, strict=True)}
         part = max(PARTS, key=lambda p: excess[p])  # ties: the first in PARTS
         over = int(r["total_us"]) - typical
         stands_out = excess[part] > 0 and excess[part] >= STANDS_OUT * typical
@@ -115,14 +124,94 @@ def slow_steps(by_step: pl.DataFrame, stats: pl.DataFrame, limit: int = SLOW_STE
     return pl.DataFrame(rows, schema=_SLOW_SCHEMA)
 
 
+# parts a rank spends waiting for a slower rank: the collective's wait is in its backward (DDP's all-reduce
+# in the autograd hooks), in exposed communication where the trace has collectives, or between traced events
+WAITING = ("backward", "comm", "other")
+_SLOW_RANK_SCHEMA = {**_SLOW_SCHEMA, "rank": pl.Int64}
+
+
+def _rank_medians(by_rank_step: pl.DataFrame, parts: list[str]) -> dict[int, dict[str, int]]:
+    out: dict[int, dict[str, int]] = {}
+    for (rank,), g in by_rank_step.partition_by("rank", as_dict=True).items():
+        steps = step_rows(g)
+        out[rank] = {p: _nearest_rank([int(v or 0) for v in steps.get_column(c).to_list()], 50)
+                     for p, c in [("total", "total_us"), *((p, f"{p}_us") for p in parts)] if c in steps.columns}
+    return out
+
+
+def _slow_job_steps(by_step: pl.DataFrame, stats: pl.DataFrame, by_rank_step: pl.DataFrame,
+                    limit: int) -> pl.DataFrame:  # fmt: skip
+    """The slowest job steps: for each, every rank's excess per part over that rank's median; the rank with
+    the largest excess in a part that is no waiting (a compile, a data stall, I/O) is the cause, else the
+    slowest rank; the others' excess in waiting parts is said as waiting for it."""
+    steps = step_rows(by_step)
+    if steps.height < 2 or stats.height == 0:
+        return pl.DataFrame(schema=_SLOW_RANK_SCHEMA)
+    parts = [p for p in dict.fromkeys((*PARTS, "comm")) if f"{p}_us" in by_rank_step.columns]
+    typical = {r["part"]: r["median_us"] for r in stats.iter_rows(named=True)}["total"]
+    medians = _rank_medians(by_rank_step, parts)
+    slow = (
+        steps.filter(pl.col("total_us") > typical)
+        .sort(["total_us", "epoch", "step"], descending=[True, False, False], nulls_last=True)
+        .head(limit)
+    )
+    rows = []
+    for r in slow.iter_rows(named=True):
+        same = by_rank_step.filter(pl.col("step").eq_missing(r["step"]) & pl.col("epoch").eq_missing(r["epoch"]))
+        excess: dict[int, dict[str, int]] = {}
+        for rr in same.iter_rows(named=True):
+            m = medians.get(rr["rank"], {})
+            excess[rr["rank"]] = {p: int(rr[f"{p}_us"] or 0) - m.get(p, 0) for p in parts}
+        bar = STANDS_OUT * typical
+        causes = [(e[p], -rank, p, rank) for rank, e in excess.items() for p in parts
+                  if p not in WAITING and e[p] > 0 and e[p] >= bar]  # fmt: skip
+        over = int(r["total_us"]) - typical
+        if causes:
+            _, _, part, rank = max(causes)
+        else:
+            rank = r["rank"]
+            e = excess.get(rank, {})
+            part = max(parts, key=lambda p: e.get(p, 0)) if e else None
+            if part is None or e[part] <= 0 or e[part] < bar:
+                part = None
+        row_of = {rr["rank"]: rr for rr in same.iter_rows(named=True)}
+        if part is None:
+            why = f"rank {rank}: " + _no_part(over)
+        else:
+            own = {p: excess[rank][p] for p in parts}
+            why = f"rank {rank}: " + _why(part, own, row_of.get(rank, r), typical)
+            waited, too = [], []
+            for other, e in sorted(excess.items()):
+                if other == rank:
+                    continue
+                w = max(WAITING, key=lambda p: e.get(p, 0))
+                if e.get(part, 0) >= bar:
+                    too.append(f"rank {other} {PART_LABELS.get(part, part)} +{_ms(e[part])}")
+                elif part not in WAITING and e.get(w, 0) >= bar:
+                    waited.append(f"rank {other} {PART_LABELS.get(w, w)} +{_ms(e[w])}")
+            if too:
+                why += "; the same on " + ", ".join(too[:ALSO + 1]) + (
+                    f" and {len(too) - ALSO - 1} more" if len(too) > ALSO + 1 else "")
+            if waited:
+                shown = ", ".join(waited[:ALSO + 1]) + (f" and {len(waited) - ALSO - 1} more" if len(waited) > ALSO + 1
+                                                        else "")  # fmt: skip
+                why += f"; the other ranks waited for it ({shown}: in their collectives)"
+        rows.append({
+            "epoch": r["epoch"], "step": r["step"], "total_us": r["total_us"], "over_us": over,
+            "part": part, "excess_us": excess[rank][part] if part is not None and rank in excess else None,
+            "why": why, "rank": rank,
+        })  # fmt: skip
+    return pl.DataFrame(rows, schema=_SLOW_RANK_SCHEMA)
+
+
 def _why(part: str, excess: dict[str, int], row: dict, typical: int) -> str:
-    text = f"{PART_LABELS[part]} +{_ms(excess[part])}"
+    text = f"{PART_LABELS.get(part, part)} +{_ms(excess[part])}"
     detail = _detail(part, row)
     if detail:
         text += f" ({detail})"
     also = [
-        f"{PART_LABELS[p]} +{_ms(excess[p])}"
-        for p in sorted(PARTS, key=lambda p: -excess[p])
+        f"{PART_LABELS.get(p, p)} +{_ms(excess[p])}"
+        for p in sorted(excess, key=lambda p: -excess[p])
         if p != part and excess[p] > 0 and excess[p] >= STANDS_OUT * typical
     ][:ALSO]
     if also:
@@ -148,6 +237,8 @@ def _detail(part: str, row: dict) -> str:
         return f"saved {_names([os.path.basename(s) or s for s in saved])}" if saved else ""
     if part == "other":
         return "time between traced events"
+    if part == "comm":
+        return "waiting for collectives while computing nothing"
     return ""
 
 

@@ -40,7 +40,7 @@ from .summary import Summary
 
 __all__ = [
     "EXPLANATION_FILE", "SUMMARY_COLUMNS", "Partial", "file_partial", "find_beside", "finish", "merge", "partial",
-    "read_explanation", "summarize", "summarize_files",
+    "rank_explanations", "read_explanation", "summarize", "summarize_files",
 ]  # fmt: skip
 
 EXPLANATION_FILE = "explanation.json"  # what `dynascope run` and `dynascope explain --out` write beside the trace
@@ -61,15 +61,22 @@ def summarize_files(
     workers: int | None = None,
     threads: int | None = None,
     explanation: dict | str | os.PathLike | None = None,
+    explanations: dict[int, dict | str | os.PathLike] | None = None,
+    explanation_beside: bool = False,
 ) -> Summary:
     """Summarise trace files without holding them all in memory: one partial per file, merged.
 
     With `scheduler` (a Dask scheduler address) or `workers` (a local Dask cluster of N workers) the
     files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
     `explanation`: the run's explanation.json (a path, or its dict) for why each graph break, eager
-    function and recompile happened; "auto" takes the one beside the traces, if any.
+    function and recompile happened; "auto" takes the one beside the traces, if any (and so does
+    `explanation_beside`: the one given was found beside the traces). Ranks' traces: every
+    rank's explanation is read (`explanations`, rank -> dict or path, else `rank_explanations` finds them)
+    for the per-rank and divergence tables (docs/ranks.md); with `explanation` not given, the job's
+    graph-break and recompile tables come from all of them.
     """
-    if explanation == "auto":
+    auto = explanation == "auto"
+    if auto:
         explanation = find_beside(paths, EXPLANATION_FILE)
     explained = read_explanation(explanation)
     if scheduler is not None or workers is not None:
@@ -77,9 +84,43 @@ def summarize_files(
 
         return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained)
     files = expand_paths(paths)
-    result = finish(merge(map_files(file_partial, files, threads=threads)), top=top, explanation=explained)
+    parts = map_files(file_partial, files, threads=threads)
+    ranked = rank_explanations(paths, files, parts, explanations)
+    if (auto or explanation_beside) and len(ranked) > 1:
+        if explained is not None and explained.get("library_frames"):
+            ranked = {r: {**e, "library_frames": True} for r, e in ranked.items()}
+        explained = None  # the job's tables come from every rank's explanation, not one found beside a trace
+    result = finish(merge(parts), top=top, explanation=explained, explanations=ranked)
     _emit_warnings(result.meta["warnings"])
     return result
+
+
+def rank_explanations(paths, files: list[str], parts: list[Partial],
+                      given: dict[int, dict] | None = None) -> dict[int, dict]:  # fmt: skip
+    """Every rank's explanation.json, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside
+    a rank's own trace (one directory per rank); `given` (rank -> dict or path) first. Empty for a trace
+    without ranks."""
+    from .ranks import rank_explanation_paths
+
+    file_ranks: dict[str, int] = {}
+    for f, p in zip(files, parts, strict=True):
+        r = p.proc_file.get_column("rank").drop_nulls()
+        if r.len():
+            file_ranks[os.fspath(f)] = int(r.min())  # type: ignore[arg-type]
+    out: dict[int, dict] = {}
+    for rank, e in (given or {}).items():
+        read = read_explanation(e)
+        if read is not None:
+            out[int(rank)] = read
+    if not file_ranks:
+        return out
+    for rank, path in rank_explanation_paths(paths if isinstance(paths, (list, tuple)) else [paths],
+                                             file_ranks).items():  # fmt: skip
+        if rank not in out:
+            read = read_explanation(path)
+            if read is not None:
+                out[rank] = {**read, "_path": path}
+    return dict(sorted(out.items()))
 
 
 def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:

@@ -149,6 +149,20 @@ class Summary:
     #   training-step events (optimizer.step, backward, dataloader.next, ...) the rest was launched in,
     #   and what is left ("elsewhere ..."): analyze/gpu.py.  Empty without device events.
     gpu_launchers: pl.DataFrame = field(default_factory=_empty)
+    # Many ranks (analyze/ranks.py, docs/ranks.md). Where the trace has ranks, by_step is the job's: one row per
+    #   step, its wall time and parts the slowest rank's, + rank (that rank), ranks (how many ranks had it).
+    # rank, then every by_step column: each rank's steps.  Empty without ranks.
+    by_rank_step: pl.DataFrame = field(default_factory=_empty)
+    # rank, host, pid (its main process), processes (with its DataLoader workers), steps, step_median_us,
+    #   compile_us, recompiles, graph_breaks (null: no explanation), graphs (compile ids begun), status
+    #   ("complete" / "cut by SIGTERM" / "no end record"), explanation (whether its explanation was read).
+    by_rank: pl.DataFrame = field(default_factory=_empty)
+    # kind ("recompile" / "graphs" / "graph break" / "collective"), at, step, ranks (those that differ, "1, 3"),
+    #   detail, source (the guard's or break's line; the collective's group and sequence number), hang_risk:
+    #   where the ranks did different things, the first first.  Empty with fewer than two ranks.
+    divergence: pl.DataFrame = field(default_factory=_empty)
+    # rank -> that rank's explanation.json (as read), for every rank that has one
+    explanations: dict[int, dict] = field(default_factory=dict)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -160,5 +174,5 @@ class Summary:
 TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
-    "vs_eager", "by_device", "gpu_launchers",
+    "vs_eager", "by_device", "gpu_launchers", "by_rank_step", "by_rank", "divergence",
 )  # fmt: skip

@@ -21,15 +21,18 @@ __all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 
 # the per-step breakdown first (by_step, step_stats, slow_steps), then the other tables in TABLES order
 _FIRST = ("by_step", "step_stats", "slow_steps")
-SUMMARY_TABLES = _FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in _FIRST)
+_RANKS = ("divergence", "by_rank", "by_rank_step")  # many ranks (analyze/ranks.py): empty frames otherwise
+SUMMARY_TABLES = _FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in _FIRST + _RANKS) + _RANKS
 
 
 def summarize_paths(
     paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None,
-    explanation: dict | None = None,
+    explanation: dict | None = None, explanation_beside: bool = False,
 ) -> Summary:
     """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given.
-    `explanation` (explanation.json, read) says why for the graph-break and recompile tables."""
+    `explanation` (explanation.json, read) says why for the graph-break and recompile tables;
+    `explanation_beside`: it was found beside the traces, so a job's traces take every rank's instead
+    (summary.explanations; docs/ranks.md)."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
     with warnings.catch_warnings():
@@ -37,7 +40,7 @@ def summarize_paths(
         # one partial per file, merged (on Dask with scheduler/workers): the same summary as
         # summarize(read_trace(...)) at a fraction of the memory
         return summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers,
-                               explanation=explanation)
+                               explanation=explanation, explanation_beside=explanation_beside)
 
 
 def _jsonable(value: Any) -> Any:
@@ -52,8 +55,12 @@ def summary_to_dict(summary: Summary) -> dict:
     first: by_step with its part columns, the statistics over the steps, the slowest steps and why)."""
     out: dict[str, Any] = {"top": summary.top, "meta": dict(summary.meta)}
     for attr in SUMMARY_TABLES:
+        if attr in _RANKS and summary.table(attr).height == 0:
+            continue  # a trace without ranks: as before
         out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in summary.table(attr).to_dicts()]
     out["kernel_sources"] = summary.sources  # by_kernel's `kernel_code` -> the code it runs
+    if summary.explanations:
+        out["explanations"] = {str(r): e.get("_path") for r, e in summary.explanations.items()}  # rank -> its file
     return out
 
 
@@ -86,7 +93,7 @@ def write_csv(summary: Summary, target: str | Path) -> list[Path]:
     written = []
     for attr in SUMMARY_TABLES:
         frame = summary.table(attr)
-        if frame.width:
+        if frame.width and not (attr in _RANKS and frame.height == 0):
             path = target / f"{attr}.csv"
             _csv_safe(frame).write_csv(path)
             written.append(path)

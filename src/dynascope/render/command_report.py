@@ -93,7 +93,12 @@ def main(argv: list[str]) -> int:
     if explanation is not None and args.library_frames:
         explanation["library_frames"] = True
     summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
-                              explanation=explanation)  # fmt: skip
+                              explanation=explanation, explanation_beside=args.explanation is None)  # fmt: skip
+    if args.explanation is None and len(summary.explanations) > 1:  # a job: every rank's explanation was read
+        from ..analyze.ranks import merged_explanation
+
+        explanation = merged_explanation(summary.explanations)
+        source = f"ranks {', '.join(str(r) for r in summary.explanations)}"
     notes: list[str] = []
     eager = args.eager or _eager_beside(args.traces)
     if eager is not None:
