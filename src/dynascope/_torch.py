@@ -1264,3 +1264,50 @@ def inductor_cache_dir() -> str | None:
     except ImportError:
         return None
     return str(cache_dir())
+
+
+# ---------------------------------------------------------------------------------------------
+# DDPOptimizer (compiled DistributedDataParallel). Checked on 2.5.1, 2.13.0 and 2.15.0.
+# ---------------------------------------------------------------------------------------------
+
+
+def ddp_split() -> dict[str, Any] | None:
+    """Where the current compile is one of DDPOptimizer's: Dynamo hands a graph of a module run inside
+    DistributedDataParallel to DDPOptimizer.compile_fn, which splits it at DDP's gradient buckets and calls
+    the backend once per piece (torch._dynamo.backends.distributed, 2.5.1 .. 2.15). None when no
+    DDPOptimizer compile is on this thread's stack; else {"index": the piece being compiled (0-based, forward
+    order; None while compile_fn itself runs, or where it did not split: one bucket), "count": its buckets,
+    "cap": bucket_bytes_cap, "first_cap": first_bucket_cap, "buckets": [{"bytes", "params"}] in forward
+    order (params: the graph's names of each bucket's parameters)}. Read from compile_fn's frame (its
+    `self` and `buckets`) and SubmodCompiler.run_node's (`n`: the submodule being compiled)."""
+    module = sys.modules.get("torch._dynamo.backends.distributed")
+    if module is None:  # never imported: Dynamo imports it for its first DDP compile
+        return None
+    try:
+        compile_code = module.DDPOptimizer.compile_fn.__code__
+        run_node_code = module.SubmodCompiler.run_node.__code__
+    except AttributeError as exc:
+        raise moved("torch._dynamo.backends.distributed.DDPOptimizer.compile_fn and SubmodCompiler.run_node",
+                    exc) from exc
+    node = None
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code is run_node_code and node is None:
+            node = frame.f_locals.get("n")
+        elif code is compile_code:
+            optimizer = frame.f_locals.get("self")
+            buckets = frame.f_locals.get("buckets") or getattr(optimizer, "buckets", None) or []
+            match = re.search(r"submod_(\d+)$", str(getattr(node, "target", "")))
+            index = int(match.group(1)) if match and len(buckets) > 1 else None
+            described = [{"bytes": int(getattr(b, "size", 0)), "params": [str(p) for p in getattr(b, "params", [])]}
+                         for b in buckets]  # fmt: skip
+            return {
+                "index": index if index is not None and index < len(buckets) else None,
+                "count": len(buckets),
+                "cap": getattr(optimizer, "bucket_bytes_cap", None),
+                "first_cap": getattr(optimizer, "first_bucket_cap", None),
+                "buckets": described,
+            }
+        frame = frame.f_back
+    return None

@@ -128,7 +128,80 @@ def attribution(node: Any, gm: Any, layer_by_seq: dict[int, tuple[str, str]] | N
     }
     if record_shapes:
         attrs["shapes"], attrs["dtypes"] = input_shapes(node)
+    attrs.update(comm_fields(node))
     return attrs
+
+
+# ------------------------------------------------------------------------------------------------
+# functional collectives in a compiled graph (docs/trace-format.md, "Collectives in compiled graphs")
+
+_COMM_NAMESPACES = ("_c10d_functional", "c10d_functional")
+_WAIT = "wait_tensor"
+
+
+def _comm_op(node: Any) -> str | None:
+    """"all_reduce" for a node of torch.ops._c10d_functional.all_reduce(_).default, "wait_tensor" for a
+    wait; None for any other node."""
+    target = node.target
+    if node.op != "call_function" or getattr(target, "namespace", None) not in _COMM_NAMESPACES:
+        return None
+    packet = getattr(target, "overloadpacket", target)
+    name = str(getattr(packet, "__name__", "") or getattr(target, "__name__", "")).split(".")[0]
+    return name.removesuffix("_") or None  # all_reduce_ (in place, as dist.all_reduce traces) is an all_reduce
+
+
+def _tensor_bytes(value: Any) -> int:
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in value)
+    try:
+        return int(value.numel()) * int(value.element_size())
+    except Exception:  # noqa: BLE001 - not a tensor, or a symbolic size: unknown
+        return -1 if hasattr(value, "numel") else 0
+
+
+def _group_name(node: Any) -> str:
+    """The collective's process group name: its schema's `group_name` argument."""
+    if "group_name" in node.kwargs:
+        return str(node.kwargs["group_name"])
+    schema = getattr(node.target, "_schema", None)
+    for i, argument in enumerate(getattr(schema, "arguments", []) or []):
+        if argument.name == "group_name" and i < len(node.args):
+            return str(node.args[i])
+    strings = [a for a in node.args if isinstance(a, str)]
+    return strings[-1] if strings else ""
+
+
+def comm_fields(node: Any) -> dict[str, Any]:
+    """`comm_op`, `comm_pg`, `comm_bytes` and `comm_key` of a functional collective's node and of its
+    wait_tensor (the collective's: `comm_key` is the collective node's name on both), from the graph's
+    compile-time metadata; {} for any other node, and for a wait whose collective is not in this graph."""
+    op = _comm_op(node)
+    if op is None:
+        return {}
+    if op == _WAIT:
+        source: Any = node.args[0] if node.args else None
+        while getattr(source, "op", None) == "call_function" and getattr(source.target, "__name__", "") == "getitem":
+            source = source.args[0]  # a coalesced collective's i-th output
+        if source is None or not hasattr(source, "target") or _comm_op(source) in (None, _WAIT):
+            return {}
+        return comm_fields(source)
+    first: Any = node.args[0] if node.args else None
+    value = [a.meta.get("val") for a in first] if isinstance(first, (list, tuple)) else (
+        first.meta.get("val") if hasattr(first, "meta") else None)
+    return {"comm_op": op, "comm_pg": _group_name(node), "comm_bytes": _tensor_bytes(value), "comm_key": node.name}
+
+
+def comm_fields_of(nodes: list[Any], kernel: str) -> dict[str, Any]:
+    """The comm fields of an inductor kernel that calls a functional collective or its wait
+    (`_c10d_functional.all_reduce_.default`): those of the node among `nodes` it runs; {} for others."""
+    parts = kernel.removeprefix("torch.ops.").split(".")
+    if len(parts) < 2 or parts[0] not in _COMM_NAMESPACES:
+        return {}
+    op = parts[1].removesuffix("_")
+    for node in nodes:
+        if _comm_op(node) == op:
+            return comm_fields(node)
+    return {}
 
 
 def layers_by_seq_nr(gm: Any) -> dict[int, tuple[str, str]]:
@@ -142,3 +215,42 @@ def layers_by_seq_nr(gm: Any) -> dict[int, tuple[str, str]]:
         if layer:
             mapping[seq_nr] = (layer, module_type)
     return mapping
+
+
+# ------------------------------------------------------------------------------------------------
+# DDPOptimizer's split of a graph at DDP's gradient buckets (docs/trace-format.md, "DDP splits")
+
+_PARAM_LEVEL = re.compile(r"_(?:modules|parameters|buffers)_")
+
+
+def param_path(name: str) -> str:
+    """A parameter's graph input name as its module path: "L_self_modules_layers_modules_0_parameters_weight_"
+    -> "layers.0.weight" (names Dynamo gives in another style are kept as they are)."""
+    if not _PARAM_LEVEL.search(name):
+        return name
+    path = _PARAM_LEVEL.sub(".", name.strip("_"))
+    return re.sub(r"^[LG]_self\.?", "", path).strip(".")
+
+
+def ddp_split_fields(split: dict[str, Any], gm: Any = None) -> dict[str, Any]:
+    """The graph record's fields of one piece of DDPOptimizer's split (_torch.ddp_split(), index set):
+    its place (`ddp_split` of `ddp_splits`, from 1 in forward order), its bucket as DDP numbers them
+    (`ddp_bucket`: 0 holds the last layers, whose gradients are ready first), the bucket's parameters
+    (`ddp_params`, `ddp_bytes`, `ddp_layers` "first..last" in forward order: that of the piece's
+    inputs, `gm`'s placeholders) and the cap in force."""
+    index, count = int(split["index"]), int(split["count"])
+    bucket = split["buckets"][index]
+    names = list(reversed(bucket["params"]))  # DDPOptimizer lists them from the graph's last node
+    # the piece's inputs are named as the whole graph's nodes: its parameters' names in lower case
+    inputs = [str(n.target).lower() for n in gm.graph.nodes if n.op == "placeholder"] if gm is not None else []
+    place = {name: i for i, name in enumerate(inputs)}
+    names.sort(key=lambda name: place.get(name.lower(), len(place)))
+    params = [param_path(p) for p in names]
+    layers = params[0] if len(params) == 1 else f"{params[0]}..{params[-1]}" if params else ""
+    cap = split.get("cap")
+    fields: dict[str, Any] = {"ddp_split": index + 1, "ddp_splits": count, "ddp_bucket": count - 1 - index,
+                              "ddp_params": len(params), "ddp_bytes": int(bucket["bytes"]), "ddp_layers": layers}
+    if isinstance(cap, int):
+        fields["ddp_cap_bytes"] = cap
+        fields["ddp_cap_mb"] = round(cap / 2**20, 3)
+    return fields

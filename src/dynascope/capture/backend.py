@@ -22,7 +22,7 @@ from ..trace.config import env_flag, tracing_enabled
 from ..trace.ops import TABLE, OpSpec
 from ..trace.session import current_session, ensure_session
 from . import compile_events, device, frames, kernels, untraced, warm_cache
-from .attribution import attribution, event_name, graph_label, layers_by_seq_nr
+from .attribution import attribution, ddp_split_fields, event_name, graph_label, layers_by_seq_nr
 from .instrument import instrument, traced_nodes, uses_cuda
 
 INNER_BACKENDS = ("aot_eager", "eager", "inductor")
@@ -38,10 +38,12 @@ def _check(name: str, value: Any, types: tuple, what: str) -> None:
 class CompileContext:
     """What one Dynamo graph's compilation shares between its forward, backward and inference graphs."""
 
-    graph: str
+    graph: str  # as the trace names it: Dynamo's name, and for a piece of DDPOptimizer's split "[ddp 2/4]"
     compile_id: str
     grad_enabled: bool
     layer_by_seq: dict[int, tuple[str, str]] = field(default_factory=dict)
+    base: str = ""  # Dynamo's name of the graph ("__compiled_fn_1"), which its frame's bytecode calls
+    ddp: dict[str, Any] = field(default_factory=dict)  # the graph record's DDP split fields (ddp_split_fields)
 
 
 class TracingBackend:
@@ -139,15 +141,31 @@ class TracingBackend:
         record_shapes = session.config.record_shapes if self.record_shapes is None else self.record_shapes
         import torch
 
-        context = CompileContext(graph_label(gm), "?", torch.is_grad_enabled())
+        base = graph_label(gm)
+        context = CompileContext(base, "?", torch.is_grad_enabled(), base=base)
+        self._ddp_split(context, gm)
         try:
             compile_fn = self._traced_compiler(gm, context, record_shapes)
         except Exception as exc:  # noqa: BLE001 - tracing must never cost the user their program
-            untraced.report(context.graph, context.compile_id, "graph", exc, self.inner)
+            _report_untraced(context, "graph", exc, self.inner)
             return self._fall_back(gm, example_inputs, **kwargs)
         compiled = compile_fn(gm, example_inputs, **kwargs)  # errors in the user's graph are torch's to report
-        frames.graph_traced(context.graph)
+        frames.graph_traced(context.base)
         return compiled
+
+    @staticmethod
+    def _ddp_split(context: CompileContext, gm: Any) -> None:
+        """A graph DDPOptimizer split at DDP's buckets is compiled one piece at a time: each piece gets its
+        own name ("__compiled_fn_1[ddp 2/4]") and its bucket's fields on its graph record."""
+        try:
+            split = _torch.ddp_split()
+        except TorchVersionError as exc:
+            _note_once(f"{exc} (the graphs DDP splits at its buckets are not told apart)")
+            return
+        if split is None or split.get("index") is None:
+            return
+        context.ddp = ddp_split_fields(split, gm)
+        context.graph = f"{context.base}[ddp {context.ddp['ddp_split']}/{context.ddp['ddp_splits']}]"
 
     def _inner_options(self, mode: str | None, options: dict | None) -> dict[str, Any]:
         """What the inner backend gets of torch.compile's mode and options: inductor takes them as config
@@ -196,7 +214,7 @@ class TracingBackend:
             try:
                 return self._traced_boxed(fx_graph, context, phase, record_shapes)
             except Exception as exc:  # noqa: BLE001 - this graph runs untraced, as aot_eager would run it
-                untraced.report(context.graph, context.compile_id, phase, exc, self.inner)
+                _report_untraced(context, phase, exc, self.inner)
                 return untraced.boxed_interpreter(fx_graph)
 
         return compile_graph
@@ -233,7 +251,7 @@ class TracingBackend:
             f"{context.graph}.{phase}",
             "dynamo.graph",
             grad,
-            {"kind": "graph", **shared, "n_ops": len(ops), **self.labels},
+            {"kind": "graph", **shared, "n_ops": len(ops), **context.ddp, **self.labels},
         )
         gid = TABLE.register_graph(graph, ops)
         instrument(gm, gid, self._synchronize(gm), _sink(gm))
@@ -275,7 +293,7 @@ class TracingBackend:
                     _check_kernels_timeable(kwargs)
                     named, kind = self._trace_kernels(compiled, gm, context, phase), "kernels"
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
-                untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
+                _report_untraced(context, phase, exc, "inductor")
                 return compiled
             place = _torch.fx_graph_cache_place(compiled)
             if place is not None and "digest" in dynamo:
@@ -294,7 +312,7 @@ class TracingBackend:
                 else:
                     self._trace_kernels(compiled, dynamo["gm"], context, phase, saved)
             except Exception as exc:  # noqa: BLE001 - this graph runs as inductor compiled it, untimed
-                untraced.report(context.graph, context.compile_id, phase, exc, "inductor")
+                _report_untraced(context, phase, exc, "inductor")
 
         def compile_graph(gm: Any, example_inputs: list, config_patches: dict | None = None) -> Callable:
             patches = {**(config_patches or {}), **provenance}
@@ -364,11 +382,18 @@ class TracingBackend:
         shared = {"compile_id": context.compile_id, "graph": context.graph, "phase": phase, "backend": "inductor"}
         grad = context.grad_enabled and phase != "backward"
         specs = [OpSpec.make(name, "dynamo", grad, {**shared, **own, **self.labels}) for name, own in ops]
-        graph_fields = {"kind": "graph", **shared, "n_ops": len(specs), **self.labels}
+        graph_fields = {"kind": "graph", **shared, "n_ops": len(specs), **context.ddp, **self.labels}
         return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), specs)
 
 
 _noted: set[str] = set()
+
+
+def _report_untraced(context: CompileContext, phase: str, exc: BaseException, runs_with: str) -> None:
+    """untraced.report for one of this compile's graphs; a DDP piece's frame is Dynamo's graph's."""
+    untraced.report(context.graph, context.compile_id, phase, exc, runs_with)
+    if context.base != context.graph and phase != "backward":
+        frames.graph_untraced(context.base)
 
 
 def _note_once(text: str) -> None:

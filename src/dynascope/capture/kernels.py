@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..trace import fileio
-from .attribution import module_of, stack_line, target_text, user_line
+from .attribution import comm_fields_of, module_of, stack_line, target_text, user_line
 
 _FALLBACK_ROOTS = ("torch.ops.", "aten.", "inductor_ops.", "_quantized.")
 _LINE_NUMBER = re.compile(r", line \d+,")
@@ -418,5 +418,6 @@ def kernel_attribution(call: KernelCall, names: list[str], stacks: list[str], gm
         "line": number,
         "code": code,
         "lines": ",".join(dict.fromkeys(f"{f.rsplit('/', 1)[-1]}:{n}" for f, n, _ in lines)),
+        **(comm_fields_of(nodes, call.name) if call.kind == "fallback" else {}),
     }
 
