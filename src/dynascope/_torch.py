@@ -1311,3 +1311,88 @@ def ddp_split() -> dict[str, Any] | None:
             }
         frame = frame.f_back
     return None
+
+
+# -- collectives (capture/collectives.py) ----------------------------------------------------------
+
+
+def sequence_reader(group: Any) -> Callable[[], int] | None:
+    """The group's collective counter, as a bound method to call after each collective it issues, or None
+    where the backend keeps none (the "fake" test backend). Private:
+    ProcessGroup._get_sequence_number_for_group (2.5.1 .. 2.15; gloo and NCCL count every collective)."""
+    reader = getattr(group, "_get_sequence_number_for_group", None)
+    if reader is None:
+        return None
+    try:
+        reader()
+    except RuntimeError:  # "ProcessGroup custom does not yet support sequence numbers"
+        return None
+    return reader
+
+
+def dynamo_treats_like(wrapper: Callable, original: Callable) -> Callable[[], None]:
+    """Make Dynamo trace a call to `wrapper` exactly as a call to `original`: rewritten to the same
+    functional collective (torch.distributed._functional_collectives.traceable_collective_remaps, 2.5.1 ..
+    2.15) and given the same trace rule (torch._dynamo.trace_rules.get_torch_obj_rule_map(), 2.5.1 ..
+    2.15), so that what Dynamo skips it skips in both. Returns the call that undoes it."""
+    undo: list[Callable[[], None]] = []
+    try:
+        remaps = importlib.import_module("torch.distributed._functional_collectives").traceable_collective_remaps
+        trace_rules = importlib.import_module("torch._dynamo.trace_rules")
+        rules = trace_rules.get_torch_obj_rule_map()
+        rule = trace_rules.lookup(original)
+    except (ImportError, AttributeError) as exc:
+        raise moved("torch.distributed._functional_collectives.traceable_collective_remaps", exc) from exc
+    if original in remaps:
+        remaps[wrapper] = remaps[original]
+        undo.append(lambda: remaps.pop(wrapper, None))
+    if rule is not None and wrapper not in rules:
+        rules[wrapper] = rule
+        undo.append(lambda: rules.pop(wrapper, None))
+
+    def undo_all() -> None:
+        for step in undo:
+            step()
+
+    return undo_all
+
+
+def ddp_register_comm_hook(reducer: Any, state: Any, hook: Callable) -> None:
+    """Register a Python comm hook on a DDP reducer, as DistributedDataParallel.register_comm_hook does
+    after its own checks. Private: torch.distributed._register_comm_hook (2.5.1 .. 2.15)."""
+    dist = importlib.import_module("torch.distributed")
+    register = getattr(dist, "_register_comm_hook", None)
+    if register is None:
+        raise moved("torch.distributed._register_comm_hook")
+    register(reducer, state, hook)
+
+
+def ddp_reducer_in_use(ddp: Any) -> bool:
+    """Whether DDP's C++ reducer all-reduces this model's gradients: not where compiled autograd's Python
+    reducer does (DistributedDataParallel._use_python_reducer, 2.5.1 .. 2.15) nor where every parameter's
+    all-reduce is delayed (_delay_all_reduce_all_params)."""
+    if getattr(ddp, "reducer", None) is None:
+        return False
+    return not (getattr(ddp, "_use_python_reducer", False) or getattr(ddp, "_delay_all_reduce_all_params", False))
+
+
+def ddp_comm_hook_registration(replacement: Callable) -> Any:
+    """A context in which DDP's register_comm_hook / _register_builtin_comm_hook do all their own checks and
+    bookkeeping but hand the reducer registration (torch.distributed._register_comm_hook and
+    _register_builtin_comm_hook, 2.5.1 .. 2.15, which DDP looks up in torch.distributed at call time) to
+    `replacement(kind, reducer, *args)`, kind "python" or "builtin"."""
+    dist: Any = importlib.import_module("torch.distributed")
+    if not hasattr(dist, "_register_comm_hook") or not hasattr(dist, "_register_builtin_comm_hook"):
+        raise moved("torch.distributed._register_comm_hook")
+
+    @contextlib.contextmanager
+    def registration() -> Any:
+        python, builtin = dist._register_comm_hook, dist._register_builtin_comm_hook
+        dist._register_comm_hook = functools.partial(replacement, "python")
+        dist._register_builtin_comm_hook = functools.partial(replacement, "builtin")
+        try:
+            yield
+        finally:
+            dist._register_comm_hook, dist._register_builtin_comm_hook = python, builtin
+
+    return registration()

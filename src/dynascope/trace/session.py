@@ -333,6 +333,7 @@ def _torch_side_events(action: str, session: TraceSession) -> None:
         ("dynascope.capture.training", config.step_events, {"io": not config.disable_io}, "automatic step events"),
         ("dynascope.capture.frames", config.frame_events, {}, "frame events (graph-break costs)"),
         ("dynascope.capture.device", config.device_time, {"session": session}, "device times (GPU)"),
+        ("dynascope.capture.collectives", config.step_events, {}, "collective events (torch.distributed)"),
     ]
     for module, on, install_options, what in wanted:
         if not on:

@@ -1,0 +1,527 @@
+"""Collective events: every torch.distributed collective this process issues from Python, and DDP's
+gradient buckets, as `cat "comm"` events (docs/trace-format.md, "Collective events").
+
+A trace session installs them where torch is imported (trace/session.py) and removes them when it closes.
+
+- Explicit collectives: the torch.distributed functions (all_reduce, all_gather_into_tensor, broadcast,
+  barrier, send, isend, ...) are replaced, in `torch.distributed` and `torch.distributed.distributed_c10d`,
+  by wrappers that call the original with the same arguments and return what it returns. Each writes an
+  issue marker (`dur` 0, `state` "issued") before the call, and the complete event when this process sees
+  the collective complete: a blocking call's return, or for `async_op=True` (isend, irecv,
+  batch_isend_irecv) the callback of the returned Work's future (`get_future().then`), or, where the
+  backend gives no future (gloo's point-to-point ops), the return of the Work's `wait()`. A collective
+  issued inside another one's wrapper (all_gather_into_tensor calling all_gather_single on 2.13) is the
+  outer one's event. The caller names the source: torch.distributed.fsdp "fsdp", torch.nn.parallel and the
+  DDP comm hooks "ddp", anything else "explicit".
+- DDP buckets: DDP's reducer all-reduces its buckets in C++, which no Python wrapper sees; dynascope gives
+  each DistributedDataParallel made while tracing one comm hook of its own (the public comm-hook
+  mechanism, `DistributedDataParallel.register_comm_hook`; torch has no other way to see a bucket's
+  all-reduce with its completion on gloo). It does what DDP does without a hook (scale the bucket by
+  1/world size, all-reduce it, hand back the result), or, once the program registers a hook of its own
+  (or a built-in one), calls that instead; either way the bucket's collectives are events with source
+  "ddp" and the bucket's index, parameter count and first..last parameter names. Skipped where
+  compiled autograd's Python reducer (torch._dynamo.config.optimize_ddp == "python_reducer") does the
+  reducing.
+- `in_flight()`: the collectives issued and not yet completed, for the record a cut trace ends with.
+
+Every wrapper calls straight through while torch.compile traces (Dynamo rewrites it to the functional
+collective it rewrites the original to, and skips what it skips: `_torch.dynamo_treats_like`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .. import _torch
+from ..trace import buffers
+from ..trace import session as _session
+from ..trace.buffers import emit, now_ns
+
+__all__ = ["in_flight", "install", "installed", "uninstall"]
+
+# function name -> (event name, the argument whose tensor bytes are counted, or "" for none)
+_FUNCTIONS: dict[str, tuple[str, str]] = {
+    "all_reduce": ("all_reduce", "tensor"),
+    "all_gather": ("all_gather", "tensor"),
+    "all_gather_into_tensor": ("all_gather_into_tensor", "input_tensor"),
+    "all_gather_single": ("all_gather_into_tensor", "input_tensor"),  # 2.13's name for the same collective
+    "reduce_scatter": ("reduce_scatter", "input_list"),
+    "reduce_scatter_tensor": ("reduce_scatter_tensor", "input"),
+    "reduce_scatter_single": ("reduce_scatter_tensor", "input"),
+    "broadcast": ("broadcast", "tensor"),
+    "reduce": ("reduce", "tensor"),
+    "barrier": ("barrier", ""),
+    "all_to_all_single": ("all_to_all_single", "input"),
+    "all_to_all": ("all_to_all", "input_tensor_list"),
+    "gather": ("gather", "tensor"),
+    "scatter": ("scatter", "tensor"),
+    "send": ("send", "tensor"),
+    "recv": ("recv", "tensor"),
+    "isend": ("isend", "tensor"),
+    "irecv": ("irecv", "tensor"),
+}
+_ALWAYS_ASYNC = {"isend", "irecv"}
+_SOURCES = (("torch.distributed.fsdp", "fsdp"), ("torch.nn.parallel", "ddp"),
+            ("torch.distributed.algorithms.ddp_comm_hooks", "ddp"))  # fmt: skip
+
+_lock = threading.Lock()
+_undo: list[Callable[[], None]] = []
+_is_compiling = torch.compiler.is_compiling
+_recording = buffers.recording
+_tokens = itertools.count(1)
+_pending: dict[int, tuple] = {}  # token -> (op, pg, seq, bytes, source, issue clock) while in flight
+_groups: dict[int, tuple] = {}  # id(group) -> (group, name, size, sequence reader or None)
+_source_of_module: dict[str, str] = {}
+_waiting: dict[int, tuple] = {}  # id(work) -> (its weakref, completion) for Works without a future
+_wait_patched: set[type] = set()
+_warned: set[str] = set()
+
+
+class _Local(threading.local):
+    inside = False  # in a wrapper already: an inner collective is the outer one's
+    bucket: dict | None = None  # in dynascope's DDP comm hook: the bucket's event args
+    tid = 0
+
+
+_tls = _Local()
+
+
+def installed() -> bool:
+    return bool(_undo)
+
+
+def install() -> None:
+    """Wrap the collectives and DDP's comm-hook registration (again: nothing)."""
+    with _lock:
+        if _undo:
+            return
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            _undo.append(lambda: None)
+            return
+        _install_functions(dist)
+        _install_ddp()
+
+
+def uninstall() -> None:
+    """Put back everything install() changed. DDP models keep dynascope's comm hook (a reducer takes one
+    hook for its life); untraced, it does exactly what it did before, with no events."""
+    with _lock:
+        while _undo:
+            _undo.pop()()
+        _groups.clear()
+
+
+def in_flight() -> list[dict]:
+    """The collectives issued and not completed, oldest first: op, pg, seq, bytes, source, issued_us
+    (epoch microseconds, as the trace's ts)."""
+    active = _session.current_session()
+    offset = active.offset_ns if active is not None else time.time_ns() - now_ns()
+    items = sorted(_pending.items())
+    return [
+        {"op": op, "pg": pg, "seq": seq, "bytes": nbytes, "source": source, "issued_us": (start + offset) // 1000}
+        for _, (op, pg, seq, nbytes, source, start) in items
+    ]
+
+
+# -- explicit collectives -------------------------------------------------------------------------
+
+
+def _install_functions(dist: Any) -> None:
+    c10d = dist.distributed_c10d
+    for name, (event, tensor_arg) in _FUNCTIONS.items():
+        original: Any = getattr(c10d, name, None)
+        if original is None:
+            continue
+        wrapper = _wrap(original, event, tensor_arg, name in _ALWAYS_ASYNC)
+        for owner in (dist, c10d):
+            if getattr(owner, name, None) is original:
+                setattr(owner, name, wrapper)
+                _undo.append(functools.partial(setattr, owner, name, original))
+        _undo.append(_torch.dynamo_treats_like(wrapper, original))
+        _torch.skip_frames_of(wrapper)  # called after a graph break: Dynamo skips it, as it skips torch's
+    original = getattr(c10d, "batch_isend_irecv", None)
+    if original is not None:
+        wrapper = _wrap_batch(original)
+        for owner in (dist, c10d):
+            if getattr(owner, "batch_isend_irecv", None) is original:
+                owner.batch_isend_irecv = wrapper
+                _undo.append(functools.partial(setattr, owner, "batch_isend_irecv", original))
+        _undo.append(_torch.dynamo_treats_like(wrapper, original))
+        _torch.skip_frames_of(wrapper)
+
+
+def _positions(original: Callable, *names: str) -> list[int]:
+    import inspect
+
+    params = list(inspect.signature(original).parameters)
+    return [params.index(n) if n in params else -1 for n in names]
+
+
+def _argument(args: tuple, kwargs: dict, at: int, name: str) -> Any:
+    if 0 <= at < len(args):
+        return args[at]
+    return kwargs.get(name)
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.nbytes
+    if isinstance(value, (list, tuple)):
+        return sum(t.nbytes for t in value if isinstance(t, torch.Tensor))
+    return 0
+
+
+def _group(group: Any) -> tuple:
+    """(group, name, size, sequence reader) of a process group (None: the default group)."""
+    if group is None:
+        import torch.distributed as dist
+
+        group = dist.group.WORLD
+    known = _groups.get(id(group))
+    if known is not None and known[0] is group:
+        return known
+    try:
+        name, size, reader = str(group.group_name), int(group.size()), _torch.sequence_reader(group)
+    except Exception:  # noqa: BLE001 - not a process group (torch raises its own error from the call)
+        name, size, reader = str(group), -1, None
+    known = _groups[id(group)] = (group, name, size, reader)
+    return known
+
+
+def _source(frame: Any) -> str:
+    module = frame.f_globals.get("__name__", "")
+    source = _source_of_module.get(module)
+    if source is None:
+        source = next((s for prefix, s in _SOURCES if module.startswith(prefix)), "explicit")
+        _source_of_module[module] = source
+    return source
+
+
+def _thread_id() -> int:
+    tid = _tls.tid
+    if not tid:
+        tid = _tls.tid = threading.get_native_id()
+    return tid
+
+
+def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -> Callable:
+    tensor_at, group_at, async_at = _positions(original, tensor_arg, "group", "async_op")
+
+    @functools.wraps(original)
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        tls = _tls
+        if tls.inside or not _recording() or _is_compiling():
+            return original(*args, **kwargs)
+        _, pg, size, read_seq = _group(_argument(args, kwargs, group_at, "group"))
+        is_async = always_async or bool(_argument(args, kwargs, async_at, "async_op"))
+        bucket = tls.bucket
+        issued = {
+            "pg": pg,
+            "seq": read_seq() + 1 if read_seq is not None else -1,
+            "bytes": _nbytes(_argument(args, kwargs, tensor_at, tensor_arg)) if tensor_at >= 0 else 0,
+            "group_size": size,
+            "source": "ddp" if bucket is not None else _source(sys._getframe(1)),
+            "async": 1 if is_async else 0,
+            "state": "issued",
+            "itid": _thread_id(),
+        }
+        if bucket is not None:
+            issued.update(bucket)
+        token = next(_tokens)
+        start = now_ns()
+        emit(("P", event, "comm", start, start, issued))
+        _pending[token] = (event, pg, issued["seq"], issued["bytes"], issued["source"], start)
+        tls.inside = True
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            _finish(token, event, start, issued, "error", read_seq)
+            raise
+        finally:
+            tls.inside = False
+        if is_async and result is not None:
+            _when_complete([result], token, event, start, issued, read_seq)
+        else:
+            _finish(token, event, start, issued, "done", read_seq)
+        return result
+
+    return collective
+
+
+def _wrap_batch(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def batch_isend_irecv(p2p_op_list: Any, *args: Any, **kwargs: Any) -> Any:
+        tls = _tls
+        if tls.inside or not _recording() or _is_compiling() or not p2p_op_list:
+            return original(p2p_op_list, *args, **kwargs)
+        _, pg, size, read_seq = _group(getattr(p2p_op_list[0], "group", None))
+        issued = {
+            "pg": pg, "seq": read_seq() + 1 if read_seq is not None else -1,
+            "bytes": sum(_nbytes(getattr(op, "tensor", None)) for op in p2p_op_list), "group_size": size,
+            "source": _source(sys._getframe(1)), "async": 1, "state": "issued", "itid": _thread_id(),
+        }  # fmt: skip
+        token = next(_tokens)
+        start = now_ns()
+        emit(("P", "batch_isend_irecv", "comm", start, start, issued))
+        _pending[token] = ("batch_isend_irecv", pg, issued["seq"], issued["bytes"], issued["source"], start)
+        tls.inside = True
+        try:
+            works = original(p2p_op_list, *args, **kwargs)
+        except BaseException:
+            _finish(token, "batch_isend_irecv", start, issued, "error", read_seq)
+            raise
+        finally:
+            tls.inside = False
+        _when_complete([w for w in works or () if w is not None], token, "batch_isend_irecv", start, issued,
+                       read_seq)  # fmt: skip
+        return works
+
+    return batch_isend_irecv
+
+
+def _finish(
+    token: int, event: str, start: int, issued: dict, state: str, read_seq: Any, seq: int | None = None
+) -> None:
+    end = now_ns()
+    _pending.pop(token, None)
+    done = dict(issued)
+    done["state"] = state
+    if seq is not None:
+        done["seq"] = seq
+    elif read_seq is not None:
+        try:
+            done["seq"] = read_seq()
+        except Exception:  # noqa: BLE001 - a destroyed group: the number it was issued with
+            pass
+    emit(("P", event, "comm", start, end, done))
+
+
+def _when_complete(works: list, token: int, event: str, start: int, issued: dict, read_seq: Any) -> None:
+    """Write the complete event once every Work in `works` has completed (no Work: now)."""
+    seq = issued["seq"]
+    if read_seq is not None:
+        try:
+            seq = read_seq()  # right after issuing: this collective's number
+        except Exception:  # noqa: BLE001
+            pass
+    if not works:
+        _finish(token, event, start, issued, "done", None, seq)
+        return
+    remaining = [len(works)]
+    lock = threading.Lock()
+
+    def one_done(*_: Any) -> None:
+        try:
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                _finish(token, event, start, issued, "done", None, seq)
+        except Exception:  # noqa: BLE001 - a completion callback must never raise into torch
+            pass
+
+    for work in works:
+        try:
+            future = work.get_future()
+        except Exception:  # noqa: BLE001 - gloo's point-to-point Works have no future: their wait() says
+            future = None
+        if future is not None:
+            future.then(one_done)
+        else:
+            _complete_on_wait(work, one_done)
+
+
+def _complete_on_wait(work: Any, done: Callable[[], None]) -> None:
+    cls = type(work)
+    with _lock:
+        if cls not in _wait_patched:
+            _patch_wait(cls)
+    try:
+        ref: Any = weakref.ref(work)
+    except TypeError:
+        ref = lambda work=work: work  # noqa: E731 - kept alive until waited on
+    _waiting[id(work)] = (ref, done)
+
+
+def _patch_wait(cls: type) -> None:
+    own = cls.__dict__.get("wait")
+    inherited = cls.wait  # type: ignore[attr-defined]
+
+    @functools.wraps(inherited)
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = inherited(self, *args, **kwargs)
+        entry = _waiting.get(id(self))
+        if entry is not None and entry[0]() is self:
+            del _waiting[id(self)]
+            entry[1]()
+        return result
+
+    cls.wait = wait  # type: ignore[attr-defined]
+    _wait_patched.add(cls)
+
+    def undo() -> None:
+        if own is not None:
+            cls.wait = own  # type: ignore[attr-defined]
+        else:
+            delattr(cls, "wait")
+        _wait_patched.discard(cls)
+        _waiting.clear()
+
+    _undo.insert(0, undo)
+
+
+# -- DDP buckets ----------------------------------------------------------------------------------
+
+
+def _parameter_name(name: str) -> str:
+    return name.replace("_orig_mod.", "")  # DDP(torch.compile(model)): the model's own names
+
+
+class BucketHook:
+    """dynascope's comm hook on one DDP reducer: the program's hook if it registered one, else what DDP
+    does without a hook; while tracing, with the bucket's details on the collectives it issues."""
+
+    def __init__(self, ddp: Any) -> None:
+        self.target: tuple[Callable, Any] | None = None  # the program's (hook, state)
+        self.module = weakref.ref(ddp.module)
+        self.names: dict[int, tuple[int, str]] | None = None  # id(param) -> (position, name)
+        self.scale_in_place = bool(getattr(ddp, "gradient_as_bucket_view", False))
+        self.ddp = weakref.ref(ddp)
+
+    def __call__(self, state: Any, bucket: Any) -> Any:
+        target = self.target
+        if not _recording() or _is_compiling():
+            return target[0](target[1], bucket) if target is not None else self.default(state, bucket)
+        before = _tls.bucket
+        try:
+            _tls.bucket = self.details(bucket)
+        except Exception:  # noqa: BLE001 - the bucket still reduces, without its details
+            _tls.bucket = None
+        try:
+            return target[0](target[1], bucket) if target is not None else self.default(state, bucket)
+        finally:
+            _tls.bucket = before
+
+    def default(self, group: Any, bucket: Any) -> Any:
+        """What DDP's reducer does with no hook: grads scaled by 1/world size (multiplied while copied into
+        the bucket; divided where they are the bucket's views already), the bucket all-reduced (sum)."""
+        import torch.distributed as dist
+
+        buffer = bucket.buffer()
+        size = group.size()
+        ddp = self.ddp()
+        if ddp is not None and getattr(ddp, "_join_config", None) is not None and ddp._join_config.enable \
+                and not getattr(ddp, "_divide_by_initial_world_size", True) and "join" not in _warned:  # fmt: skip
+            _warned.add("join")
+            print("dynascope: DDP under Join(divide_by_initial_world_size=False): dynascope's bucket hook divides "
+                  "by the whole world size; trace without collective events (DYNASCOPE_STEP_EVENTS=0) to keep "
+                  "DDP's own division", file=sys.stderr)  # fmt: skip
+        if self.scale_in_place:
+            buffer.div_(size)
+        else:
+            buffer.mul_(1.0 / size)
+        return dist.all_reduce(buffer, group=group, async_op=True).get_future().then(_first_value)
+
+    def details(self, bucket: Any) -> dict:
+        params = bucket.parameters()
+        names = self.names
+        if names is None:
+            module = self.module()
+            named = module.named_parameters() if module is not None else ()
+            names = self.names = {id(p): (i, _parameter_name(n)) for i, (n, p) in enumerate(named)}
+        known = sorted(names[id(p)] for p in params if id(p) in names)
+        layers = f"{known[0][1]}..{known[-1][1]}" if known else ""
+        return {"bucket": int(bucket.index()), "params": len(params), "layers": layers}
+
+
+def _first_value(future: Any) -> Any:
+    return future.value()[0]
+
+
+def _builtin_hook(kind: Any) -> Callable:
+    """The Python comm hook that does what a built-in one does (the same ops, in the same order)."""
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    if kind == dist.BuiltinCommHookType.FP16_COMPRESS:
+        return default_hooks.fp16_compress_hook
+    return default_hooks.allreduce_hook
+
+
+def _attach(ddp: Any) -> BucketHook | None:
+    """Give `ddp` dynascope's comm hook (once), where its reducer is in use."""
+    hook = ddp.__dict__.get("_dynascope_bucket_hook")
+    if hook is not None or not _recording() or not _torch.ddp_reducer_in_use(ddp):
+        return hook
+    hook = BucketHook(ddp)
+    _torch.ddp_register_comm_hook(ddp.reducer, ddp.process_group, hook)
+    ddp.__dict__["_dynascope_bucket_hook"] = hook
+    return hook
+
+
+def _install_ddp() -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def replace(name: str, make: Callable[[Callable], Callable]) -> None:
+        original = DDP.__dict__[name]
+        setattr(DDP, name, make(original))
+        _undo.append(functools.partial(setattr, DDP, name, original))
+
+    def traced_init(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            if not _is_compiling():
+                try:
+                    _attach(self)
+                except Exception as exc:  # noqa: BLE001 - DDP trains as usual, without bucket events
+                    _say_once("attach", f"no DDP bucket events ({type(exc).__name__}: {exc})")
+
+        return __init__
+
+    def registration(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def register(self: Any, *args: Any, **kwargs: Any) -> Any:
+            hook = self.__dict__.get("_dynascope_bucket_hook")
+            if hook is None:
+                try:
+                    hook = _attach(self)
+                except Exception:  # noqa: BLE001 - the program's hook, registered as usual
+                    hook = None
+            if hook is None:
+                return original(self, *args, **kwargs)
+
+            def route(kind: str, reducer: Any, *what: Any) -> None:
+                if hook.target is not None:  # the reducer's own words
+                    raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+                if kind == "python":
+                    state, user_hook = what
+                    hook.target = (user_hook, state)
+                else:
+                    hook.target = (_builtin_hook(what[0]), self.process_group)
+
+            with _torch.ddp_comm_hook_registration(route):
+                return original(self, *args, **kwargs)
+
+        return register
+
+    replace("__init__", traced_init)
+    replace("register_comm_hook", registration)
+    replace("_register_builtin_comm_hook", registration)
+
+
+def _say_once(key: str, text: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        print(f"dynascope: {text}", file=sys.stderr)
