@@ -29,6 +29,7 @@ from ..userframes import library_text
 from ._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
+    Col,
     TableSpec,
     compile_files_line,
     compile_run_totals,
@@ -687,6 +688,7 @@ def render_html(
         },
         "expl": expl,
         "prof": _profile_view(compile_profile, max(rows, 25)),
+        "ranks": _ranks_view(summary),
     }
     return _env().get_template("report.html.j2").render(**context)
 
@@ -706,3 +708,82 @@ def write_html(
         out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(summary, explanation, title, compile_profile=compile_profile), encoding="utf-8")
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# many ranks (analyze/ranks.py, docs/ranks.md)
+
+_RANK_SPEC = TableSpec("by_rank", "Per rank", (
+    Col("rank", "rank", "id"), Col("host", "host"), Col("pid", "pid", "id"), Col("processes", "processes", "int"),
+    Col("steps", "steps", "int"), Col("step_median_us", "median step", "us"), Col("compile_us", "compile", "us"),
+    Col("recompiles", "recompiles", "int"), Col("graph_breaks", "graph breaks", "int"),
+    Col("graphs", "graphs", "int"), Col("status", "trace"),
+))  # fmt: skip
+HEAT_STEPS = 200  # steps shown in the rank x step view
+HEAT_RANKS = 256  # ranks shown in it
+
+
+def _heat_alpha(value: float, low: float, high: float) -> float:
+    """A cell's shade: 0.06 at the fastest cell, 0.9 at the slowest, on a log scale (a compile step would
+    flatten a linear one)."""
+    if value <= 0 or high <= low:
+        return 0.06
+    return round(0.06 + 0.84 * (math.log(value) - math.log(low)) / (math.log(high) - math.log(low)), 3)
+
+
+def _ranks_view(summary: Summary) -> dict | None:
+    """The many-ranks section: the divergence (first first), the per-rank table and a rank x step heat map
+    (each cell the step's wall time on that rank, its parts on hover, the slowest rank of each step marked).
+    None for a trace without ranks."""
+    by_rank = frame_of(summary, "by_rank")
+    if by_rank.height == 0 or "rank" not in by_rank.columns:
+        return None
+    divergence = [dict(r) for r in frame_of(summary, "divergence").iter_rows(named=True)]
+    rank_steps = frame_of(summary, "by_rank_step")
+    heat = None
+    if rank_steps.height and "step" in rank_steps.columns:
+        rs = rank_steps.filter(pl.col("step").is_not_null()) if rank_steps["step"].null_count() < rank_steps.height \
+            else rank_steps  # fmt: skip
+        keys = rs.select("epoch", "step").unique(maintain_order=True).sort(["epoch", "step"], nulls_last=False)
+        steps = [tuple(k) for k in keys.head(HEAT_STEPS).iter_rows()]
+        ranks = sorted(rs.get_column("rank").unique().to_list())[:HEAT_RANKS]
+        parts = [(p, label) for p, label in STEP_PARTS if f"{p}_us" in rs.columns]
+        if "comm_us" in rs.columns and all(p != "comm" for p, _ in parts):
+            parts.append(("comm", "exposed comm"))
+        cells: dict[tuple, dict] = {}
+        for r in rs.iter_rows(named=True):
+            cells[(r["rank"], r["epoch"], r["step"])] = r
+        values = [_num(c["total_us"]) for c in cells.values() if _num(c["total_us"]) > 0]
+        low, high = (min(values), max(values)) if values else (0.0, 0.0)
+        slowest = {(r["epoch"], r["step"]): r.get("rank") for r in frame_of(summary, "by_step").iter_rows(named=True)}
+        rows = []
+        for rank in ranks:
+            row = []
+            for epoch, step in steps:
+                c = cells.get((rank, epoch, step))
+                if c is None:
+                    row.append({"text": "", "title": f"rank {rank}, {_step_label(epoch, step, 0)}: no such step",
+                                "alpha": 0, "slowest": False})  # fmt: skip
+                    continue
+                total = _num(c["total_us"])
+                shown = [f"{label} {fmt_us(c[f'{p}_us'])}" for p, label in parts if _num(c.get(f"{p}_us")) > 0]
+                row.append({
+                    "text": fmt_us(total), "alpha": _heat_alpha(total, low, high),
+                    "slowest": slowest.get((epoch, step)) == rank,
+                    "title": f"rank {rank}, {_step_label(epoch, step, 0)}: {fmt_us(total)}"
+                             + (f" ({', '.join(shown)})" if shown else "")
+                             + (" · the slowest rank of this step" if slowest.get((epoch, step)) == rank else ""),
+                })  # fmt: skip
+            rows.append({"rank": rank, "cells": row})
+        heat = {
+            "steps": [_step_label(e, s, i) if e is not None else str(s) for i, (e, s) in enumerate(steps)],
+            "rows": rows, "low": fmt_us(low), "high": fmt_us(high),
+            "more_steps": max(0, keys.height - len(steps)),
+            "more_ranks": max(0, rs.get_column("rank").n_unique() - len(ranks)),
+        }  # fmt: skip
+    return {
+        "n": by_rank.height,
+        "divergence": divergence,
+        "table": _table_view(summary, "by_rank", None, _RANK_SPEC),
+        "heat": heat,
+    }

@@ -220,7 +220,13 @@ def _step_fit_table(summary: Summary, limit: int | None, folded: frozenset[str])
         said = labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
         title += f" ({said} counted in other)"
     cols = [replace(c, max_width=40) if c.kind == "names" else c for c in cols]
-    table = _fit_table(title, cols, SPEC_BY_ATTR["by_step"])
+    spec = SPEC_BY_ATTR["by_step"]
+    if "rank" in frame.columns:  # many ranks: each step is the job's, its slowest rank's (analyze/ranks.py)
+        at = next((i + 1 for i, c in enumerate(cols) if c.key == "total_us"), len(cols))
+        cols.insert(at, Col("rank", "slowest", "id"))
+        title = title.replace("Steps: where each step's time goes", "Steps of the job: each the slowest rank's", 1)
+        spec = replace(spec, drop=(*spec.drop[:3], "rank", *spec.drop[3:]))
+    table = _fit_table(title, cols, spec)
     for row in shown.select([c.key for c in cols]).iter_rows(named=True):
         table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
     if stats.height and {"part", "median_us", "p95_us", "share"} <= set(stats.columns):
@@ -353,6 +359,8 @@ def _why_cell(row: dict, attr: str) -> Text:
         text.append(f"\n  via {row['library']}", style="dim")
     if attr == "recompiles" and row.get("function"):
         text.append(f"\n  in {row['function']}", style="dim")
+    if row.get("ranks"):  # many ranks whose explanations differ: which ranks it happened on
+        text.append(f"\n  on rank{'s' if ',' in str(row['ranks']) else ''} {row['ranks']} only", style="bold")
     if row.get("fix"):
         text.append("\nfix: ", style="bold green")
         text.append(str(row["fix"]))
@@ -424,7 +432,9 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(Prose(headline))
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
-    printed = int(render_steps(summary, console, top))
+    printed = int(render_divergence(summary, console))
+    printed += int(render_steps(summary, console, top))
+    printed += int(render_ranks(summary, console))
     gpu = gpu_idle_line(summary)
     if gpu:
         console.print(Prose(gpu))
@@ -454,6 +464,11 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Prose(headline))
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
+    for line in divergence_lines(summary, shown=1):
+        console.print(Prose(line, style="bold red"))
+    line = ranks_line(summary)
+    if line:
+        console.print(Prose(line))
     for line in short_step_lines(summary):
         console.print(Prose(line))
     gpu = gpu_idle_line(summary)
@@ -539,3 +554,91 @@ def short_text(summary: Summary, width: int = PIPE_WIDTH, top: int = 5) -> str:
     """render_short as plain text (no colour)."""
     return _to_text(render_short, summary, width, top=top)
 
+
+
+# ------------------------------------------------------------------------------------------------
+# many ranks (analyze/ranks.py, docs/ranks.md)
+
+_RANK_COLS = (
+    Col("rank", "rank", "id"),
+    Col("host", "host", max_width=24),
+    Col("pid", "pid", "id"),
+    Col("processes", "procs", "int"),
+    Col("steps", "steps", "int"),
+    Col("step_median_us", "median step", "us"),
+    Col("compile_us", "compile", "us"),
+    Col("recompiles", "recompiles", "int"),
+    Col("graph_breaks", "breaks", "int"),
+    Col("graphs", "graphs", "int"),
+    Col("status", "trace", min_width=8, max_width=20),
+)
+_RANK_DROP = ("processes", "pid", "host", "graphs", "graph_breaks", "steps")
+
+
+def divergence_lines(summary: Summary, shown: int = 3) -> list[str]:
+    """The first divergence between the ranks (and up to `shown` - 1 more): what, where, which ranks, the
+    guard or line behind it, and whether it risks a hang. None where the ranks did alike."""
+    frame = summary.table("divergence")
+    if frame.height == 0 or "detail" not in frame.columns:
+        return []
+    lines = []
+    for i, r in enumerate(frame.head(shown).iter_rows(named=True)):
+        head = "Ranks diverge" if i == 0 else "  then"
+        src = f" [{r['source']}]" if r.get("source") else ""
+        risk = " (hang risk)" if r.get("hang_risk") else ""
+        lines.append(f"{head}{risk}: {r['detail']}{src}")
+    if frame.height > shown:
+        lines.append(f"  and {frame.height - shown} more divergence{'s' if frame.height - shown > 1 else ''} "
+                     "(--json: divergence)")  # fmt: skip
+    return lines
+
+
+def render_divergence(summary: Summary, console: Console) -> bool:
+    lines = divergence_lines(summary)
+    for line in lines:
+        console.print(Prose(line, style="bold red" if line.startswith("Ranks") else "red"))
+    return bool(lines)
+
+
+def ranks_line(summary: Summary) -> str | None:
+    """One line on the ranks: how many, the median step of the slowest and fastest, any trace not complete."""
+    frame = summary.table("by_rank")
+    if frame.height == 0 or "rank" not in frame.columns:
+        return None
+    text = f"Ranks: {frame.height}"
+    medians = frame.filter(pl.col("step_median_us").is_not_null())
+    if medians.height > 1:
+        slow = medians.sort(["step_median_us", "rank"], descending=[True, False]).row(0, named=True)
+        fast = medians.sort(["step_median_us", "rank"]).row(0, named=True)
+        text += (f" · median step {fmt_us(fast['step_median_us'])} (rank {fast['rank']}) to "
+                 f"{fmt_us(slow['step_median_us'])} (rank {slow['rank']})")  # fmt: skip
+    bad = frame.filter(pl.col("status") != "complete")
+    if bad.height:
+        text += " · " + ", ".join(f"rank {r['rank']}: trace {r['status']}" for r in bad.iter_rows(named=True))
+    return text
+
+
+def rank_table(summary: Summary) -> FitTable | None:
+    """One row per rank (analyze/ranks.by_rank); None without ranks."""
+    frame = summary.table("by_rank")
+    if frame.height == 0 or "rank" not in frame.columns:
+        return None
+    cols = [c for c in _RANK_COLS if c.key in frame.columns]
+    if frame.get_column("graph_breaks").null_count() == frame.height:
+        cols = [c for c in cols if c.key != "graph_breaks"]
+    table = _fit_table("Ranks", cols, TableSpec("by_rank", "Ranks", tuple(cols), drop=_RANK_DROP))
+    for row in frame.iter_rows(named=True):
+        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
+    return table
+
+
+def render_ranks(summary: Summary, console: Console) -> bool:
+    table = rank_table(summary)
+    if table is None:
+        return False
+    console.print()
+    console.print(table)
+    line = ranks_line(summary)
+    if line:
+        console.print(Prose(line))
+    return True
