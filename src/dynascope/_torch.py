@@ -1267,19 +1267,20 @@ def inductor_cache_dir() -> str | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# DDPOptimizer (compiled DistributedDataParallel). Checked on 2.5.1, 2.13.0 and 2.15.0.
+# DDPOptimizer (compiled DistributedDataParallel). Checked on 2.13.0; on another torch a moved piece raises.
 # ---------------------------------------------------------------------------------------------
 
 
 def ddp_split() -> dict[str, Any] | None:
     """Where the current compile is one of DDPOptimizer's: Dynamo hands a graph of a module run inside
     DistributedDataParallel to DDPOptimizer.compile_fn, which splits it at DDP's gradient buckets and calls
-    the backend once per piece (torch._dynamo.backends.distributed, 2.5.1 .. 2.15). None when no
+    the backend once per piece (torch._dynamo.backends.distributed, checked on 2.13). None when no
     DDPOptimizer compile is on this thread's stack; else {"index": the piece being compiled (0-based, forward
     order; None while compile_fn itself runs, or where it did not split: one bucket), "count": its buckets,
     "cap": bucket_bytes_cap, "first_cap": first_bucket_cap, "buckets": [{"bytes", "params"}] in forward
-    order (params: the graph's names of each bucket's parameters)}. Read from compile_fn's frame (its
-    `self` and `buckets`) and SubmodCompiler.run_node's (`n`: the submodule being compiled)."""
+    order (params: the graph's names of each bucket's parameters), "inputs": the whole graph's input names}.
+    Read from compile_fn's frame (its `self`, `gm` and `buckets`) and SubmodCompiler.run_node's (`n`: the
+    submodule being compiled)."""
     module = sys.modules.get("torch._dynamo.backends.distributed")
     if module is None:  # never imported: Dynamo imports it for its first DDP compile
         return None
@@ -1302,7 +1303,10 @@ def ddp_split() -> dict[str, Any] | None:
             index = int(match.group(1)) if match and len(buckets) > 1 else None
             described = [{"bytes": int(getattr(b, "size", 0)), "params": [str(p) for p in getattr(b, "params", [])]}
                          for b in buckets]  # fmt: skip
+            whole = frame.f_locals.get("gm")
+            nodes = getattr(getattr(whole, "graph", None), "nodes", [])
             return {
+                "inputs": [str(n.target) for n in nodes if getattr(n, "op", None) == "placeholder"],
                 "index": index if index is not None and index < len(buckets) else None,
                 "count": len(buckets),
                 "cap": getattr(optimizer, "bucket_bytes_cap", None),

@@ -57,8 +57,10 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "calls": {"qualname": _STR, "function": _STR, "file": _STR, "line": _INT, "warmup": _INT, "calls": _INT,
               "wall_us": _INT, "graph_us": _INT, "compile_us": _INT, "break_us": _INT, "fallback_calls": _INT,
               "fallback_us": _INT, "overhead_us": _INT},
+    # graphs: its own graph calls (not backward); gap_us: the eager time between its first and last (the pieces
+    # of a graph DDPOptimizer split at DDP's buckets run one after another: ddp_split_rows)
     "entry": {"compile_id": _STR, "qualname": _STR, "function": _STR, "file": _STR, "line": _INT, "resume": _INT,
-              "warmup": _INT, "calls": _INT, "wall_us": _INT, "graph_us": _INT},
+              "warmup": _INT, "calls": _INT, "wall_us": _INT, "graph_us": _INT, "graphs": _INT, "gap_us": _INT},
     "call_hist": {"qualname": _STR, "file": _STR, "line": _INT, "warmup": _INT, "dur": _INT, "n": _INT},
     # the compile ids that compiled or ran inside calls of a function (its compile cost: analyze/costs.py)
     "fn_ids": {"qualname": _STR, "file": _STR, "line": _INT, "compile_id": _STR, "n": _INT},
@@ -80,14 +82,15 @@ _FRAME, _CALL = 0, 1
 class _Run:
     """One frame run or one call: its times, its own graph calls, and what the join needs of its children."""
 
-    __slots__ = ("end", "first_graph", "frames", "graph_us", "kids", "kind", "last_graph", "parent", "resume", "spec",
-                 "start")  # fmt: skip
+    __slots__ = ("end", "first_graph", "frames", "graph_us", "kids", "kind", "last_graph", "n_graphs", "parent",
+                 "resume", "spec", "start")  # fmt: skip
 
     def __init__(self, kind: int, spec: int, start: int) -> None:
         self.kind, self.spec, self.start, self.end = kind, spec, start, start
         self.first_graph: int | None = None  # start of its first own graph call
         self.last_graph: int | None = None  # end of its last own graph call
         self.graph_us = 0  # its own graph calls (a call's: graphs of frames that carry no probes)
+        self.n_graphs = 0  # how many
         self.resume: _Run | None = None  # the resume function it called after its graph break
         self.kids: list[_Run] | None = None  # a root's direct children
         self.frames: list[_Run] | None = None  # a root's frame runs, all depths
@@ -191,7 +194,7 @@ class _Accumulator:
         self.site = [_site_of(sp) for sp in specs]
         self.brk: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
         self.calls: dict[tuple, list[int]] = defaultdict(lambda: [0] * 8)
-        self.entry: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.entry: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
         self.hist: dict[tuple, int] = defaultdict(int)
         self.fn_ids: dict[tuple, int] = defaultdict(int)
         self.ran: set[str | None] = set()  # compile ids whose frame has run (in this file, as time goes)
@@ -226,6 +229,7 @@ class _Accumulator:
                             top.first_graph = start
                         top.last_graph = start + d
                         top.graph_us += d
+                        top.n_graphs += 1
                 continue
             if k == _COMPILE:
                 continue
@@ -280,6 +284,9 @@ class _Accumulator:
             row[0] += 1
             row[1] += f.end - f.start
             row[2] += f.graph_us
+            row[3] += f.n_graphs
+            if f.n_graphs > 1 and f.first_graph is not None and f.last_graph is not None:
+                row[4] += max(0, f.last_graph - f.first_graph - f.graph_us)
             if sp[_BREAKS]:
                 regions.append((*_region(f), f.spec))
         break_us = self._charge(regions, busy, (*top, warmup)) if regions else 0
@@ -411,3 +418,66 @@ def _region(frame: _Run) -> tuple[int, int]:
     resume = frame.resume
     b = frame.end if resume is None else resume.first_graph if resume.first_graph is not None else resume.start
     return (a, max(a, b))
+
+
+# ------------------------------------------------------------------------------------------------
+# DDPOptimizer's splits: not graph breaks of the user's, but a row of their own in the same table
+
+_DDP_PIECE = re.compile(r"^(?P<base>.*)\[ddp (?P<piece>\d+)/(?P<pieces>\d+)\]$")
+DDP_SPLIT_KIND = "ddp split"
+
+
+def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict | None, steps: int) -> list[dict]:
+    """One row per graph DDPOptimizer split at DDP's buckets (the trace names its pieces
+    "__compiled_fn_1[ddp 2/4]"), in the graph-break table's shape (analyze/costs.py) with kind DDP_SPLIT_KIND:
+    its graphs, and what the split costs each call, measured: the eager time between the first piece's start
+    and the last one's end that is not in a piece (each piece's launch: its AOT wrappers and Python calls),
+    from its frame's cache entry (`gap_us`); what the explanation knows of it (cap, buckets) where there is one."""
+    from .fixes import ddp_split_fix
+
+    pieces: dict[str, tuple[str, int]] = {}  # compile id -> (graph, pieces)
+    for r in graph.iter_rows(named=True):
+        m = _DDP_PIECE.match(str(r.get("graph") or ""))
+        if m and r.get("compile_id") is not None:
+            pieces[str(r["compile_id"])] = (m["base"], int(m["pieces"]))
+    if not pieces:
+        return []
+    listed = (explanation or {}).get("ddp_splits") or []
+    described = {str(d.get("compile_id")): d for d in listed if isinstance(d, dict)}
+    rows = []
+    for cid, (base, count) in sorted(pieces.items()):
+        sides: dict[int, list[int]] = {}
+        name = file = line = None
+        for r in entry.filter(pl.col("compile_id") == cid).iter_rows(named=True):
+            side = sides.setdefault(int(r["warmup"] or 0), [0, 0, 0, 0])
+            for i, key in enumerate(("calls", "wall_us", "graphs", "gap_us")):
+                side[i] += int(r.get(key) or 0)
+            name, file, line = r["qualname"] or r["function"], r["file"], r["line"]
+        steady = 0 in sides and sides[0][0] > 0
+        calls, wall, graphs, gap = sides.get(0 if steady else 1, [0, 0, 0, 0])
+        warm = sides.get(1, [0, 0, 0, 0])
+        split = described.get(cid) or {}
+        cap_bytes = split.get("cap_bytes")
+        cap_mb = cap_bytes / 2**20 if isinstance(cap_bytes, (int, float)) else None
+        file, line = split.get("file") or file, split.get("line") or line
+        per_call = gap / calls if calls else None
+        cap = f" (bucket_cap_mb={cap_mb:g})" if cap_mb is not None else ""
+        boundaries = count - 1
+        reason = (f"DDP split the graph at {boundaries} bucket boundar{'y' if boundaries == 1 else 'ies'}{cap}: "
+                  f"{count} graphs instead of 1")  # fmt: skip
+        buckets = [f"[ddp {b.get('piece')}/{count}] bucket {b.get('bucket')}: {b.get('params')} parameters, "
+                   f"{int(b.get('bytes') or 0) / 2**20:.2f} MB, {b.get('layers')}"
+                   for b in split.get("buckets") or [] if isinstance(b, dict)]  # fmt: skip
+        rows.append({
+            "source": f"{file.rsplit('/', 1)[-1]}:{line}" if file and line else None, "reason": reason,
+            "fix": ddp_split_fix(cap_mb, count), "calls": calls, "total_us": gap, "per_call_us": per_call,
+            "per_step_us": gap / steps if steps else None, "per_hit_us": per_call,
+            "share": gap / wall if wall else None,
+            "kind": DDP_SPLIT_KIND, "function": name or split.get("function"), "file": file, "line": line,
+            "code": None, "compile_ids": [cid], "warmup_calls": warm[0], "warmup_us": warm[3],
+            "warmup_only": not steady, "measurable": per_call is not None and per_call >= 2,
+            "note": (f"DDPOptimizer's split of {base}, not a graph break in your code; {graphs / calls:.0f} graphs a "
+                     "call, timed: the time between them" if calls else f"DDPOptimizer's split of {base}"),
+            "detail": "\n".join(buckets) or None, "library": None,
+        })  # fmt: skip
+    return rows

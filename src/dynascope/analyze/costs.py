@@ -27,6 +27,7 @@ from typing import Any
 import polars as pl
 
 from ..userframes import is_library_file, library_text
+from . import breaks
 from .fixes import break_fix, fallback_fix, recompile_fix
 
 __all__ = ["COST_TABLES", "cost_tables"]
@@ -69,7 +70,8 @@ def cost_tables(p: Any, steps: int, explanation: dict | None) -> dict[str, pl.Da
     tops = _tops(p.calls)
     functions = _functions(p, tops, compile_us)
     return {
-        "graph_breaks": _graph_breaks(p.brk, tops, steps, expl),
+        "graph_breaks": _graph_breaks(p.brk, tops, steps, expl,
+                                      breaks.ddp_split_rows(p.graph, p.entry, explanation, steps)),
         "recompiles": _recompiles(p, tops, steps, compile_us, expl),
         "compiled_functions": functions,
         "cache_entries": _entries(p.entry, compile_us, expl),
@@ -222,11 +224,13 @@ def _split_line(text: str | None) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
-def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: _Explained) -> pl.DataFrame:
+def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: _Explained,
+                  ddp: list[dict] | None = None) -> pl.DataFrame:
     """One row per break site: the line where the break happened, whichever frame split at it. A break inside
     a library splits the user's frame at the user line that called into it (charged there, the library line
     its detail), and where Dynamo then compiles the library function as a frame of its own, that frame at
-    the library line: the same break."""
+    the library line: the same break. `ddp`: the rows of graphs DDPOptimizer split at DDP's buckets (not
+    breaks: kind "ddp split", analyze/breaks.py ddp_split_rows)."""
     sites: dict[tuple, dict[str, Any]] = {}
     for r in brk.iter_rows(named=True):
         here = _site(r)
@@ -268,6 +272,7 @@ def _graph_breaks(brk: pl.DataFrame, tops: dict[tuple, _Top], steps: int, expl: 
             continue
         by_site[(row["file"], row["line"])] = row
         rows.append(row)
+    rows += ddp or []
     frame = pl.DataFrame(rows, schema=_BREAK_SCHEMA)
     return frame.sort(["total_us", "warmup_us", "source"], descending=[True, True, False], nulls_last=True)
 
@@ -328,7 +333,7 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
         per_call, per_step, share = _per_call(total, {key}, tops, steady, steps)
         hits = side["fallback_calls"]
         rows.append({
-            "source": source_of(src_file, src_line), "reason": reason, "fix": fallback_fix(reason, expl.known),
+            "source": source_of(src_file, src_line), "reason": reason, "fix": fallback_fix(reason, expl.known, name),
             "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
             "per_hit_us": total / hits, "share": share, "kind": "eager function", "function": name,
             "file": src_file, "line": src_line, "code": expl.code_at(src_file, src_line),

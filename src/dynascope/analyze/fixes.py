@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["break_fix", "fallback_fix", "recompile_fix"]
+__all__ = ["break_fix", "ddp_split_fix", "fallback_fix", "recompile_fix"]
 
 _CALLEE = re.compile(r"([A-Za-z_][\w.]*)\s*\(")
 _NAME = re.compile(r"[A-Za-z_]\w*")
@@ -37,6 +37,8 @@ def break_fix(reason: str | None, code: str | None, detail: str | None = None) -
     why = (reason or "").lower()
     text = f"{why}\n{(detail or '').lower()}"
     callee = _callee(code)
+    if _in_ddp(text):
+        return DDP_OWN_CODE
     if "fell back to eager" in why and "loop" in why:
         return ("the break is inside a loop, where Dynamo cannot resume, so it runs the whole function eagerly: "
                 "remove the break (see its own row), or move the loop body into a function of its own so that "
@@ -73,10 +75,13 @@ def break_fix(reason: str | None, code: str | None, detail: str | None = None) -
     return "rewrite this line with torch operations Dynamo can trace, or move it out of the compiled function"
 
 
-def fallback_fix(reason: str | None, explained: bool = False) -> str:
+def fallback_fix(reason: str | None, explained: bool = False, function: str | None = None) -> str:
     """What to change when Dynamo ran a whole function eagerly. `explained`: the run's explanation was
-    read (it names no reason), so it is no use sending the user to run explain: say what it found."""
+    read (it names no reason), so it is no use sending the user to run explain: say what it found.
+    `function`: the function's name, where it says more than the reason (DDP's own forward)."""
     why = (reason or "").lower()
+    if "distributeddataparallel" in (function or "").lower():
+        return DDP_FORWARD
     if "recompile limit" in why or "cache size limit" in why or "cache_size_limit" in why:
         return ("it recompiled until the recompile limit: find the guard that keeps failing in the recompiles "
                 "table and make that input stable, or dynamic (torch._dynamo.mark_dynamic)")
@@ -134,3 +139,36 @@ def recompile_fix(reason: str | None, subject: str | None = None, expected: str 
         return ("make what the failing guard checks the same on every call (every guard of this function, and "
                 "the line that installed it, is in explanation.json and the .py beside it)")
     return "run `dynascope explain` on the script to see every guard of this function"
+
+
+# torch.compile(DDP(model)): Dynamo traces DistributedDataParallel.forward only up to DDP's own Python (its
+# logger, its _inside_ddp_forward context: Dynamo's skip list) and compiles the wrapped module's forward as a
+# frame of its own, split at DDP's buckets (DDPOptimizer)
+_DDP_MARKS = ("distributeddataparallel", "_inside_ddp_forward", "set_runtime_stats_and_log",
+              "nn/parallel/distributed.py")
+DDP_OWN_CODE = (
+    "the break is in DistributedDataParallel's own code (torch.compile(DDP(model)): Dynamo does not trace DDP's "
+    "logger and forward context, which are on its skip list), not in yours; Dynamo compiles your module's forward "
+    "inside it as a frame of its own. To compile only your model, with no breaks in DDP's code: "
+    "DDP(torch.compile(model))"
+)
+DDP_FORWARD = (
+    "DistributedDataParallel.forward is torch's own Python (its hooks prepare the gradient buckets); Dynamo does not "
+    "compile it (it stops at DDP's logger and forward context, on its skip list) and compiles your module's "
+    "forward inside it instead, split at DDP's buckets. It runs as Python with or without torch.compile, so there "
+    "is nothing to gain here: DDP(torch.compile(model)) compiles the same graphs without these breaks"
+)
+
+
+def _in_ddp(text: str) -> bool:
+    return any(mark in text for mark in _DDP_MARKS)
+
+
+def ddp_split_fix(cap_mb: float | None, graphs: int) -> str:
+    """What to change about a graph DDPOptimizer split at DDP's buckets (one graph per bucket)."""
+    now = f"{cap_mb:g}" if cap_mb is not None else "the current cap"
+    return (f"expected with DDP: one graph per gradient bucket, so that each bucket's all-reduce starts while "
+            f"backward goes on. Fewer graphs: raise DDP(model, bucket_cap_mb=...) above {now} ({graphs} buckets now); "
+            "one graph: torch._dynamo.config.optimize_ddp = False (then no all-reduce overlaps backward), or "
+            "optimize_ddp = \"python_reducer\" with compiled autograd (torch._dynamo.config.compiled_autograd = "
+            "True), which traces the all-reduces into the compiled backward (experimental)")

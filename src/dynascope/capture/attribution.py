@@ -241,8 +241,11 @@ def ddp_split_fields(split: dict[str, Any], gm: Any = None) -> dict[str, Any]:
     index, count = int(split["index"]), int(split["count"])
     bucket = split["buckets"][index]
     names = list(reversed(bucket["params"]))  # DDPOptimizer lists them from the graph's last node
-    # the piece's inputs are named as the whole graph's nodes: its parameters' names in lower case
-    inputs = [str(n.target).lower() for n in gm.graph.nodes if n.op == "placeholder"] if gm is not None else []
+    # the whole graph's inputs (_torch.ddp_split()), else the piece's, named as the whole graph's nodes: its
+    # parameters' names in lower case
+    inputs = [str(n).lower() for n in split.get("inputs") or []]
+    if not inputs and gm is not None:
+        inputs = [str(n.target).lower() for n in gm.graph.nodes if n.op == "placeholder"]
     place = {name: i for i, name in enumerate(inputs)}
     names.sort(key=lambda name: place.get(name.lower(), len(place)))
     params = [param_path(p) for p in names]

@@ -19,7 +19,7 @@ from .. import _torch
 from .attribution import module_of
 from .kernels import read_json, write_json
 
-VERSION = 1
+VERSION = 2  # 2: kernels of functional collectives carry comm_* fields (a version-1 record has none)
 
 
 def graph_digest(gm: Any) -> str:

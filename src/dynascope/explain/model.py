@@ -262,6 +262,81 @@ class EagerFallback(_Data):
 
 
 @dataclass
+class DdpBucket(_Data):
+    """One piece of a graph DDPOptimizer split at DDP's gradient buckets: its graph and its bucket."""
+
+    piece: int  # 1.. in forward order: the trace's graph "__compiled_fn_1[ddp 2/4]"
+    bucket: int  # as DDP numbers its buckets (0: the last layers, whose gradients are ready first)
+    params: int
+    bytes: int
+    layers: str  # "first..last" parameter in forward order
+
+
+@dataclass
+class DdpSplit(_Data):
+    """A graph that DDPOptimizer split at DDP's bucket boundaries (torch._dynamo.config.optimize_ddp, on by
+    default for a module run inside DistributedDataParallel): one graph per bucket, compiled one by one,
+    so that each bucket's all-reduce can start while backward goes on. Not a graph break of the user's."""
+
+    compile_id: str | None
+    graph: str | None  # Dynamo's name of the graph before the split ("__compiled_fn_1")
+    function: str | None
+    file: str | None
+    line: int | None
+    graphs: int
+    cap_bytes: int | None
+    first_cap_bytes: int | None = None
+    buckets: list[DdpBucket] = field(default_factory=list)
+    _nested: ClassVar[dict[str, type]] = {"buckets": DdpBucket}
+
+    @property
+    def cap_mb(self) -> float | None:
+        return None if self.cap_bytes is None else self.cap_bytes / 2**20
+
+    def headline(self) -> str:
+        """'DDP split the graph at 3 bucket boundaries (bucket_cap_mb=1): 4 graphs instead of 1'."""
+        cap = f" (bucket_cap_mb={_mb(self.cap_mb)})" if self.cap_mb is not None else ""
+        return (f"DDP split the graph at {_plural(self.graphs - 1, 'bucket boundary', 'bucket boundaries')}{cap}: "
+                f"{self.graphs} graphs instead of 1")
+
+
+DDP_KNOBS = (
+    "DDP(model, bucket_cap_mb=N) sets the pieces: a bigger cap gives fewer graphs (more fusion, fewer launches) "
+    "and all-reduces that start later in backward; torch._dynamo.config.optimize_ddp = False compiles one graph "
+    "(no split, but every all-reduce waits for the whole backward: no overlap); optimize_ddp = \"python_reducer\" "
+    "with compiled autograd (torch._dynamo.config.compiled_autograd = True) traces DDP's all-reduces into the "
+    "compiled backward: one graph, with overlap (experimental)"
+)
+
+
+def _mb(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}" if value >= 0.01 else f"{value:.3g}"
+
+
+def ddp_split_lines(splits: list[DdpSplit], costs: dict[str, str] | None = None) -> Lines:
+    """The DDP splits of a run: each split graph's headline, its pieces' buckets, what it cost where a
+    trace of the run measured it (`costs` by compile id) and the knobs."""
+    out = Lines()
+    if not splits:
+        return out
+    out.heading(f"DDP splits ({_plural(len(splits), 'graph')} split at DDP's buckets by DDPOptimizer; "
+                "not graph breaks in your code):")
+    for split in splits:
+        where = f" ({os.path.basename(split.file)}:{split.line})" if split.file and split.line else ""
+        out.add(f"  - {split.headline()}")
+        out.add(f"      {split.function or '?'}{where}, compile {split.compile_id or '?'}: "
+                f"graphs {split.graph or '?'}[ddp 1/{split.graphs}] .. [ddp {split.graphs}/{split.graphs}]")
+        for b in split.buckets:
+            out.add(f"      [ddp {b.piece}/{split.graphs}] bucket {b.bucket}: {_plural(b.params, 'parameter')}, "
+                    f"{b.bytes / 2**20:.2f} MB, {b.layers}")
+        cost = (costs or {}).get(str(split.compile_id))
+        if cost:
+            out.add(f"      run time: {cost}", NOTE)
+    out.add(f"      knobs: {DDP_KNOBS}")
+    return out
+
+
+@dataclass
 class Explanation(_Data):
     function: FunctionRef
     source: str | None = None
@@ -314,9 +389,12 @@ class Report(_Data):
     eager_fallbacks: list[EagerFallback] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    # graphs DDPOptimizer split at DDP's buckets (not graph breaks: graph_breaks leaves them out)
+    ddp_splits: list[DdpSplit] = field(default_factory=list)
     _nested: ClassVar[dict[str, type]] = {
         "explanations": Explanation, "graph_breaks": GraphBreak, "recompiles": Recompile,
         "compile_times": CompileTime, "cache_limit_hits": CacheLimitHit, "eager_fallbacks": EagerFallback,
+        "ddp_splits": DdpSplit,
     }
 
     @classmethod
@@ -507,6 +585,10 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
                 out.add(f"      called from {os.path.basename(rc.call_file)}:{rc.call_line}")
             for f in rc.failures[1:]:
                 out.add(f"      also {f.compile_id}: {f.reason}")
+    if isinstance(obj, Report) and obj.ddp_splits:
+        if out:
+            out.add("")
+        out.extend(ddp_split_lines(obj.ddp_splits, costs))
     times = with_wall_times(obj.compile_times, wall_us) if wall_us else obj.compile_times
     if times:
         if out:

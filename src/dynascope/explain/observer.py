@@ -27,7 +27,16 @@ from ..trace.spans import OpenSpans
 from ..userframes import first_user_frame, is_library_file
 from . import records
 from .api import explain_code, globals_for_code
-from .model import CacheLimitHit, CompileTime, EagerFallback, Explanation, GraphBreak, Recompile, Report
+from .model import (
+    CacheLimitHit,
+    CompileTime,
+    DdpSplit,
+    EagerFallback,
+    Explanation,
+    GraphBreak,
+    Recompile,
+    Report,
+)
 from .session import SESSION
 
 
@@ -42,6 +51,7 @@ class Observer:
         self.compile_times: list[CompileTime] = []
         self.cache_limit_hits: list[CacheLimitHit] = []
         self.eager_fallbacks: list[EagerFallback] = []
+        self.ddp_splits: list[DdpSplit] = []
         self.notes: list[str] = []
         self._graphs: dict[str, dict[str, Any]] = {}
         self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
@@ -131,6 +141,8 @@ class Observer:
                 self._started.add(str(cid))
                 self._on_start(cid, record["dynamo_start"])
                 self._break_mark = self._graph_break_mark()
+            elif key == "optimize_ddp_split_graph":
+                self._on_ddp_split(cid)
             elif key == "dynamo_output_graph" and cid and payload:
                 self._graphs.setdefault(cid, {})["code"] = payload.rstrip()
             elif key == "artifact":
@@ -179,6 +191,18 @@ class Observer:
         ct = self._times_by_cid.get(cid)
         if ct is not None:
             records.apply_phases(ct, durations)
+
+    def _on_ddp_split(self, cid: str | None) -> None:
+        """DDPOptimizer logs its split graph from inside its compile_fn, where its buckets can be read."""
+        try:
+            split = _torch.ddp_split()
+        except TorchVersionError as exc:
+            self._note(str(exc))
+            return
+        if split is None:
+            return
+        name, file, line = self._frames.get(records.frame_id(cid) or "", (None, None, None))
+        self.ddp_splits.append(records.ddp_split(split, cid, _torch.graph_name(None), name, file, line))
 
     def _on_string(self, text: Any) -> None:
         try:
@@ -325,6 +349,7 @@ class Observer:
             compile_times=list(self.compile_times), cache_limit_hits=list(self.cache_limit_hits),
             eager_fallbacks=list(self.eager_fallbacks), notes=list(self.notes),
             error=None if error is None else f"{type(error).__name__}: {error}",
+            ddp_splits=list(self.ddp_splits),
         )
         rep.notes = list(self.notes)
         for expl in rep.explanations:

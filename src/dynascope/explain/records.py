@@ -13,7 +13,16 @@ from .. import _torch
 from ..userframes import first_user_frame
 from .code import excerpt
 from .guards import _strip_comment, readable_check
-from .model import CacheLimitHit, CompileTime, EagerFallback, GraphBreak, Recompile, RecompileFailure
+from .model import (
+    CacheLimitHit,
+    CompileTime,
+    DdpBucket,
+    DdpSplit,
+    EagerFallback,
+    GraphBreak,
+    Recompile,
+    RecompileFailure,
+)
 
 _CID = re.compile(r"^\s*(?P<cid>\[?!?\d+/\d+(?:_\d+)?\]?):\s*(?P<rest>.*)$", re.S)
 _EXPECTED = re.compile(r"expected (?P<exp>[^,]+?), actual (?P<act>\S+?)\.?$")
@@ -272,3 +281,20 @@ def graph_break_from_stack(reason: str, stack: list[tuple[str, int, str]], compi
         reason=name, detail=reason.strip() or None, function=fn, file=file, line=line,
         excerpt=excerpt(file, line), count=1, compile_ids=[compile_id] if compile_id else [], library=library,
     )
+
+
+def ddp_split(split: dict[str, Any], compile_id: str | None, graph: str | None, function: str | None,
+              file: str | None, line: int | None) -> DdpSplit:
+    """_torch.ddp_split()'s description of DDPOptimizer's split -> DdpSplit (its pieces' layers named as the
+    trace's graph records name them: capture/attribution.py ddp_split_fields)."""
+    from ..capture.attribution import ddp_split_fields
+
+    count = int(split.get("count") or 0)
+    buckets = []
+    for index in range(count):
+        fields = ddp_split_fields({**split, "index": index})
+        buckets.append(DdpBucket(piece=fields["ddp_split"], bucket=fields["ddp_bucket"], params=fields["ddp_params"],
+                                 bytes=fields["ddp_bytes"], layers=fields["ddp_layers"]))  # fmt: skip
+    graph = re.sub(r"_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}$", "", graph) if graph else None
+    return DdpSplit(compile_id=compile_id, graph=graph, function=function, file=file, line=line, graphs=count,
+                    cap_bytes=split.get("cap"), first_cap_bytes=split.get("first_cap"), buckets=buckets)  # fmt: skip
