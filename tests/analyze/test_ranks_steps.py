@@ -182,3 +182,26 @@ def test_a_rank_without_its_explanation_is_said(tmp_path):
         s = summarize_files([str(tmp_path)], explanation="auto")
     assert sorted(s.explanations) == [0]
     assert any("no explanation for rank 1" in w for w in s.meta["warnings"])
+
+
+def test_the_rank_invariants_hold_here_and_catch_the_ranks_steps_added_together(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
+    from invariants import check_ranks
+
+    from dynascope.render._analysis import summary_to_dict
+
+    paths, _ = write_job(tmp_path)
+    d = summary_to_dict(summarize(paths))
+    assert check_ranks(d, "json", None) == []
+    summed = {**d, "by_step": [dict(r, total_us=sum(x["total_us"] for x in d["by_rank_step"] if x["step"] == r["step"]))
+                               for r in d["by_step"]]}  # fmt: skip
+    assert any(f.startswith("[job step]") for f in check_ranks(summed, "json", None))
+    bad = {**d, "by_rank": [dict(r, compile_us=r["compile_us"] + 5) for r in d["by_rank"]]}
+    assert any(f.startswith("[by_rank]") for f in check_ranks(bad, "json", None))
+    old = {k: v for k, v in d.items() if k not in ("by_rank", "by_rank_step")}  # a report from before ranks
+    old["by_step"] = [dict(r, total_us=d["meta"]["span_us"] + 1) for r in d["by_step"]]
+    found = check_ranks(old, "json", None)
+    assert any(f.startswith("[by_rank]") for f in found) and any(f.startswith("[job step<=span]") for f in found)

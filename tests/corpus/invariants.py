@@ -420,7 +420,8 @@ def _stated_total_ok(line: str, total: Duration, expected_s: float, expected_tol
     )
 
 
-STEP_PARTS = ("data_us", "forward_us", "eval_us", "backward_us", "optimizer_us", "io_us", "compile_us", "other_us")
+STEP_PARTS = ("data_us", "forward_us", "eval_us", "backward_us", "optimizer_us", "io_us", "compile_us", "comm_us",
+              "other_us")
 SHARE_TABLES = ("by_op", "by_kernel", "by_layer", "by_phase", "by_file", "compile_vs_run")
 
 
@@ -479,7 +480,8 @@ def check_json_like(summary: dict, source: str, top: int | None, explained: bool
             added = sum(r.get(column) or 0 for r in table_rows)
             if abs(added - compile_us) > max(1000, 0.001 * compile_us):
                 failures.append(f"[compile rows] {source} {table}: rows add to {added / 1e6:.3f} s of compile, the total is {compile_us / 1e6:.3f} s")
-        steps = summary.get("by_step") or []
+        # many ranks: compile_vs_run adds every rank's compiles, so the steps compared are every rank's
+        steps = summary.get("by_rank_step") or summary.get("by_step") or []
         step_compile = sum(r.get("compile_us") or 0 for r in steps)
         if step_compile > compile_us + max(1000, 0.001 * compile_us):
             failures.append(f"[compile total] {source} by_step: steps hold {step_compile / 1e6:.3f} s of compile, more than the total {compile_us / 1e6:.3f} s")
@@ -766,11 +768,94 @@ def check(outputs: Outputs) -> list[str]:
                 failures.append(f"[compile total] explain DIR says {m.group(2)} in all, the JSON {compile_s:.3f} s, and its line does not state the difference: {line.strip()[:200]!r}")
             if total:
                 failures += _check_explain_rows(text, total[0])
+    # many ranks
+    if summary:
+        failures += check_ranks(summary, "report --json", outputs.out_dir)
+    if outputs.csv_tables is not None and summary:
+        failures += check_ranks({**outputs.csv_tables, "meta": summary.get("meta")}, "report --csv", None)
     # the trace
     for path in outputs.traces:
         failures += check_trace(path)
     if summary and outputs.traces:
         failures += check_saves_are_io(summary, outputs.traces)
+    return failures
+
+
+def rank_explanation_files(out_dir: str | os.PathLike) -> list[str]:
+    """The ranks' explanation.json files of a job's output directory: OUT/rank<R>/explanation.json (one output
+    directory for the job) or OUT/<dir>/explanation.json (one output directory per rank under OUT)."""
+    out = Path(out_dir)
+    if not out.is_dir():
+        return []
+    return sorted(str(p) for p in out.glob("*/explanation.json") if p.parent.name != "eager")
+
+
+def check_ranks(summary: dict, source: str, out_dir: str | os.PathLike | None) -> list[str]:
+    """The many-ranks invariants (docs/ranks.md): the job's step is one rank's step (its slowest), never
+    longer than the job; a rank's steps fit in the job's span; the parts add up per rank; per-rank rows add
+    up to by_process; every rank's explanation beside the traces was read."""
+    failures: list[str] = []
+    by_rank = summary.get("by_rank") or []
+    rank_steps = summary.get("by_rank_step") or []
+    meta = summary.get("meta") or {}
+    span = meta.get("span_us")
+    if not by_rank:
+        named = sorted({p.get("rank") for p in summary.get("by_process") or []
+                        if isinstance(p.get("rank"), int) and p["rank"] >= 0})  # fmt: skip
+        if len(named) > 1:
+            failures.append(f"[by_rank] {source}: by_process has ranks {named}, by_rank has none")
+        for row in summary.get("by_step") or []:
+            if span is not None and (row.get("total_us") or 0) > span:
+                failures.append(f"[job step<=span] {source} by_step step {row.get('step')}: {row['total_us'] / 1e6:.3f} s, longer than the span {span / 1e6:.3f} s")
+        return failures
+    ranks = {r.get("rank") for r in by_rank}
+    steps = summary.get("by_step") or []
+    per_rank = {(r.get("rank"), r.get("epoch"), r.get("step")): r for r in rank_steps}
+    for row in steps:
+        name = f"step {row.get('step')} (epoch {row.get('epoch')})"
+        total = row.get("total_us") or 0
+        if span is not None and total > span:
+            failures.append(f"[job step<=span] {source} by_step {name}: {total / 1e6:.3f} s, longer than the job's span {span / 1e6:.3f} s")
+        if (row.get("ranks") or 0) > len(ranks):
+            failures.append(f"[job step] {source} by_step {name}: {row.get('ranks')} ranks had it, the job has {len(ranks)}")
+        own = per_rank.get((row.get("rank"), row.get("epoch"), row.get("step")))
+        if own is None:
+            failures.append(f"[job step] {source} by_step {name}: its rank {row.get('rank')} has no such step in by_rank_step")
+            continue
+        if any((own.get(p) or 0) != (row.get(p) or 0) for p in ("total_us", *STEP_PARTS) if p in row):
+            failures.append(f"[job step] {source} by_step {name}: not rank {row.get('rank')}'s step (wall {total} µs, that rank's {own.get('total_us')} µs)")
+        longest = max((r.get("total_us") or 0) for k, r in per_rank.items() if k[1:] == (row.get("epoch"), row.get("step")))
+        if total != longest:
+            failures.append(f"[job step] {source} by_step {name}: wall {total} µs, the slowest rank's is {longest} µs")
+    walls: dict = defaultdict(int)
+    for r in rank_steps:
+        if r.get("step") is not None:
+            walls[r.get("rank")] += r.get("total_us") or 0
+        parts = [r.get(p) or 0 for p in STEP_PARTS if p in r]
+        if parts and abs(sum(parts) - (r.get("total_us") or 0)) > len(parts):
+            failures.append(f"[step parts] {source} by_rank_step rank {r.get('rank')} step {r.get('step')}: parts add to {sum(parts)} µs, total {r.get('total_us')} µs")
+    for rank, wall in walls.items():
+        if span is not None and wall > span:
+            failures.append(f"[job step<=span] {source} rank {rank}'s steps add to {wall / 1e6:.3f} s, longer than the job's span {span / 1e6:.3f} s")
+    procs = summary.get("by_process") or []
+    for r in by_rank:
+        mine = [p for p in procs if p.get("rank") == r.get("rank")]
+        if len(mine) != (r.get("processes") or 0):
+            failures.append(f"[by_rank] {source} rank {r.get('rank')}: {r.get('processes')} processes, by_process has {len(mine)}")
+        compile_us = sum(p.get("compile_us") or 0 for p in mine)
+        if compile_us != (r.get("compile_us") or 0):
+            failures.append(f"[by_rank] {source} rank {r.get('rank')}: compile {r.get('compile_us')} µs, its processes' {compile_us} µs")
+        n = len([s for s in rank_steps if s.get("rank") == r.get("rank") and s.get("step") is not None])
+        if n and n != r.get("steps"):
+            failures.append(f"[by_rank] {source} rank {r.get('rank')}: {r.get('steps')} steps, by_rank_step has {n}")
+    if out_dir is not None:
+        files = rank_explanation_files(out_dir)
+        read = {os.path.realpath(p) for p in (summary.get("explanations") or {}).values() if p}
+        unread = [f for f in files if os.path.realpath(f) not in read]
+        if unread:
+            failures.append(f"[rank explanations] {source}: not read: {', '.join(unread)}")
+        if files and len(read) < len(ranks):
+            failures.append(f"[rank explanations] {source}: {len(read)} explanations read for {len(ranks)} ranks")
     return failures
 
 
