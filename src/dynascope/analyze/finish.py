@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import gpu, ranks
+from . import comm, gpu, ranks
 from .costs import cost_tables
 from .files import finish_files
 from .partial import KERNEL_KEYS, Partial
-from .stepparts import LIST_COLUMNS, PART_COLUMNS
+from .stepparts import COMM_NUMBER_COLUMNS, LIST_COLUMNS, PART_COLUMNS
 from .stepstats import slow_steps, step_rows, step_stats
 from .summary import Summary, summary_meta
 
@@ -71,6 +71,10 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None,
         by_layer = gpu.with_gpu_by_layer(by_layer, p.gpu)
         by_kernel = gpu.with_gpu_by_kernel(by_kernel, p.gpu)
         step_columns += ["gpu_us", (pl.col("total_us") - pl.col("gpu_us")).alias("gpu_idle_us")]
+    if p.comm.height:  # collectives: compute, communication and their overlap per step (analyze/comm.py)
+        hidden, total = pl.col("comm_hidden_us"), pl.col("comm_total_us")
+        step_columns += [*COMM_NUMBER_COLUMNS,
+                         pl.when(total > 0).then(hidden / total).otherwise(None).alias("overlap")]  # fmt: skip
     by_step, by_rank_step = ranks.job_steps(p.step, step_columns)
     stats = step_stats(by_step)
     by_process = p.process.sort(["rank", "host", "pid"], nulls_last=True).select(
@@ -128,6 +132,7 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None,
         by_rank=ranks.by_rank(p.proc_file, p.process, by_rank_step, explanations),
         divergence=ranks.divergence(by_rank_step, explanations, p.comm_seq, rank_ids),
         explanations=explanations,
+        **comm.finish_tables(p.comm, p.comm_proc, m.ts_min),
     )
 
 

@@ -23,12 +23,20 @@ from typing import cast
 import numpy as np
 import polars as pl
 
-from . import breaks, gpu
+from . import breaks, comm, gpu
 from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
 from .files import FILE_SCHEMA, file_table
 from .reader import FileReader, ReadInfo, read_file_reduced
 from .resolve import graph_refs, norm_hash
-from .stepparts import LIST_COLUMNS, PART_COLUMNS, op_windows, step_parts, step_sources, step_windows
+from .stepparts import (
+    COMM_NUMBER_COLUMNS,
+    LIST_COLUMNS,
+    PART_COLUMNS,
+    op_windows,
+    step_parts,
+    step_sources,
+    step_windows,
+)  # fmt: skip
 from .steps import TIME_COLUMNS, ops_per_region
 
 __all__ = [
@@ -51,6 +59,7 @@ SUMMARY_COLUMNS = [
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
     "ltid", "launch", "grad_enabled", "pg", "seq", "state", "signal",
+    *(c for c in comm.COMM_COLUMNS if c not in ("pg", "seq", "state", "signal")),
 ]  # fmt: skip
 
 _STR_KEYS = [
@@ -61,7 +70,7 @@ _STR_KEYS = [
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
              "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line",
-             "grad_enabled", "seq")  # fmt: skip
+             "grad_enabled", "seq", *(c for c in comm.COMM_INT_COLUMNS if c != "seq"))  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -125,6 +134,9 @@ class Partial:
     # per rank: the collectives it issued (pg, seq: the group's sequence number, else the issue order), their
     #   operation, bytes and the step they were issued in (analyze/ranks.py compares them across ranks)
     comm_seq: pl.DataFrame = field(default_factory=lambda: _empty("comm_seq"))
+    # collectives per rank and how each process's file ended (analyze/comm.py)
+    comm: pl.DataFrame = field(default_factory=lambda: _empty("comm"))
+    comm_proc: pl.DataFrame = field(default_factory=lambda: _empty("comm_proc"))
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -145,6 +157,7 @@ _KEYS = {
     "gpu": gpu.GPU_KEYS,
     "proc_file": ["trace_file", "pid", "rank", "host", "status"],
     "comm_seq": ["rank", "pg", "seq", "op", "step"],
+    **comm.KEYS,
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -156,6 +169,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "step": {"rank": pl.Int64, "epoch": pl.Int64, "step": pl.Int64,
              "regions": pl.Int64, "total_us": pl.Int64, "op_us": pl.Int64, "op_count": pl.Int64,
              **dict.fromkeys(PART_COLUMNS, pl.Int64), "compiles": pl.Int64, "gpu_us": pl.Int64,
+             **dict.fromkeys(COMM_NUMBER_COLUMNS, pl.Int64),
              **dict.fromkeys(LIST_COLUMNS, pl.List(pl.String))},
     "process": {"host": pl.String, "pid": pl.Int64, "rank": pl.Int64, "world_size": pl.Int64,
                 "events": pl.Int64, "op_us": pl.Int64, "compile_us": pl.Int64, "run_us": pl.Int64},
@@ -167,6 +181,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
                   "events": pl.Int64, "compile_ids": pl.List(pl.String)},
     "comm_seq": {"rank": pl.Int64, "pg": pl.String, "seq": pl.Int64, "op": pl.String, "bytes": pl.Int64,
                  "step": pl.Int64, "n": pl.Int64},
+    **comm.SCHEMAS,
 }  # fmt: skip
 
 
@@ -478,6 +493,7 @@ def _core(
         gpu=gpu.gpu_partial(others),
         proc_file=_proc_file(others, hist),
         comm_seq=_comm_seq(others),
+        **comm.frame_tables(others),
         **breaks.frame_tables(others),
     )
 
@@ -514,7 +530,7 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     if windows.height == 0:
         return _empty("step")
     op_us, op_count = ops_per_region(op_windows(windows), ops)
-    numbers, listed = step_parts(f, windows)
+    numbers, listed = step_parts(f, windows, ops)
     windows = windows.join(_rank_of_pid(f), on="pid", how="left")
     keys = ["rank", "epoch", "step"]
     found = pl.concat([windows, numbers], how="horizontal")
@@ -529,7 +545,7 @@ def _step_partial(f: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
             pl.col("op_us").sum(),
             pl.col("op_count").sum(),
             _sum_or_unknown("gpu_us"),
-            *(pl.col(c).sum() for c in (*PART_COLUMNS, "compiles")),
+            *(pl.col(c).sum() for c in (*PART_COLUMNS, "compiles", *COMM_NUMBER_COLUMNS)),
         )
     )
     # the names (compile ids, files) of each window, as list columns of its (epoch, step)

@@ -11,8 +11,16 @@ Steps, per thread (pid, tid of one file):
 
 Parts: each instant of a step's window [ts, ts + dur) is painted by the first of these that covers it
 (events of the window's own thread): compile (cat dynamo.compile) > io (POSIX, torch.io: file reads and
-writes, torch.save / torch.load) > data (dataloader) > backward (autograd, and backward graph calls) >
-optimizer (optimizer) > forward > eval > other. I/O is I/O wherever it happens in a step (a checkpoint
+writes, torch.save / torch.load) > data (dataloader) > comm (exposed communication, below) > backward
+(autograd, and backward graph calls) > optimizer (optimizer) > forward > eval > other.
+
+comm: a collective of this process (a `comm` event, docs/trace-format.md: from its issue to its completion,
+on any thread) is in flight and the window's thread runs no graph call and no op: DDP's reducer waiting for
+its last buckets at the end of backward, a blocking all_reduce. It is time the step would have painted
+backward, optimizer, forward or other. Per window also, where the process has collectives (else 0):
+compute_us (the union of the thread's graph calls and ops), comm_total_us (the union of the process's
+collectives in flight), comm_hidden_us (in flight while the thread computes); comm_us (the part) is in flight
+while it does not, and not painted compile, io or data. I/O is I/O wherever it happens in a step (a checkpoint
 saved between two forward passes is not forward time); only while compiling is it compile's (the compile
 total counts it). Eval is the graph calls run with grad disabled (torch.no_grad, inference_mode: the
 graph's `grad_enabled` is 0) on a thread that trains (has backward or optimizer events); on a thread that
@@ -39,32 +47,44 @@ import polars as pl
 from .columns import AUTOGRAD_CAT, COMPILE_CAT, DATA_CAT, GRAPH_CAT, OPTIMIZER_CAT, POSIX_CAT, TORCH_IO_CAT
 from .steps import regions
 
+COMM_CAT = "comm"  # a collective (docs/trace-format.md, "Collectives")
+
 __all__ = [
+    "COMM_NUMBER_COLUMNS",
     "LIST_COLUMNS",
     "PARTS",
     "PART_COLUMNS",
     "STEP_EXTRA_COLUMNS",
+    "STEP_NUMBER_COLUMNS",
+    "covered_in",
     "interval_union",
+    "intervals_and",
+    "intervals_minus",
     "op_windows",
+    "paint",
     "step_parts",
     "step_sources",
     "step_windows",
 ]
 
 # the parts, in the order of the by_step columns (`<part>_us`)
-PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "other")
+PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "comm", "other")
 PART_COLUMNS = tuple(f"{p}_us" for p in PARTS)
 # what else a window gets: compile ids begun in it (count and ids), files saved or written in it
 LIST_COLUMNS = ("compile_ids", "saved")
+# per window, where its process has collectives: compute, collectives in flight, and in flight under compute
+COMM_NUMBER_COLUMNS = ("compute_us", "comm_total_us", "comm_hidden_us")
+# the number columns of a window, summed per step
+STEP_NUMBER_COLUMNS = (*PART_COLUMNS, "compiles", *COMM_NUMBER_COLUMNS)
 STEP_EXTRA_COLUMNS = (*PART_COLUMNS, "compiles", *LIST_COLUMNS)
 
 # painting order: the first that covers an instant owns it; "other" is the rest
-_PRIORITY = ("compile", "io", "data", "backward", "optimizer", "forward", "eval")
+_PRIORITY = ("compile", "io", "data", "comm", "backward", "optimizer", "forward", "eval")
 _COLUMN_OF = [PARTS.index(p) for p in _PRIORITY]
 _OTHER = PARTS.index("other")
 
 OPTIMIZER_STEP = "optimizer.step"
-_PAINT_CATS = [COMPILE_CAT, DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, GRAPH_CAT, POSIX_CAT, TORCH_IO_CAT]
+_PAINT_CATS = [COMPILE_CAT, DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, GRAPH_CAT, POSIX_CAT, TORCH_IO_CAT, COMM_CAT]
 _FIRST_CATS = [DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, GRAPH_CAT, COMPILE_CAT]  # what starts step 0
 _FORWARD_PHASES = ["forward", "inference"]
 _WINDOW_COLUMNS = {"pid": pl.Int64, "tid": pl.Int64, "ts": pl.Int64, "dur": pl.Int64, "epoch": pl.Int64,
@@ -159,12 +179,16 @@ def op_windows(windows: pl.DataFrame) -> pl.DataFrame:
 # painting
 
 
-def step_parts(f: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per window (same order): the part columns (µs) and `compiles` (how many compile ids have their
-    first compile event in the window); and, as (window row, column, name) rows, the names that go in the
-    list columns: `compile_ids` (those compile ids), `saved` (files torch.save'd or written in the window)."""
+def step_parts(
+    f: pl.DataFrame, windows: pl.DataFrame, ops: pl.DataFrame | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per window (same order): the part columns (µs), `compiles` (how many compile ids have their first
+    compile event in the window) and COMM_NUMBER_COLUMNS; and, as (window row, column, name) rows, the
+    names that go in the list columns: `compile_ids` (those compile ids), `saved` (files torch.save'd or
+    written in the window). `ops`: the file's op times (pid, tid, ts, dur), compute besides graph calls."""
     n = windows.height
     parts = np.zeros((n, len(PARTS)), dtype=np.int64)
+    extra = np.zeros((n, len(COMM_NUMBER_COLUMNS)), dtype=np.int64)
     compiles = np.zeros(n, dtype=np.int64)
     names: list[tuple[int, str, str]] = []
     ev = _PaintEvents(f)
@@ -178,17 +202,46 @@ def step_parts(f: pl.DataFrame, windows: pl.DataFrame) -> tuple[pl.DataFrame, pl
         a = w_ts[rows]
         b = a + w_dur[rows]
         e = ev.thread(pid, tid)
-        if e is None:
+        comm = ev.comm(pid)
+        if e is None and comm is None:
             parts[rows, _OTHER] = b - a
             continue
-        parts[rows] = _paint_thread(ev, e, a, b)
+        if e is None:
+            e = np.zeros(0, dtype=np.int64)
+        exposed = None
+        if comm is not None:
+            compute = _compute(ev, e, ops, pid, tid)
+            exposed = intervals_minus(*comm, *compute)
+            extra[rows, 0] = covered_in(*compute, a, b)
+            extra[rows, 1] = covered_in(*comm, a, b)
+            extra[rows, 2] = covered_in(*intervals_and(*comm, *compute), a, b)
+        parts[rows] = _paint_thread(ev, e, a, b, exposed)
         _compiles_in(ev, e, a, b, rows, compiles, names)
         _saved_in(ev, e, a, b, rows, names)
     numbers = pl.DataFrame(
-        [*(pl.Series(c, parts[:, i]) for i, c in enumerate(PART_COLUMNS)), pl.Series("compiles", compiles)]
+        [
+            *(pl.Series(c, parts[:, i]) for i, c in enumerate(PART_COLUMNS)),
+            pl.Series("compiles", compiles),
+            *(pl.Series(c, extra[:, i]) for i, c in enumerate(COMM_NUMBER_COLUMNS)),
+        ]
     )
     listed = pl.DataFrame(names, schema={"row": pl.Int64, "column": pl.String, "item": pl.String}, orient="row")
     return numbers, listed
+
+
+def _compute(
+    ev: _PaintEvents, rows: np.ndarray, ops: pl.DataFrame | None, pid: int, tid: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The union of one thread's graph calls and ops: when it computes."""
+    g = rows[ev.graph[rows]]
+    s, e = [ev.ts[g]], [ev.end[g]]
+    if ops is not None and ops.height:
+        mine = ops.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)).drop_nulls(["ts"])
+        if mine.height:
+            ts = mine.get_column("ts").to_numpy().astype(np.int64)
+            s.append(ts)
+            e.append(ts + mine.get_column("dur").fill_null(0).clip(lower_bound=0).to_numpy().astype(np.int64))
+    return interval_union(np.concatenate(s), np.concatenate(e))
 
 
 def _pairs(pid: np.ndarray, tid: np.ndarray) -> list[tuple[int, int]]:
@@ -228,6 +281,9 @@ class _PaintEvents:
         # compared as they are (categories): no column is cast to strings
         e = f.filter(pl.col("cat").is_in(_PAINT_CATS) & pl.col("ts").is_not_null())
         cat, name = pl.col("cat"), pl.col("name")
+        done = (cat == COMM_CAT) & (pl.col("dur").fill_null(0) > 0)
+        if "state" in f.columns:  # a collective's issue marker (state "issued") is no time in flight
+            done = done & (pl.col("state").cast(pl.String).fill_null("done") != "issued")
         e = e.select(
             pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), pl.col("ts").cast(pl.Int64),
             (pl.col("ts") + pl.col("dur").fill_null(0).clip(lower_bound=0)).cast(pl.Int64).alias("end"),
@@ -235,13 +291,25 @@ class _PaintEvents:
             pl.when(cat == COMPILE_CAT).then(pl.col("compile_id").cast(pl.String)).alias("compile_id"),
             pl.when((name == "torch.save") | ((cat == POSIX_CAT) & (name == "write")))
             .then(pl.col("fname").cast(pl.String)).alias("saved"),
+            done.fill_null(False).alias("comm"), (cat == GRAPH_CAT).fill_null(False).alias("graph"),
         )  # fmt: skip
         self.frame = e
         self.pid, self.tid, self.ts, self.end, self.code = (
             e.get_column(c).to_numpy() for c in ("pid", "tid", "ts", "end", "code")
         )
+        self.graph = e.get_column("graph").to_numpy()
+        is_comm = e.get_column("comm").to_numpy()
+        self._comm: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if is_comm.any():
+            for p in np.unique(self.pid[is_comm]).tolist():
+                m = is_comm & (self.pid == p)
+                self._comm[int(p)] = interval_union(self.ts[m], self.end[m])
         self.one_thread = e.height == 0 or bool((self.pid == self.pid[0]).all() and (self.tid == self.tid[0]).all())
         self.has = {c: e.get_column(c).null_count() < e.height for c in ("compile_id", "saved")}
+
+    def comm(self, pid: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The union of the process's collectives in flight (issue to completion), or None: it has none."""
+        return self._comm.get(int(pid))
 
     def thread(self, pid: int, tid: int) -> np.ndarray | None:
         """The rows of one thread's events (None: it has none)."""
@@ -258,8 +326,12 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
     return x[np.concatenate([[True], x[1:] != x[:-1]])] if len(x) else x
 
 
-def _paint_thread(ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(windows, parts) µs for one thread's windows [a, b) and its painting events (`rows` of `ev`)."""
+def _paint_thread(
+    ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarray,
+    exposed: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """(windows, parts) µs for one thread's windows [a, b) and its painting events (`rows` of `ev`);
+    `exposed`: when its process's collectives are in flight while the thread does not compute."""
     s, end, code = ev.ts[rows], ev.end[rows], ev.code[rows]
     p_of = _PRIORITY.index
     forward, evaluation = p_of("forward"), p_of("eval")
@@ -281,6 +353,8 @@ def _paint_thread(ev: _PaintEvents, rows: np.ndarray, a: np.ndarray, b: np.ndarr
             if p in intervals:
                 cut = breaks | (code == other)
                 intervals[p] = _forward_runs(*intervals[p], s[cut], end[cut])
+    if exposed is not None and len(exposed[0]):
+        intervals[p_of("comm")] = exposed
     bounds = _sorted_unique(np.concatenate([a, b, *(x for pair in intervals.values() for x in pair)]))
     owner = np.full(max(len(bounds) - 1, 0), _OTHER, dtype=np.int64)
     for p in sorted(intervals, reverse=True):  # lowest priority first: higher ones paint over it
@@ -308,6 +382,69 @@ def interval_union(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray
     reach = np.maximum.accumulate(e)
     first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
     return s[first], np.maximum.reduceat(e, first)
+
+
+def _members(us: np.ndarray, ue: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Whether each instant t lies in the sorted disjoint intervals [us, ue)."""
+    k = np.searchsorted(us, t, side="right") - 1
+    return (k >= 0) & (ue[np.maximum(k, 0)] > t) if len(us) else np.zeros(len(t), dtype=bool)
+
+
+def _combine(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], keep) -> tuple[np.ndarray, np.ndarray]:
+    points = _sorted_unique(np.concatenate([*a, *b]).astype(np.int64))
+    if len(points) < 2:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lo, hi = points[:-1], points[1:]
+    m = keep(_members(*a, lo), _members(*b, lo))
+    return interval_union(lo[m], hi[m])
+
+
+def intervals_and(as_, ae, bs, be) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection of two sorted disjoint interval sets."""
+    return _combine((as_, ae), (bs, be), np.logical_and)
+
+
+def intervals_minus(as_, ae, bs, be) -> tuple[np.ndarray, np.ndarray]:
+    """[as_, ae) less [bs, be), both sorted and disjoint."""
+    return _combine((as_, ae), (bs, be), lambda x, y: x & ~y)
+
+
+def covered_in(us: np.ndarray, ue: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """How much of each window [a, b) the sorted disjoint intervals [us, ue) cover (µs)."""
+    if not len(us):
+        return np.zeros(len(a), dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(ue - us)])
+
+    def before(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(us, t, side="right")  # intervals begun at or before t
+        inside = np.clip(t - us[np.maximum(k - 1, 0)], 0, (ue - us)[np.maximum(k - 1, 0)])
+        return cum[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0)
+
+    return (before(np.asarray(b, dtype=np.int64)) - before(np.asarray(a, dtype=np.int64))).astype(np.int64)
+
+
+def paint(layers: list[tuple[np.ndarray, np.ndarray]], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(windows, len(layers) + 1) µs: each instant of each window [a, b) charged to the first layer (a list
+    of intervals [s, e), highest priority first) that covers it; the last column is what none covers."""
+    bounds = _sorted_unique(np.concatenate([a, b, *(x for pair in layers for x in pair)]).astype(np.int64))
+    none = len(layers)
+    owner = np.full(max(len(bounds) - 1, 0), none, dtype=np.int64)
+    for i in range(len(layers) - 1, -1, -1):  # lowest priority first: higher ones paint over it
+        lo, hi = layers[i]
+        keep = hi > lo
+        if not keep.any():
+            continue
+        delta = np.bincount(np.searchsorted(bounds, lo[keep]), minlength=len(bounds)) - np.bincount(
+            np.searchsorted(bounds, hi[keep]), minlength=len(bounds)
+        )
+        owner[np.cumsum(delta)[:-1] > 0] = i
+    length = np.diff(bounds)
+    ia, ib = np.searchsorted(bounds, a), np.searchsorted(bounds, b)
+    out = np.zeros((len(a), none + 1), dtype=np.int64)
+    for col in range(none + 1):
+        prefix = np.concatenate([[0], np.cumsum(np.where(owner == col, length, 0))])
+        out[:, col] = prefix[ib] - prefix[ia]
+    return out
 
 
 def _forward_runs(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -163,6 +163,21 @@ class Summary:
     divergence: pl.DataFrame = field(default_factory=_empty)
     # rank -> that rank's explanation.json (as read), for every rank that has one
     explanations: dict[int, dict] = field(default_factory=dict)
+    # Collectives (analyze/comm.py, docs/ranks.md). Where the trace has them, by_step and by_rank_step gain
+    #   compute_us, comm_total_us (collectives in flight), comm_hidden_us (in flight under compute), overlap
+    #   (hidden / total); the part comm_us is the exposed communication.
+    # rank, host, offset_us (subtracted from its times), residual_us, collectives (how many aligned it), how
+    clocks: pl.DataFrame = field(default_factory=_empty)
+    # pg, seq, op, source, bytes, group_size, ranks, completed, all_completed, first_issue_us, last_issue_us,
+    #   last_rank, late_us, last_done_us, epoch, step, rank_list, issue_list, done_list: one row per collective
+    #   joined across ranks by (pg, seq); times µs from the job's first event on aligned clocks.
+    collectives: pl.DataFrame = field(default_factory=_empty)
+    # rank, epoch, step, op, pg, seq, late_us, collectives, doing, doing_us: per rank and step it issued
+    #   collectives last, how late and what it did instead; most late first.
+    stragglers: pl.DataFrame = field(default_factory=_empty)
+    # rank, state ("waiting" / "never issued"), op, pg, seq, since_us, epoch, step, waits_for, where, file_end:
+    #   a job stopped while ranks waited in a collective.  Empty otherwise.
+    hangs: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -175,4 +190,5 @@ TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
     "vs_eager", "by_device", "gpu_launchers", "by_rank_step", "by_rank", "divergence",
+    "clocks", "collectives", "stragglers", "hangs",
 )  # fmt: skip

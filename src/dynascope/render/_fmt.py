@@ -39,6 +39,7 @@ STEP_PARTS = (
     ("optimizer", "optimizer"),
     ("io", "I/O"),
     ("compile", "compile"),
+    ("comm", "comm"),  # exposed communication: only where the trace has collectives (analyze/stepparts.py)
     ("other", "other"),
 )
 

@@ -330,7 +330,7 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
 
 # the step parts bottom to top in a step's bar: compile last, so that a bar cut at the top (a first step that
 # compiles) loses compile time, not the parts a reader compares
-_STACK_ORDER = ("data", "forward", "eval", "backward", "optimizer", "io", "other", "compile")
+_STACK_ORDER = ("data", "forward", "eval", "backward", "optimizer", "io", "comm", "other", "compile")
 _PART_LABELS = dict(STEP_PARTS)
 
 
