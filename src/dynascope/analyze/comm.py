@@ -12,9 +12,9 @@ Per file (inside one (trace_file, pid) group, as every partial computation; `fra
   signal, `pending` and `open`), its last step and its last events: what a hang report says of a rank.
 
 Functional collectives (`_c10d_functional` ops in compiled graphs) are op events whose attribution carries
-`comm_op`, `comm_pg`, `comm_bytes`, `comm_key`; `functional_collectives` pairs each collective op with
-the `wait_tensor` of the same `comm_key` in the same graph call (issue = the collective op's start,
-completion = the wait's end) and numbers them per (process, group) in issue order: seq = its place in the
+`comm_op`, `comm_pg`, `comm_bytes`, `comm_key`; `functional_collectives` pairs the n-th collective op of a
+`comm_key` on a thread with the n-th `wait_tensor` of that key there (a key is one node of one graph, so
+this is the wait in the same graph call; issue = the collective op's start, completion = the wait's end) and numbers them per (process, group) in issue order: seq = its place in the
 group's order on that rank, the same on every rank that runs the same graphs in the same order (they are
 not counted in the group's own sequence numbers, so their `pg` is the group name + "/functional").
 
@@ -339,12 +339,12 @@ def functional_collectives(ops: pl.DataFrame) -> pl.DataFrame:
     ).sort("pid", "tid", "ts")  # fmt: skip
     if x.height == 0:
         return pl.DataFrame()
-    is_wait = pl.col("name").str.contains("wait")
-    starts = x.filter(~is_wait)
-    waits = x.filter(is_wait).select("pid", "tid", "key", pl.col("ts").alias("wts"), pl.col("end").alias("wend"))
-    paired = starts.sort("ts").join_asof(
-        waits.sort("wts"), left_on="ts", right_on="wts", by=["pid", "tid", "key"], strategy="forward"
-    )
+    is_wait = pl.col("name").str.contains("wait") | pl.col("comm_op").str.contains("wait")
+    nth = pl.int_range(pl.len()).over(["pid", "tid", "key"]).alias("__n")
+    starts = x.filter(~is_wait).sort("ts").with_columns(nth)
+    waits = x.filter(is_wait).sort("ts").with_columns(nth).select("pid", "tid", "key", "__n", pl.col("end").alias("wend"))
+    # the n-th collective of a key (a node of the graph) with the n-th wait of that key on the thread
+    paired = starts.join(waits, on=["pid", "tid", "key", "__n"], how="left").sort("ts")
     paired = paired.with_columns(
         (pl.col("pg") + "/functional").alias("pg"),
         pl.int_range(pl.len()).over(["pid", "pg"]).cast(pl.Int64).alias("seq"),
@@ -505,8 +505,8 @@ def stragglers(c: pl.DataFrame, joined: pl.DataFrame) -> pl.DataFrame:
     group = pl.when(pl.col("step").is_null() & pl.col("epoch").is_null()).then(pl.col("seq")).otherwise(None)
     per = (
         mine.with_columns(group.alias("__one"))
-        .sort("late_us", descending=True)
-        .group_by("rank", "epoch", "step", "__one", "pg")
+        .sort(["late_us", "seq"], descending=[True, False], maintain_order=True)
+        .group_by("rank", "epoch", "step", "__one", "pg", maintain_order=True)
         .agg(
             pl.col("op").first(), pl.col("seq").first(), pl.col("late_us").first(), pl.len().alias("collectives"),
             *(pl.col(f"x_{d}").sum() for d in DOING), pl.col("gap_compile_ids").drop_nulls().first().alias("ids"),

@@ -23,7 +23,11 @@ What the output guarantees:
 - a flow arrow (`"s"`/`"f"` events sharing an id, name "batch") from each DataLoader worker's
   `dataloader.fetch` to the main process's `dataloader.next` that received that batch: the main process
   is the worker's parent (`ppid` of its `start` record), the key (host, main pid, loader, batch), and each
-  next is linked to the latest fetch of its key that began before the next ended.
+  next is linked to the latest fetch of its key that began before the next ended;
+- one flow per collective (`comm` events, docs/trace-format.md) issued by two or more processes, named by
+  the operation, id `comm:<pg>:<seq>`: an instance on each process that has it (its complete event, else its
+  issue marker), in rank order: `"s"` on the first, `"t"` on the middle ones, `"f"` on the last, so Perfetto
+  links the same all-reduce across ranks.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class ConvertStats:
     processes: int = 0
     threads: int = 0
     flows: int = 0  # flow arrows from a worker's batch fetch to the main process's next()
+    comm_flows: int = 0  # collectives linked across processes (one flow each)
     warnings: list[str] = field(default_factory=list)  # what reading skipped, as `dynascope report` says it
 
 
@@ -121,6 +126,8 @@ def convert(paths: Iterable[str | os.PathLike], out: str | os.PathLike, compress
             flows = _batch_flows(reads, tracks) + _gpu_flows(reads)
             stats.flows = len(flows) // 2
             writer.write_all(flows)
+            comm, stats.comm_flows = _comm_flows(reads, tracks)
+            writer.write_all(comm)
             writer.write_all(orjson.dumps(m, option=orjson.OPT_NON_STR_KEYS) for m in info.marks)
             _add_read_findings(stats, info, tracks)
             writer.close(_other_data(stats))
@@ -137,7 +144,8 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     events = _events(read.events, groups)
     parts = _parts(groups)
     facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups),
-                      launches=_gpu_launches(events, read.events, groups))  # fmt: skip
+                      launches=_gpu_launches(events, read.events, groups),
+                      comms=_comm_events(events, read.events, groups))  # fmt: skip
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
     written, clipped = _write_slices(writer, events, parts)
@@ -169,6 +177,7 @@ def _other_data(stats: ConvertStats) -> dict:
         "unsupported_events": stats.unsupported,
         "truncated_files": stats.truncated,
         "batch_flows": stats.flows,
+        "comm_flows": stats.comm_flows,
     }
 
 
@@ -194,6 +203,7 @@ class _FileRead:
     fetches: pl.DataFrame | None = None  # the file's dataloader.fetch events (_loader_events)
     nexts: pl.DataFrame | None = None  # the file's dataloader.next events with a batch
     launches: pl.DataFrame | None = None  # the file's device events with their launch (_gpu_launches)
+    comms: pl.DataFrame | None = None  # the file's collectives with a sequence number (_comm_events)
 
 
 def _track_facts(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[list, dict, dict]:
@@ -482,6 +492,59 @@ def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
             out.append(_FLOW_START % (n, pid, ltid, launch))
             out.append(_FLOW_END % (n, pid, tid, max(ts, launch)))
     return out
+
+
+def _comm_events(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
+    """A file's collectives with a sequence number: pid, tid, ts, name, pg, seq, done (a complete event, not
+    an issue marker)."""
+    if not {"pg", "seq"} <= set(groups.columns) and not {"pg", "seq"} <= set(read.columns):
+        return None
+    if events.height == 0:
+        return None
+
+    def col(name: str, dtype) -> pl.Series:
+        if name in read.columns:
+            return read.get_column(name).cast(dtype, strict=False).alias(name)
+        if name in groups.columns:
+            return groups.get_column(name).cast(dtype, strict=False).gather(events.get_column("__s")).alias(name)
+        return pl.Series(name, [None] * events.height, dtype=dtype)
+
+    cat = groups.get_column("cat").cast(pl.String).gather(events.get_column("__s")).alias("__cat")
+    rows = pl.DataFrame([events.get_column(c) for c in ("pid", "tid", "ts", "name")] + [
+        cat, col("pg", pl.String), col("seq", pl.Int64), col("state", pl.String)])  # fmt: skip
+    rows = rows.filter((pl.col("__cat") == "comm") & pl.col("pg").is_not_null() & (pl.col("seq") >= 0))
+    if rows.height == 0:
+        return None
+    return rows.select("pid", "tid", "ts", "name", "pg", "seq",
+                       (pl.col("state").fill_null("done") != "issued").alias("done"))  # fmt: skip
+
+
+def _comm_flows(reads: list[_FileRead], tracks: _Tracks) -> tuple[list[bytes], int]:
+    """One flow per collective that two or more processes have, through an instance on each (module
+    docstring); (flow events, collectives linked)."""
+    comms = [r.comms for r in reads if r.comms is not None and r.comms.height]
+    if not comms:
+        return [], 0
+    order = {pid: (tracks._rank(pid) if tracks._rank(pid) is not None else 1 << 30, str(pid)) for pid in tracks.pids}
+    rows = pl.concat(comms, how="vertical_relaxed")
+    # per process one instance of each collective: its complete event, else its issue marker
+    rows = rows.sort(["done", "ts"], descending=[True, False]).unique(["pg", "seq", "pid"], keep="first")
+    out: list[bytes] = []
+    linked = 0
+    for (pg, seq), g in rows.group_by(["pg", "seq"]):
+        if g.height < 2:
+            continue
+        linked += 1
+        inst = sorted(g.iter_rows(named=True), key=lambda r: order.get(r["pid"], (1 << 30, str(r["pid"]))))
+        ident = f"comm:{pg}:{seq}"
+        for i, r in enumerate(inst):
+            ph = "s" if i == 0 else "f" if i == len(inst) - 1 else "t"
+            ev = {"name": r["name"], "cat": "comm", "id": ident, "ph": ph, "pid": r["pid"], "tid": r["tid"],
+                  "ts": r["ts"], "args": {"pg": pg, "seq": seq}}  # fmt: skip
+            if ph != "s":
+                ev["bp"] = "e"
+            out.append(orjson.dumps(ev))
+    return out, linked
 
 
 _FLOW_START = b'{"name":"launch","cat":"gpu","id":"gpu%d","ph":"s","pid":%d,"tid":%d,"ts":%d}'

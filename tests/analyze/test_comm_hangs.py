@@ -1,0 +1,43 @@
+"""Hangs diagnosed from the files alone: a job stopped while a rank waits in a collective another rank never
+issued (synthetic traces: the waiting ranks' issue markers without completion, the `cut` record's pending
+and open regions, or no `end` record at all)."""
+
+from __future__ import annotations
+
+import polars as pl
+from comm_synth import job
+
+from dynascope.analyze.comm import hang_lines
+
+
+def test_sigterm_cut_names_the_waiting_rank_and_where_the_other_was(tmp_path):
+    # rank 1 never gets its data at step 2 (ddp_train.py --hang 2:1); rank 0 waits in step 2's first bucket
+    _, s = job(tmp_path, world=2, steps=5, hang=(2, 1))
+    h = s.hangs
+    waiting = h.filter(pl.col("state") == "waiting").row(0, named=True)
+    assert (waiting["rank"], waiting["op"], waiting["pg"], waiting["seq"], waiting["step"]) == (0, "all_reduce", "0", 8, 2)
+    assert waiting["waits_for"] == "1" and waiting["file_end"] == "cut by SIGTERM"
+    never = h.filter(pl.col("state") == "never issued").row(0, named=True)
+    assert never["rank"] == 1 and "dataloader.next" in never["where"] and "step 2" in never["where"]
+    assert hang_lines(h) == [
+        ("rank 0 waits in all_reduce (pg 0, seq 8) since step 2; rank 1 never issued it: it was in "
+        "dataloader.next; step 2")
+    ]
+    # the collective is in the joined table, issued by one rank of two and completed by none
+    c = s.collectives.filter(pl.col("seq") == 8).row(0, named=True)
+    assert (c["ranks"], c["completed"], c["all_completed"]) == (1, 0, False)
+
+
+def test_no_end_record_is_enough(tmp_path):
+    # SIGKILL: no cut record and no end record; the issue markers alone say what rank 0 waited in
+    _, s = job(tmp_path, world=3, steps=4, hang=(1, 2), cut={0: "kill", 1: "kill", 2: "kill"})
+    lines = hang_lines(s.hangs)
+    assert len(lines) == 1
+    assert lines[0].startswith("ranks 0, 1 wait in all_reduce (pg 0, seq 4) since step 1; rank 2 never issued it")
+    assert "its last events: optimizer.step" in lines[0]
+    assert set(s.hangs.get_column("file_end")) == {"no end record (killed or crashed)"}
+
+
+def test_a_run_that_ended_normally_has_no_hang(tmp_path):
+    _, s = job(tmp_path, world=2, steps=3)
+    assert s.hangs.height == 0 and hang_lines(s.hangs) == []
