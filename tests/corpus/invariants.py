@@ -301,7 +301,7 @@ def check_table_units(table: Table) -> list[str]:
 _VALUE_CELL = re.compile(r"^(?:[<>]?-?[\d.,]+(?:\s?(?:%|×|x|[kMGT]?i?B|ns|µs|us|ms|s|min|h|m|µ))*|[+-][\d.,]+.*|–|-|—)$")
 
 
-STEP_PART_HEADERS = ("data", "forward", "eval", "backward", "optimizer", "I/O", "compile", "other")
+STEP_PART_HEADERS = ("data", "forward", "eval", "backward", "optimizer", "I/O", "compile", "comm", "other")
 
 
 def check_step_table(table: Table) -> list[str]:

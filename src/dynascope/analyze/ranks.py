@@ -360,6 +360,14 @@ def merged_explanation(explanations: dict[int, dict]) -> dict:
         functions += [f for f in e.get("explanations") or [] if f not in functions]
     out.update(recompiles=list(recompiles.values()), graph_breaks=list(breaks.values()),
                compile_times=list(times.values()), explanations=functions)  # fmt: skip
+    done = {"recompiles", "graph_breaks", "compile_times", "explanations"}
+    for e in ordered[1:]:  # any other list (DDP's splits, notes, eager fallbacks): each item once
+        for key, items in e.items():
+            if key in done or not isinstance(items, list) or not isinstance(out.get(key, []), list):
+                continue
+            kept = list(out.get(key) or [])
+            kept += [i for i in items if i not in kept]
+            out[key] = kept
     return out
 
 
@@ -367,6 +375,8 @@ def with_ranks(table: pl.DataFrame, explanations: dict[int, dict], key: str) -> 
     """`table` (recompiles or graph_breaks) with `ranks`: the ranks whose explanation has each row ("0, 1"),
     where not every rank has every row; unchanged otherwise."""
     every = sorted(explanations)
+    compiled = {r: {str(t.get("compile_id")) for t in e.get("compile_times") or [] if isinstance(t, dict)}
+                for r, e in explanations.items()}  # fmt: skip
     found: list[list[int]] = []
     for row in table.iter_rows(named=True):
         ids = set(row.get("compile_ids") or [])
@@ -380,6 +390,8 @@ def with_ranks(table: pl.DataFrame, explanations: dict[int, dict], key: str) -> 
                 hit = any(set(i.get("compile_ids") or []) & ids or i.get("reason") == row.get("reason") for i in items)
             if hit:
                 who.append(rank)
+        if not who:  # a row no explanation lists (a DDP split seen in the trace): the ranks that compiled it
+            who = [rank for rank in every if ids & compiled[rank]] or every
         found.append(who)
     if all(w == every for w in found):
         return table
