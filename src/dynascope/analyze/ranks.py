@@ -363,11 +363,12 @@ def merged_explanation(explanations: dict[int, dict]) -> dict:
     done = {"recompiles", "graph_breaks", "compile_times", "explanations"}
     for e in ordered[1:]:  # any other list (DDP's splits, notes, eager fallbacks): each item once
         for key, items in e.items():
-            if key in done or not isinstance(items, list) or not isinstance(out.get(key, []), list):
+            have = out.get(key)
+            if key in done or not isinstance(items, list) or not isinstance(have, (list, type(None))):
                 continue
-            kept = list(out.get(key) or [])
-            kept += [i for i in items if i not in kept]
-            out[key] = kept
+            merged_items: list = list(have or [])
+            merged_items += [i for i in items if i not in merged_items]
+            out[key] = merged_items
     return out
 
 

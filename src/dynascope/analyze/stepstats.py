@@ -166,14 +166,15 @@ def _slow_job_steps(by_step: pl.DataFrame, stats: pl.DataFrame, by_rank_step: pl
         causes = [(e[p], -rank, p, rank) for rank, e in excess.items() for p in parts
                   if p not in WAITING and e[p] > 0 and e[p] >= bar]  # fmt: skip
         over = int(r["total_us"]) - typical
+        part: str | None = None
         if causes:
             _, _, part, rank = max(causes)
         else:
             rank = r["rank"]
             e = excess.get(rank, {})
-            part = max(parts, key=lambda p: e.get(p, 0)) if e else None
-            if part is None or e[part] <= 0 or e[part] < bar:
-                part = None
+            top = max(parts, key=lambda p: e.get(p, 0)) if e else None
+            if top is not None and e[top] > 0 and e[top] >= bar:
+                part = top
         row_of = {rr["rank"]: rr for rr in same.iter_rows(named=True)}
         if part is None:
             why = f"rank {rank}: " + _no_part(over)

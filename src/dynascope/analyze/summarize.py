@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import orjson
 import polars as pl
@@ -95,8 +95,8 @@ def summarize_files(
     return result
 
 
-def rank_explanations(paths, files: list[str], parts: list[Partial],
-                      given: dict[int, dict] | None = None) -> dict[int, dict]:  # fmt: skip
+def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Partial],
+                      given: Mapping[int, dict | str | os.PathLike] | None = None) -> dict[int, dict]:  # fmt: skip
     """Every rank's explanation.json, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside
     a rank's own trace (one directory per rank); `given` (rank -> dict or path) first. Empty for a trace
     without ranks."""

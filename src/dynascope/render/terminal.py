@@ -466,9 +466,9 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Prose(f"warning: {warning}", style="yellow"))
     for line in divergence_lines(summary, shown=1):
         console.print(Prose(line, style="bold red"))
-    line = ranks_line(summary)
-    if line:
-        console.print(Prose(line))
+    rank_line = ranks_line(summary)
+    if rank_line:
+        console.print(Prose(rank_line))
     for line in short_step_lines(summary):
         console.print(Prose(line))
     gpu = gpu_idle_line(summary)
