@@ -14,9 +14,10 @@ Per file (inside one (trace_file, pid) group, as every partial computation; `fra
 Functional collectives (`_c10d_functional` ops in compiled graphs) are op events whose attribution carries
 `comm_op`, `comm_pg`, `comm_bytes`, `comm_key`; `functional_collectives` pairs the n-th collective op of a
 `comm_key` on a thread with the n-th `wait_tensor` of that key there (a key is one node of one graph, so
-this is the wait in the same graph call; issue = the collective op's start, completion = the wait's end) and numbers them per (process, group) in issue order: seq = its place in the
-group's order on that rank, the same on every rank that runs the same graphs in the same order (they are
-not counted in the group's own sequence numbers, so their `pg` is the group name + "/functional").
+this is the wait in the same graph call; issue = the collective op's start, completion = the wait's end)
+and numbers them per (process, group) in issue order: seq = its place in the group's order on that rank,
+the same on every rank that runs the same graphs in the same order (they are not counted in the group's
+own sequence numbers, so their `pg` is the group name + "/functional").
 
 Job-wide (`finish_tables`, after merging):
 
@@ -342,7 +343,8 @@ def functional_collectives(ops: pl.DataFrame) -> pl.DataFrame:
     is_wait = pl.col("name").str.contains("wait") | pl.col("comm_op").str.contains("wait")
     nth = pl.int_range(pl.len()).over(["pid", "tid", "key"]).alias("__n")
     starts = x.filter(~is_wait).sort("ts").with_columns(nth)
-    waits = x.filter(is_wait).sort("ts").with_columns(nth).select("pid", "tid", "key", "__n", pl.col("end").alias("wend"))
+    waits = x.filter(is_wait).sort("ts").with_columns(nth)
+    waits = waits.select("pid", "tid", "key", "__n", pl.col("end").alias("wend"))
     # the n-th collective of a key (a node of the graph) with the n-th wait of that key on the thread
     paired = starts.join(waits, on=["pid", "tid", "key", "__n"], how="left").sort("ts")
     paired = paired.with_columns(
@@ -382,8 +384,10 @@ def finish_tables(comm: pl.DataFrame, procs: pl.DataFrame, t0: int | None) -> di
     }
 
 
-_CLOCK_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {"rank": pl.Int64, "host": pl.String, "offset_us": pl.Int64, "residual_us": pl.Int64,
-                 "collectives": pl.Int64, "how": pl.String}  # fmt: skip
+_CLOCK_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "rank": pl.Int64, "host": pl.String, "offset_us": pl.Int64, "residual_us": pl.Int64, "collectives": pl.Int64,
+    "how": pl.String,
+}  # fmt: skip
 
 
 def clock_offsets(comm: pl.DataFrame, procs: pl.DataFrame) -> pl.DataFrame:
@@ -543,26 +547,37 @@ _HANG_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 
 
 def hangs(c: pl.DataFrame, procs: pl.DataFrame, base: int = 0, offset: dict | None = None) -> pl.DataFrame:
-    """Where files that did not end normally hold collectives issued and never completed: per waiting rank
-    ("waiting") its first such collective; per rank of that collective's group that never issued it ("never
-    issued") where it was instead. Empty when no file was cut short with a collective pending."""
-    if procs.height == 0:
+    """Collectives a rank waited in that were never completed where its file was cut short, or that some
+    rank of the group never issued (a job stopped while one rank waited for another: the waiting rank's
+    collective may still end as completed when the stop aborts it). Per waiting rank ("waiting") its first
+    such collective; per rank of that collective's group that never issued it ("never issued") where it was
+    instead. Empty when every rank issued every collective and no cut file holds one pending."""
+    if procs.height == 0 or c.height == 0:
         return pl.DataFrame(schema=_HANG_SCHEMA)
     ranked = procs.filter(pl.col("rank").is_not_null()).sort("rank")
     end_of = {r["rank"]: _file_end(r) for r in ranked.iter_rows(named=True)}
     proc_of = {r["rank"]: r for r in ranked.iter_rows(named=True)}
-    short = {r for r, how in end_of.items() if how != "complete"}
-    if not short:
-        return pl.DataFrame(schema=_HANG_SCHEMA)
-    pend = c.filter(pl.col("done_us").is_null() & pl.col("rank").is_in(list(short))) if c.height else c
-    if pend.height == 0:
-        return pl.DataFrame(schema=_HANG_SCHEMA)
-    first = pend.sort("issue_us").unique("rank", keep="first", maintain_order=True).sort("rank")
-    issued = c.select("rank", "pg", "seq").unique()
+    short = [r for r, how in end_of.items() if how != "complete"]
     members: dict[str, set[int]] = {}
     for pg, rank in c.select("pg", "rank").drop_nulls().unique().iter_rows():
         members.setdefault(pg, set()).add(int(rank))
     everyone = set(proc_of)
+    known = c.filter((pl.col("seq") >= 0) & pl.col("rank").is_not_null())
+    expected = {pg: len(m) for pg, m in members.items()}
+    seen = known.group_by("pg", "seq").agg(pl.col("rank").n_unique().alias("__n"), pl.col("group_size").max())
+    seen = seen.with_columns(pl.max_horizontal(
+        pl.col("pg").replace_strict(expected, default=0, return_dtype=pl.Int64),
+        pl.when(pl.col("group_size") <= len(everyone)).then(pl.col("group_size")).otherwise(0),
+    ).alias("__want"))  # fmt: skip
+    partial = seen.filter(pl.col("__n") < pl.col("__want")).select("pg", "seq")
+    pend = pl.concat([
+        c.filter(pl.col("done_us").is_null() & pl.col("rank").is_in(short)),
+        known.join(partial, on=["pg", "seq"]),
+    ], how="vertical_relaxed")  # fmt: skip
+    if pend.height == 0:
+        return pl.DataFrame(schema=_HANG_SCHEMA)
+    first = pend.sort("issue_us", "pg", "seq").unique("rank", keep="first", maintain_order=True).sort("rank")
+    issued = c.select("rank", "pg", "seq").unique()
     rows = []
     named: set[tuple] = set()
     for w in first.iter_rows(named=True):
@@ -614,10 +629,11 @@ def _where_instead(proc: dict | None, own: dict | None) -> str:
     if regions:
         parts.append(f"in {regions}")
     if not parts and proc.get("last_events"):
-        parts.append(f"its last events: {proc['last_events']}")
+        parts.append(f"past its last events ({proc['last_events']})")
+    text = ", ".join(parts) if parts else "nowhere the trace recorded"
     if proc.get("last_step") is not None:
-        parts.append(f"step {proc['last_step']}")
-    return "; ".join(parts) if parts else "nothing recorded"
+        text += f" in step {proc['last_step']}"
+    return text
 
 
 def _open_regions(text: str | None) -> str | None:

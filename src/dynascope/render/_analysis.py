@@ -22,7 +22,9 @@ __all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 # the per-step breakdown first (by_step, step_stats, slow_steps), then the other tables in TABLES order
 _FIRST = ("by_step", "step_stats", "slow_steps")
 _RANKS = ("divergence", "by_rank", "by_rank_step")  # many ranks (analyze/ranks.py): empty frames otherwise
-SUMMARY_TABLES = _FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in _FIRST + _RANKS) + _RANKS
+_COMM = ("hangs", "stragglers", "collectives", "clocks")  # collectives (analyze/comm.py): empty frames otherwise
+SUMMARY_TABLES = (_FIRST + tuple(spec.attr for spec in TABLES if spec.attr not in _FIRST + _RANKS + _COMM) + _RANKS
+                  + _COMM)  # fmt: skip
 
 
 def summarize_paths(

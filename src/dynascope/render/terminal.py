@@ -432,9 +432,11 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
         console.print(Prose(headline))
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
-    printed = int(render_divergence(summary, console))
+    printed = int(render_hangs(summary, console))
+    printed += int(render_divergence(summary, console))
     printed += int(render_steps(summary, console, top))
     printed += int(render_ranks(summary, console))
+    printed += int(render_collectives(summary, console, top))
     gpu = gpu_idle_line(summary)
     if gpu:
         console.print(Prose(gpu))
@@ -464,6 +466,8 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Prose(headline))
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
+    for line in hang_text(summary) + straggler_lines(summary):
+        console.print(Prose(line, style="bold red" if line.startswith("Hang") else ""))
     for line in divergence_lines(summary, shown=1):
         console.print(Prose(line, style="bold red"))
     rank_line = ranks_line(summary)
@@ -642,3 +646,89 @@ def render_ranks(summary: Summary, console: Console) -> bool:
     if line:
         console.print(Prose(line))
     return True
+
+
+# ----------------------------------------------------------------------------------------------
+# collectives across ranks (analyze/comm.py): hangs first, then stragglers, overlap and clocks
+
+
+def hang_text(summary: Summary) -> list[str]:
+    """The hang finding, one line per collective ranks were stopped waiting in: who waits, since when, who
+    never issued it and where it was instead."""
+    from ..analyze.comm import hang_lines
+
+    return [f"Hang: {line}" for line in hang_lines(summary.table("hangs"))]
+
+
+def render_hangs(summary: Summary, console: Console) -> bool:
+    lines = hang_text(summary)
+    for line in lines:
+        console.print(Prose(line, style="bold red"))
+    return bool(lines)
+
+
+def straggler_lines(summary: Summary, shown: int = 1) -> list[str]:
+    """The worst stragglers: "Straggler: rank 1 issued step 2's collectives last, 503 ms late (all_reduce seq
+    15): Python / untraced 500 ms"."""
+    frame = summary.table("stragglers")
+    out = []
+    for r in frame.head(shown).iter_rows(named=True):
+        where = (f"step {r['step']}'s collectives" if r["step"] is not None
+                 else f"{r['op']} (pg {r['pg']}, seq {r['seq']})")  # fmt: skip
+        doing = r["doing"] if r["doing_us"] <= 0 else f"{r['doing']} {fmt_us(r['doing_us'])}"
+        out.append(f"Straggler: rank {r['rank']} issued {where} last, {fmt_us(r['late_us'])} late "
+                   f"({r['op']} seq {r['seq']}); it was doing: {doing}")  # fmt: skip
+    return out
+
+
+def comm_line(summary: Summary) -> str | None:
+    """One line on communication over the steps: collectives joined, in flight, hidden under compute, exposed."""
+    c = summary.table("collectives")
+    steps = summary.table("by_rank_step")
+    if not steps.height or "comm_total_us" not in steps.columns:
+        steps = summary.table("by_step")
+    if c.height == 0 and "comm_total_us" not in steps.columns:
+        return None
+    text = f"Collectives: {c.height:,} joined across ranks"
+    incomplete = c.filter(~pl.col("all_completed")).height if c.height else 0
+    if incomplete:
+        text += f" ({incomplete} not completed by every rank)"
+    if "comm_total_us" in steps.columns:
+        total = int(steps.get_column("comm_total_us").sum() or 0)
+        hidden = int(steps.get_column("comm_hidden_us").sum() or 0)
+        exposed = int(steps.get_column("comm_us").sum() or 0) if "comm_us" in steps.columns else 0
+        if total:
+            text += (f" · in flight {fmt_us(total)} over the ranks' steps, {fmt_share(hidden / total)} hidden under "
+                     "compute, "
+                     f"exposed {fmt_us(exposed)}")  # fmt: skip
+    clocks = summary.table("clocks")
+    moved = clocks.filter(pl.col("offset_us") != 0) if clocks.height else clocks
+    if moved.height:
+        res = max(int(v or 0) for v in moved.get_column("residual_us").to_list())
+        text += f" · clocks of {moved.height} rank(s) on other hosts aligned (residual {fmt_us(res)})"
+    return text
+
+
+def render_collectives(summary: Summary, console: Console, top: int | None = None) -> bool:
+    """The stragglers table, the communication line and the clocks table where clocks were moved."""
+    printed = False
+    spec = SPEC_BY_ATTR["stragglers"]
+    frame = summary.table("stragglers")
+    if frame.height and frame.get_column("epoch").null_count() == frame.height:
+        spec = replace(spec, cols=tuple(c for c in spec.cols if c.key != "epoch"))
+    table = summary_table(summary, spec, top)
+    if table is not None:
+        console.print()
+        console.print(table)
+        printed = True
+    line = comm_line(summary)
+    if line:
+        console.print(Prose(line))
+        printed = True
+    clocks = summary.table("clocks")
+    if clocks.height and clocks.filter(pl.col("offset_us") != 0).height:
+        table = summary_table(summary, SPEC_BY_ATTR["clocks"], None)
+        if table is not None:
+            console.print()
+            console.print(table)
+    return printed
