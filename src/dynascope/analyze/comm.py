@@ -32,7 +32,8 @@ Job-wide (`finish_tables`, after merging):
   earliest issue), and whether every rank of the group completed it.
 - `stragglers`: per (rank, step) where that rank issued collectives last: the most it was late, and what
   it did instead: the gap part where it spent most more time than the median of the other ranks did
-  before the same collectives. Most late first.
+  before the same collectives (`doing_us`: that excess, summed over the step's collectives it was last in,
+  at most `late_us`). Most late first.
 - `hangs`: where some ranks' files end (cut by a signal, or no `end` record) with collectives issued and
   never completed: per waiting rank the first such collective (op, pg, seq, since when) and per rank of
   its group that never issued it, where that rank was instead (its own pending collective, its open
@@ -526,7 +527,8 @@ def stragglers(c: pl.DataFrame, joined: pl.DataFrame) -> pl.DataFrame:
         out.append({
             "rank": r["rank"], "epoch": r["epoch"], "step": r["step"], "op": r["op"], "pg": r["pg"], "seq": r["seq"],
             "late_us": r["late_us"], "collectives": r["collectives"],
-            "doing": label if r[f"x_{what}"] > 0 else "nothing stands out", "doing_us": int(r[f"x_{what}"]),
+            "doing": label if r[f"x_{what}"] > 0 else "nothing stands out",
+            "doing_us": min(int(r[f"x_{what}"]), int(r["late_us"])),
         })  # fmt: skip
     frame = pl.DataFrame(out, schema=_STRAG_SCHEMA)
     return frame.sort(["late_us", "rank", "epoch", "step"], descending=[True, False, False, False],

@@ -689,6 +689,7 @@ def render_html(
         "expl": expl,
         "prof": _profile_view(compile_profile, max(rows, 25)),
         "ranks": _ranks_view(summary),
+        "comm": _comm_view(summary, rows),
     }
     return _env().get_template("report.html.j2").render(**context)
 
@@ -787,3 +788,28 @@ def _ranks_view(summary: Summary) -> dict | None:
         "table": _table_view(summary, "by_rank", None, _RANK_SPEC),
         "heat": heat,
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# collectives across ranks (analyze/comm.py, docs/ranks.md)
+
+
+def _comm_view(summary: Summary, limit: int = HTML_ROWS) -> dict | None:
+    """The hang finding (shown first), the stragglers, the collectives joined across ranks and the clocks;
+    None for a trace without collectives."""
+    from .terminal import comm_line, hang_text, straggler_lines
+
+    hangs = hang_text(summary)
+    tables = {
+        attr: _table_view(summary, attr, limit)
+        for attr in ("hangs", "stragglers", "collectives", "clocks")
+        if frame_of(summary, attr).height
+    }
+    clocks = frame_of(summary, "clocks")
+    if clocks.height and not clocks.filter(pl.col("offset_us") != 0).height:
+        tables.pop("clocks", None)  # every rank on one host: one clock, nothing to show
+    line = comm_line(summary)
+    if not hangs and not tables and not line:
+        return None
+    return {"hangs": [h.removeprefix("Hang: ") for h in hangs], "stragglers": straggler_lines(summary, shown=3),
+            "line": line, "tables": tables}  # fmt: skip
