@@ -70,7 +70,8 @@ def summarize_files(
     files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
     `explanation`: the run's explanation.json (a path, or its dict) for why each graph break, eager
     function and recompile happened; "auto" takes the one beside the traces, if any (and so does
-    `explanation_beside`: the one given was found beside the traces). Ranks' traces: every
+    `explanation_beside`, or an explanation dict with "_beside": the one given was found beside the traces).
+    Ranks' traces: every
     rank's explanation is read (`explanations`, rank -> dict or path, else `rank_explanations` finds them)
     for the per-rank and divergence tables (docs/ranks.md); with `explanation` not given, the job's
     graph-break and recompile tables come from all of them.
@@ -79,6 +80,9 @@ def summarize_files(
     if auto:
         explanation = find_beside(paths, EXPLANATION_FILE)
     explained = read_explanation(explanation)
+    beside = auto or explanation_beside or bool(isinstance(explained, dict) and explained.get("_beside"))
+    if isinstance(explained, dict) and "_beside" in explained:
+        explained = {k: v for k, v in explained.items() if k != "_beside"}
     if scheduler is not None or workers is not None:
         from .dask import summarize_files_dask
 
@@ -86,7 +90,7 @@ def summarize_files(
     files = expand_paths(paths)
     parts = map_files(file_partial, files, threads=threads)
     ranked = rank_explanations(paths, files, parts, explanations)
-    if (auto or explanation_beside) and len(ranked) > 1:
+    if beside and len(ranked) > 1:
         if explained is not None and explained.get("library_frames"):
             ranked = {r: {**e, "library_frames": True} for r, e in ranked.items()}
         explained = None  # the job's tables come from every rank's explanation, not one found beside a trace

@@ -92,8 +92,12 @@ def main(argv: list[str]) -> int:
     explanation = load_explanation(source) if source is not None else None
     if explanation is not None and args.library_frames:
         explanation["library_frames"] = True
+    if args.explanation is None and explanation is not None:
+        explanation["_beside"] = True  # found beside the traces: a job's gives way to every rank's (docs/ranks.md)
     summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
-                              explanation=explanation, explanation_beside=args.explanation is None)  # fmt: skip
+                              explanation=explanation)  # fmt: skip
+    if explanation is not None:
+        explanation.pop("_beside", None)
     if args.explanation is None and len(summary.explanations) > 1:  # a job: every rank's explanation was read
         from ..analyze.ranks import merged_explanation
 
