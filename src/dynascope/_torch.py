@@ -1400,3 +1400,29 @@ def ddp_comm_hook_registration(replacement: Callable) -> Any:
             dist._register_comm_hook, dist._register_builtin_comm_hook = python, builtin
 
     return registration()
+
+
+def skip_frames_recursively(fn: Any) -> None:
+    """Dynamo never compiles `fn`'s frame nor any frame it calls (a wrapper that runs eagerly after a
+    graph break, around torch's own function, which Dynamo skips there too). Private:
+    torch._dynamo.eval_frame.set_code_exec_strategy with FrameExecStrategy(SKIP, SKIP) (2.6 .. 2.15); where
+    it is missing, skip_frames_of (the frame alone)."""
+    try:
+        eval_frame = importlib.import_module("torch._dynamo.eval_frame")
+        types_module = importlib.import_module("torch._dynamo.types")
+        skip = types_module.FrameAction.SKIP
+        strategy = types_module.FrameExecStrategy(skip, skip)
+        eval_frame.set_code_exec_strategy(fn.__code__, strategy)
+    except (ImportError, AttributeError, TypeError):
+        skip_frames_of(fn)
+
+
+def launcher_parser() -> Any:
+    """torchrun's own argument parser (torch.distributed.run.get_args_parser, 1.10 .. 2.15), so that
+    `dynascope run torchrun ARGS` reads the launcher's options exactly as torchrun does."""
+    require_torch()
+    try:
+        run = importlib.import_module("torch.distributed.run")
+        return run.get_args_parser()
+    except (ImportError, AttributeError):
+        raise moved("torch.distributed.run.get_args_parser") from None

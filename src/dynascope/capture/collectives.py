@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
+import queue
 import sys
 import threading
 import time
@@ -70,8 +72,8 @@ _FUNCTIONS: dict[str, tuple[str, str]] = {
     "irecv": ("irecv", "tensor"),
 }
 _ALWAYS_ASYNC = {"isend", "irecv"}
-_SOURCES = (("torch.distributed.fsdp", "fsdp"), ("torch.nn.parallel", "ddp"),
-            ("torch.distributed.algorithms.ddp_comm_hooks", "ddp"))  # fmt: skip
+_SOURCES = (("torch.distributed.fsdp", "fsdp"), ("torch.distributed._composable.fsdp", "fsdp"),  # 2.5's FSDP2
+            ("torch.nn.parallel", "ddp"), ("torch.distributed.algorithms.ddp_comm_hooks", "ddp"))  # fmt: skip
 
 _lock = threading.Lock()
 _undo: list[Callable[[], None]] = []
@@ -111,11 +113,21 @@ def install() -> None:
             return
         _install_functions(dist)
         _install_ddp()
+        _report_on_cut()
+
+
+def _report_on_cut() -> None:
+    """Name the collectives in flight in the record a trace cut by a signal ends with (once a process)."""
+    register = getattr(_session, "add_cut_reporter", None)
+    if register is not None and "cut reporter" not in _warned:
+        _warned.add("cut reporter")
+        register(in_flight)
 
 
 def uninstall() -> None:
     """Put back everything install() changed. DDP models keep dynascope's comm hook (a reducer takes one
     hook for its life); untraced, it does exactly what it did before, with no events."""
+    _lanes.drain()  # the session stops recording next
     with _lock:
         while _undo:
             _undo.pop()()
@@ -149,7 +161,20 @@ def _install_functions(dist: Any) -> None:
                 setattr(owner, name, wrapper)
                 _undo.append(functools.partial(setattr, owner, name, original))
         _undo.append(_torch.dynamo_treats_like(wrapper, original))
-        _torch.skip_frames_of(wrapper)  # called after a graph break: Dynamo skips it, as it skips torch's
+        _torch.skip_frames_recursively(wrapper)  # run after a graph break: skipped, as torch's own is
+    destroy = c10d.destroy_process_group
+
+    @functools.wraps(destroy)
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        _groups.clear()  # a group made later may take a destroyed one's address, or be the new default
+        return destroy(*args, **kwargs)
+
+    for owner in (dist, c10d):
+        if getattr(owner, "destroy_process_group", None) is destroy:
+            owner.destroy_process_group = destroy_process_group
+            _undo.append(functools.partial(setattr, owner, "destroy_process_group", destroy))
+    _undo.append(_torch.dynamo_treats_like(destroy_process_group, destroy))
+    _torch.skip_frames_recursively(destroy_process_group)
     original = getattr(c10d, "batch_isend_irecv", None)
     if original is not None:
         wrapper = _wrap_batch(original)
@@ -158,7 +183,7 @@ def _install_functions(dist: Any) -> None:
                 owner.batch_isend_irecv = wrapper
                 _undo.append(functools.partial(setattr, owner, "batch_isend_irecv", original))
         _undo.append(_torch.dynamo_treats_like(wrapper, original))
-        _torch.skip_frames_of(wrapper)
+        _torch.skip_frames_recursively(wrapper)
 
 
 def _positions(original: Callable, *names: str) -> list[int]:
@@ -183,28 +208,35 @@ def _nbytes(value: Any) -> int:
 
 
 def _group(group: Any) -> tuple:
-    """(group, name, size, sequence reader) of a process group (None: the default group)."""
+    """(group, name, size, sequence reader) of a process group; None, the default group, is remembered as
+    None until a process group is destroyed (a wrapper of destroy_process_group forgets them all)."""
+    given = group
     if group is None:
         import torch.distributed as dist
 
         group = dist.group.WORLD
     known = _groups.get(id(group))
     if known is not None and known[0] is group:
+        if given is None:
+            _groups[id(None)] = (None, *known[1:])
         return known
     try:
         name, size, reader = str(group.group_name), int(group.size()), _torch.sequence_reader(group)
     except Exception:  # noqa: BLE001 - not a process group (torch raises its own error from the call)
         name, size, reader = str(group), -1, None
     known = _groups[id(group)] = (group, name, size, reader)
+    if given is None:
+        _groups[id(None)] = (None, name, size, reader)
     return known
 
 
 def _source(frame: Any) -> str:
     module = frame.f_globals.get("__name__", "")
-    source = _source_of_module.get(module)
-    if source is None:
-        source = next((s for prefix, s in _SOURCES if module.startswith(prefix)), "explicit")
-        _source_of_module[module] = source
+    return _source_of_module.get(module) or _source_named(module)
+
+
+def _source_named(module: str) -> str:
+    source = _source_of_module[module] = next((s for prefix, s in _SOURCES if module.startswith(prefix)), "explicit")
     return source
 
 
@@ -217,43 +249,66 @@ def _thread_id() -> int:
 
 def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -> Callable:
     tensor_at, group_at, async_at = _positions(original, tensor_arg, "group", "async_op")
+    tensor_at = tensor_at if tensor_arg else -1
+    pending = _pending
+    groups = _groups
+    tls = _tls
+    recording = _recording
+    is_compiling = _is_compiling
+    getframe = sys._getframe
+    sources = _source_of_module
+    tokens = _tokens
 
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
-        tls = _tls
-        if tls.inside or not _recording() or _is_compiling():
+        if tls.inside or not recording() or is_compiling():
             return original(*args, **kwargs)
-        _, pg, size, read_seq = _group(_argument(args, kwargs, group_at, "group"))
-        is_async = always_async or bool(_argument(args, kwargs, async_at, "async_op"))
+        n = len(args)
+        group = args[group_at] if 0 <= group_at < n else kwargs.get("group")
+        known = groups.get(id(group))
+        if known is None or known[0] is not group:
+            known = _group(group)
+        _, pg, size, read_seq = known
+        if tensor_at < 0:
+            nbytes = 0
+        else:
+            tensor = args[tensor_at] if tensor_at < n else kwargs.get(tensor_arg)
+            nbytes = tensor.nbytes if isinstance(tensor, torch.Tensor) else _nbytes(tensor)
+        is_async = always_async or bool(args[async_at] if 0 <= async_at < n else kwargs.get("async_op"))
         bucket = tls.bucket
-        issued = {
-            "pg": pg,
-            "seq": read_seq() + 1 if read_seq is not None else -1,
-            "bytes": _nbytes(_argument(args, kwargs, tensor_at, tensor_arg)) if tensor_at >= 0 else 0,
-            "group_size": size,
-            "source": "ddp" if bucket is not None else _source(sys._getframe(1)),
-            "async": 1 if is_async else 0,
-            "state": "issued",
-            "itid": _thread_id(),
-        }
+        if bucket is None:
+            module = getframe(1).f_globals.get("__name__", "")
+            source = sources.get(module) or _source_named(module)
+        else:
+            source = "ddp"
+        seq = read_seq() + 1 if read_seq is not None else -1
+        itid = tls.tid or _thread_id()
+        issued = {"pg": pg, "seq": seq, "bytes": nbytes, "group_size": size, "source": source,
+                  "async": 1 if is_async else 0, "state": "issued", "itid": itid}  # fmt: skip
         if bucket is not None:
             issued.update(bucket)
-        token = next(_tokens)
+        token = next(tokens)
         start = now_ns()
         emit(("P", event, "comm", start, start, issued))
-        _pending[token] = (event, pg, issued["seq"], issued["bytes"], issued["source"], start)
+        pending[token] = (event, pg, seq, nbytes, source, start)
         tls.inside = True
         try:
             result = original(*args, **kwargs)
         except BaseException:
+            tls.inside = False
             _finish(token, event, start, issued, "error", read_seq)
             raise
-        finally:
-            tls.inside = False
+        tls.inside = False
         if is_async and result is not None:
             _when_complete([result], token, event, start, issued, read_seq)
-        else:
-            _finish(token, event, start, issued, "done", read_seq)
+            return result
+        end = now_ns()
+        del pending[token]
+        done = {"pg": pg, "seq": read_seq() if read_seq is not None else -1, "bytes": nbytes, "group_size": size,
+                "source": source, "async": issued["async"], "state": "done", "itid": itid}  # fmt: skip
+        if bucket is not None:
+            done.update(bucket)
+        emit(("P", event, "comm", start, end, done))
         return result
 
     return collective
@@ -291,7 +346,14 @@ def _wrap_batch(original: Callable) -> Callable:
 
 
 def _finish(
-    token: int, event: str, start: int, issued: dict, state: str, read_seq: Any, seq: int | None = None
+    token: int,
+    event: str,
+    start: int,
+    issued: dict,
+    state: str,
+    read_seq: Any,
+    seq: int | None = None,
+    lane: int | None = None,
 ) -> None:
     end = now_ns()
     _pending.pop(token, None)
@@ -304,19 +366,84 @@ def _finish(
             done["seq"] = read_seq()
         except Exception:  # noqa: BLE001 - a destroyed group: the number it was issued with
             pass
-    emit(("P", event, "comm", start, end, done))
+    record = ("P", event, "comm", start, end, done)
+    if lane is None:
+        emit(record)
+    else:
+        _lanes.write(lane, record)
+
+
+class _Lanes:
+    """Where the complete events of async collectives are written: collectives in flight together overlap
+    in time, and events on one thread of a trace must nest, so each goes to a lane, a small thread of
+    dynascope's ("dynascope comm lane N") that writes it on its own track. A lane holds one collective
+    from its issue to its completion, so a lane's events never overlap; lanes are taken lowest first."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.busy: list[bool] = []
+        self.queues: list[queue.SimpleQueue] = []
+        self.threads: list[threading.Thread] = []
+        self.unwritten = 0
+
+    def take(self) -> int:
+        with self.lock:
+            for lane, busy in enumerate(self.busy):
+                if not busy and self.threads[lane].is_alive():
+                    self.busy[lane] = True
+                    return lane
+            lane = len(self.busy)
+            self.busy.append(True)
+            self.queues.append(queue.SimpleQueue())
+            name = f"dynascope comm lane {lane + 1}"
+            thread = threading.Thread(target=self._run, args=(self.queues[lane],), name=name, daemon=True)
+            self.threads.append(thread)
+            thread.start()
+            return lane
+
+    def write(self, lane: int, record: tuple) -> None:
+        with self.lock:
+            self.unwritten += 1
+            self.busy[lane] = False  # its next collective is issued after this one completed
+        self.queues[lane].put(record)
+
+    def _run(self, records: queue.SimpleQueue) -> None:
+        while True:
+            record = records.get()
+            if record is None:
+                return
+            try:
+                emit(record)
+            finally:
+                with self.lock:
+                    self.unwritten -= 1
+
+    def drain(self, timeout_s: float = 1.0) -> None:
+        """Wait (a little) until every complete event handed to a lane is written: before the session stops
+        recording."""
+        deadline = time.monotonic() + timeout_s
+        while self.unwritten > 0 and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def after_fork(self) -> None:
+        self.__init__()  # type: ignore[misc]  # the parent's lane threads are not in the child
+
+
+_lanes = _Lanes()
+os.register_at_fork(after_in_child=_lanes.after_fork)
 
 
 def _when_complete(works: list, token: int, event: str, start: int, issued: dict, read_seq: Any) -> None:
-    """Write the complete event once every Work in `works` has completed (no Work: now)."""
+    """Write the complete event once every Work in `works` has completed (no Work: now), on a lane."""
     seq = issued["seq"]
     if read_seq is not None:
         try:
             seq = read_seq()  # right after issuing: this collective's number
         except Exception:  # noqa: BLE001
             pass
+    lane = _lanes.take()
     if not works:
-        _finish(token, event, start, issued, "done", None, seq)
+        _finish(token, event, start, issued, "done", None, seq, lane)
         return
     remaining = [len(works)]
     lock = threading.Lock()
@@ -327,7 +454,7 @@ def _when_complete(works: list, token: int, event: str, start: int, issued: dict
                 remaining[0] -= 1
                 last = remaining[0] == 0
             if last:
-                _finish(token, event, start, issued, "done", None, seq)
+                _finish(token, event, start, issued, "done", None, seq, lane)
         except Exception:  # noqa: BLE001 - a completion callback must never raise into torch
             pass
 

@@ -7,6 +7,7 @@ for the collective-event tests: run under torchrun (gloo, CPU) with or without a
 --trace: a dynascope session per rank, OUT/trace-rank<R>.  --explicit: one of each explicit collective.
 --ddp: that many compiled DDP training steps; the trained parameters go to OUT/params-rank<R>.pt.
 --user-hook: a comm hook of the program's own (allreduce_hook, counting its calls into OUT/hook-rank<R>.txt).
+--fsdp N: N compiled FSDP2 (fully_shard, per layer and the root) training steps.
 --compiled: a compiled function calling dist.all_reduce; Dynamo's graph and break counts go to
 OUT/dynamo-rank<R>.json.
 """
@@ -21,7 +22,7 @@ from torch import nn
 
 
 class Net(nn.Module):
-    def __init__(self, width=64, depth=4):
+    def __init__(self, width=512, depth=3):
         super().__init__()
         self.layers = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(depth)])
         self.head = nn.Linear(width, 10)
@@ -76,7 +77,7 @@ def train(args, rank, out):
     opt = torch.optim.SGD(step_model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(rank)
     for _ in range(args.ddp):
-        x, y = torch.randn(16, 64, generator=g), torch.randint(0, 10, (16,), generator=g)
+        x, y = torch.randn(16, 512, generator=g), torch.randint(0, 10, (16,), generator=g)
         loss = nn.functional.cross_entropy(step_model(x), y)
         loss.backward()
         opt.step()
@@ -85,6 +86,26 @@ def train(args, rank, out):
     if args.user_hook:
         with open(os.path.join(out, f"hook-rank{rank}.txt"), "w") as f:
             f.write(str(calls[0]))
+
+
+def fsdp(args, rank, out):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Net()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    model = torch.compile(model, backend=args.backend)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(args.fsdp):
+        x, y = torch.randn(16, 512, generator=g), torch.randint(0, 10, (16,), generator=g)
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
 
 
 def compiled(args, rank, out):
@@ -116,10 +137,11 @@ def main():
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("--explicit", action="store_true")
     parser.add_argument("--ddp", type=int, default=0)
-    parser.add_argument("--bucket-cap-mb", type=float, default=0.02)
+    parser.add_argument("--bucket-cap-mb", type=float, default=1.0)
     parser.add_argument("--user-hook", action="store_true")
     parser.add_argument("--builtin-hook", action="store_true")
     parser.add_argument("--compiled", action="store_true")
+    parser.add_argument("--fsdp", type=int, default=0)
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("--wrap", choices=("inside", "outside"), default="inside")
     args = parser.parse_args()
@@ -134,6 +156,8 @@ def main():
         explicit(rank, world)
     if args.ddp:
         train(args, rank, args.out)
+    if args.fsdp:
+        fsdp(args, rank, args.out)
     if args.compiled:
         compiled(args, rank, args.out)
     if session is not None:

@@ -1,0 +1,197 @@
+"""Collective events (capture/collectives.py) from real 2-rank runs: torchrun, gloo, CPU, aot_eager."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import tracecheck
+
+from ranks.launch import program, torchrun
+
+PROGRAM = program("collectives.py")
+
+
+def _run(out: Path, *args: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    done = torchrun([PROGRAM, str(out), *args], cwd=out, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def _comm(out: Path) -> dict[int, list[dict]]:
+    """rank -> its comm events (trace invariants checked), in file order."""
+    by_rank: dict[int, list[dict]] = {}
+    for rank in (0, 1):
+        (path,) = sorted(out.glob(f"trace-rank{rank}*.pfw*"))
+        index = tracecheck.check(tracecheck.load(str(path)))
+        by_rank[rank] = [e for e in index["events"] if e["cat"] == "comm"]
+    return by_rank
+
+
+def _done(events: list[dict]) -> list[dict]:
+    return [e for e in events if e["args"]["state"] == "done"]
+
+
+def _markers_match(events: list[dict]) -> None:
+    """Every complete event has its issue marker: same name, start, pg and seq, dur 0, written before it."""
+    markers = {(e["name"], e["ts"], e["args"]["pg"]): e for e in events if e["args"]["state"] == "issued"}
+    for done in _done(events):
+        marker = markers.pop((done["name"], done["ts"], done["args"]["pg"]))
+        assert marker["dur"] == 0 and marker["id"] < done["id"]
+        assert marker["args"]["seq"] == done["args"]["seq"], (marker, done)
+        assert {k: v for k, v in marker["args"].items() if k not in ("state", "p_idx", "level")} == {
+            k: v for k, v in done["args"].items() if k not in ("state", "p_idx", "level")
+        }
+    assert not markers, f"issued and never completed: {markers}"
+
+
+def test_explicit_collectives_once_per_rank_linked_by_group_and_sequence(tmp_path):
+    _run(tmp_path, "--trace", "--explicit")
+    comm = _comm(tmp_path)
+    world = 2
+    expected = {  # name -> (bytes on rank 0, on rank 1, async)
+        "all_reduce": None,  # two of them, below
+        "all_gather_into_tensor": (128, 128, 0),
+        "reduce_scatter_tensor": (64 * world, 64 * world, 0),
+        "broadcast": (32, 32, 0),
+        "barrier": (0, 0, 0),
+        "all_to_all_single": (16 * world, 16 * world, 0),
+    }
+    keys = {}
+    for rank, events in comm.items():
+        _markers_match(events)
+        done = _done(events)
+        names = Counter(e["name"] for e in done)
+        p2p = ("send", "irecv") if rank == 0 else ("recv", "isend")
+        assert names == Counter(
+            {"all_reduce": 2, **{n: 1 for n in expected if n != "all_reduce"}, p2p[0]: 1, p2p[1]: 1}
+        )
+        for e in done:
+            args = e["args"]
+            assert args["source"] == "explicit" and args["group_size"] == world and args["pg"] == "0"
+            assert args["seq"] > 0 and e["dur"] >= 0
+            if e["name"] in expected and expected[e["name"]]:
+                assert (args["bytes"], args["async"]) == (expected[e["name"]][rank], expected[e["name"]][2]), e
+        reduces = sorted(
+            (e["args"]["seq"], e["args"]["bytes"], e["args"]["async"]) for e in done if e["name"] == "all_reduce"
+        )
+        assert [r[1:] for r in reduces] == [(1024, 0), (256, 1)]
+        assert {e["args"]["bytes"] for e in done if e["name"] in p2p} == {40, 80}
+        assert {e["args"]["async"] for e in done if e["name"] in ("isend", "irecv")} == {1}
+        keys[rank] = sorted(
+            (e["args"]["pg"], e["args"]["seq"], e["name"] if e["name"] not in p2p else "p2p") for e in done
+        )
+        assert len({k[:2] for k in keys[rank]}) == len(keys[rank]), "a (pg, seq) twice on one rank"
+    assert keys[0] == keys[1]  # the same collective has the same (group, sequence number) on every rank
+
+
+def _params(path: Path) -> dict:
+    return torch.load(path)
+
+
+def test_ddp_buckets_and_compiled_collectives_change_nothing(tmp_path):
+    traced, plain = tmp_path / "traced", tmp_path / "plain"
+    steps = 3
+    _run(traced, "--trace", "--ddp", str(steps), "--compiled")
+    _run(plain, "--ddp", str(steps), "--compiled")
+    for rank in (0, 1):  # the trained parameters are bitwise those of the untraced run
+        a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        # Dynamo made the same graphs and breaks of the compiled model and of the function with collectives
+        assert json.loads((traced / f"dynamo-rank{rank}.json").read_text()) == json.loads(
+            (plain / f"dynamo-rank{rank}.json").read_text()
+        )
+    comm = _comm(traced)
+    param_names = set(_params(plain / "params-rank0.pt"))
+    total_bytes = sum(t.nbytes for t in _params(plain / "params-rank0.pt").values())
+    per_rank = {}
+    for rank, events in comm.items():
+        _markers_match(events)
+        buckets = sorted((e for e in _done(events) if e["args"]["source"] == "ddp"), key=lambda e: e["args"]["seq"])
+        assert buckets and all(e["name"] == "all_reduce" and e["args"]["async"] == 1 for e in buckets)
+        # one event per bucket per step: DDP's first step has one bucket per its initial layout, its later
+        # steps the rebuilt layout (several buckets at --bucket-cap-mb 1 for this 3 MB model)
+        steps_seen = [[]]
+        for e in buckets:
+            if e["args"]["bucket"] == 0 and steps_seen[-1]:
+                steps_seen.append([])
+            steps_seen[-1].append(e)
+        assert len(steps_seen) == steps
+        layouts = [
+            sorted((e["args"]["bucket"], e["args"]["params"], e["args"]["bytes"]) for e in s) for s in steps_seen
+        ]
+        assert len(layouts[1]) >= 3 and layouts[1:] == [layouts[1]] * (steps - 1)
+        for layout in layouts:
+            assert [b[0] for b in layout] == list(range(len(layout)))
+            assert sum(b[1] for b in layout) == len(param_names) and sum(b[2] for b in layout) == total_bytes
+        for e in buckets:
+            first, last = e["args"]["layers"].split("..")
+            assert {first, last} <= param_names, e["args"]["layers"]
+        per_rank[rank] = [(e["args"]["pg"], e["args"]["seq"], e["args"]["bucket"], e["args"]["bytes"]) for e in buckets]
+        # the compiled function's dist.all_reduce is a functional collective in its graph (not an event here);
+        # the broadcast after its graph break runs eagerly, an explicit event per call
+        assert Counter(e["name"] for e in _done(events) if e["args"]["source"] == "explicit") == {"broadcast": 2}
+    assert per_rank[0] == per_rank[1]
+
+
+def test_program_comm_hook_still_runs_and_is_seen(tmp_path):
+    traced, plain = tmp_path / "traced", tmp_path / "plain"
+    _run(traced, "--trace", "--ddp", "2", "--user-hook")
+    _run(plain, "--ddp", "2", "--user-hook")
+    for rank in (0, 1):
+        calls = int((traced / f"hook-rank{rank}.txt").read_text())
+        assert calls == int((plain / f"hook-rank{rank}.txt").read_text()) and calls >= 2
+        a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    for events in _comm(traced).values():
+        buckets = [e for e in _done(events) if e["args"]["source"] == "ddp"]
+        assert len(buckets) == calls and all("bucket" in e["args"] and e["args"]["params"] >= 1 for e in buckets)
+
+
+def test_builtin_comm_hook_is_dispatched_to(tmp_path):
+    traced, plain = tmp_path / "traced", tmp_path / "plain"
+    _run(traced, "--trace", "--ddp", "2", "--builtin-hook")
+    _run(plain, "--ddp", "2", "--builtin-hook")
+    for rank in (0, 1):
+        a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    assert all(any(e["args"]["source"] == "ddp" for e in _done(ev)) for ev in _comm(traced).values())
+
+
+def test_in_flight_names_a_blocked_collective_until_it_returns(tmp_path):
+    """The registry the cut record reads: a collective is in flight from its issue to its completion."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import dynascope
+    from dynascope.capture import collectives
+
+    seen = []
+
+    def blocking_all_reduce(tensor, op=None, group=None, async_op=False):
+        seen.append(collectives.in_flight())  # what a SIGTERM arriving now would write
+
+    wrapped = collectives._wrap(blocking_all_reduce, "all_reduce", "tensor", False)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        with dynascope.session(str(tmp_path / "t.pfw")) as session:
+            wrapped(torch.ones(16))
+            after = collectives.in_flight()
+            start_us = session.offset_ns // 1000
+    finally:
+        dist.destroy_process_group()
+    (pending,) = seen[0]
+    assert {k: pending[k] for k in ("op", "pg", "seq", "bytes", "source")} == {
+        "op": "all_reduce", "pg": "0", "seq": -1, "bytes": 64, "source": "explicit"}  # fmt: skip
+    assert pending["issued_us"] > start_us and after == []
+
+
+@pytest.mark.slow
+def test_fsdp2_collectives_are_fsdp_events(tmp_path):
+    _run(tmp_path, "--trace", "--fsdp", "2")
+    for events in _comm(tmp_path).values():
+        fsdp = Counter(e["name"] for e in _done(events) if e["args"]["source"] == "fsdp")
+        assert fsdp["all_gather_into_tensor"] >= 2 and fsdp["reduce_scatter_tensor"] >= 2, fsdp
