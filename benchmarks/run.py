@@ -3,7 +3,7 @@
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
     python benchmarks/run.py --only capture  # or: inductor, warm_cache, analysis, compile_profile, stepping, bisect, io,
-                                             #     step, breaks, gpu
+                                             #     step, breaks, gpu, collectives
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", choices=("capture", "inductor", "warm_cache", "analysis", "compile_profile", "stepping", "bisect", "io", "step", "breaks",
-                                                "gpu"),
+                                                "gpu", "collectives"),
                         help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
     args = parser.parse_args(argv)
@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_gpu
 
         status |= bench_gpu.main(["--quick"] if args.quick else [])  # says so and stops without CUDA
+    if args.only in (None, "collectives"):
+        import bench_collectives
+
+        status |= bench_collectives.main(["--quick"] if args.quick else [])
     return status
 
 
