@@ -205,3 +205,22 @@ def test_the_rank_invariants_hold_here_and_catch_the_ranks_steps_added_together(
     old["by_step"] = [dict(r, total_us=d["meta"]["span_us"] + 1) for r in d["by_step"]]
     found = check_ranks(old, "json", None)
     assert any(f.startswith("[by_rank]") for f in found) and any(f.startswith("[job step<=span]") for f in found)
+
+
+def test_one_explanation_given_still_takes_the_tables_and_the_ranks_are_still_read(tmp_path):
+    write_job(tmp_path)
+    for rank in (0, 1):
+        (tmp_path / f"rank{rank}").mkdir()
+        (tmp_path / f"rank{rank}" / "explanation.json").write_text(json.dumps({
+            "schema": "dynascope.explanation/1", "graph_breaks": [], "compile_times": [],
+            "recompiles": [{"function": "forward", "file": f"/x/r{rank}.py", "line": 3, "compile_id": "0/1",
+                            "reason": f"guard of rank {rank}", "failures": []}] if rank else [],
+        }))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = summarize_files([str(tmp_path)], explanation=str(tmp_path / "rank0" / "explanation.json"))
+        every = summarize_files([str(tmp_path)], explanation="auto")
+    assert sorted(one.explanations) == [0, 1]  # the per-rank and divergence tables read both
+    assert "guard of rank 1" not in " ".join(one.recompiles.get_column("reason").drop_nulls().to_list())
+    assert every.recompiles.row(0, named=True)["reason"] == "guard of rank 1"
+    assert one.divergence.row(0, named=True)["kind"] == "recompile"

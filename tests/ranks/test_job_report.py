@@ -19,12 +19,12 @@ from invariants import check, collect, report
 STEPS = 5
 
 
-def _run_job(tmp_path: Path, *args: str) -> Path:
+def _run_job(tmp_path: Path, *args: str, nproc: int = 2) -> Path:
     """One `dynascope run` per rank, each in OUT/r<RANK> (what a launch without dynascope's own per-rank
     layout gives), then the job's report over OUT."""
     out = tmp_path / "out"
     script = f'exec "{BIN}/dynascope" run --out "{out}/r$RANK" "{program("ddp_train.py")}" {" ".join(args)}'
-    result = torchrun(["--no-python", "sh", "-c", script], cwd=tmp_path, timeout=400)
+    result = torchrun(["--no-python", "sh", "-c", script], nproc=nproc, cwd=tmp_path, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
 
@@ -98,3 +98,19 @@ def test_every_invariant_holds_on_the_job(diverged):
     assert not rest, f"{len(rest)} invariants broken:" + report(rest)
     if known:
         pytest.xfail("DDP split rows: the recompiled graph's split repeats its line: " + "; ".join(known))
+
+
+@pytest.mark.slow
+def test_three_ranks_under_inductor_name_the_rank_that_diverged(tmp_path):
+    out = _run_job(tmp_path, "--backend", "inductor", "--steps", "4", "--diverge", "2:2", nproc=3)
+    summary = json.loads(_report("--json", str(out)))
+    assert [r["rank"] for r in summary["by_rank"]] == [0, 1, 2]
+    assert sorted(summary["explanations"]) == ["0", "1", "2"]
+    first = summary["divergence"][0]
+    assert first["kind"] == "recompile" and first["ranks"] == "2" and first["step"] == 2, first
+    assert "ranks 0, 1 did not" in first["detail"] and "size mismatch" in first["detail"]
+    span = summary["meta"]["span_us"]
+    assert all(s["ranks"] == 3 and s["total_us"] <= span for s in summary["by_step"])
+    failures = check(collect(out))
+    rest = [f for f in failures if not (f.startswith("[duplicate]") and ("graph_breaks" in f or "Graph breaks" in f))]
+    assert not rest, report(rest)
