@@ -115,8 +115,19 @@ def _rank(f: pl.DataFrame) -> pl.Expr:
 # per file
 
 
-def frame_tables(others: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """The `comm` and `comm_proc` partial tables of one file's non-op rows."""
+# the op names of functional collectives and their waits ("_c10d_functional.all_reduce_.default" and, as
+# aot_eager's post-grad graphs name them, "function.all_reduce.default", "function.wait_tensor.default")
+FUNCTIONAL_OP = r"c10d_functional\.|wait_tensor|all_reduce|all_gather|reduce_scatter|all_to_all|broadcast"
+_FUNCTIONAL_COLUMNS = ["trace_file", "pid", "tid", "ts", "dur", "name", "cat", "comm_op", "comm_pg", "comm_bytes",
+                       "comm_key", "rank", "host"]  # fmt: skip
+
+
+def frame_tables(others: pl.DataFrame, hist: pl.DataFrame | None = None) -> dict[str, pl.DataFrame]:
+    """The `comm` and `comm_proc` partial tables of one file's non-op rows; `hist` (the file's op histogram)
+    says whether it ran functional collectives, whose op events are then read again with their times."""
+    functional = _functional_rows(hist)
+    if functional.height:
+        others = pl.concat([others, functional], how="diagonal_relaxed")
     if others.height == 0:
         return {"comm": _empty("comm"), "comm_proc": _empty("comm_proc")}
     cats = others.get_column("cat").cast(pl.String)
@@ -128,6 +139,32 @@ def frame_tables(others: pl.DataFrame) -> dict[str, pl.DataFrame]:
         return {"comm": _empty("comm"), "comm_proc": _empty("comm_proc")}
     windows = step_windows(others)
     return {"comm": _instances(others, windows), "comm_proc": _processes(others, windows)}
+
+
+def _functional_rows(hist: pl.DataFrame | None) -> pl.DataFrame:
+    """The functional collectives of the files whose op histogram names any, as `comm` rows
+    (functional_collectives), read again from those files (only their op events are kept)."""
+    if hist is None or hist.height == 0 or "name" not in hist.columns:
+        return pl.DataFrame()
+    names = hist.get_column("name").cast(pl.String)
+    files = hist.filter(names.str.contains(FUNCTIONAL_OP).fill_null(False)).get_column("trace_file")
+    out = []
+    for path in files.cast(pl.String).drop_nulls().unique().sort().to_list():
+        from .reader import read_file  # here: the reader imports the partial that imports this module
+
+        try:
+            rows, _ = read_file(path, columns=_FUNCTIONAL_COLUMNS)
+        except (OSError, ValueError):  # a frame not read from a file (summarize(frame)): nothing to read
+            continue
+        if "comm_key" not in rows.columns:
+            continue
+        found = functional_collectives(rows.filter((pl.col("cat").cast(pl.String) == "dynamo").fill_null(False)))
+        if found.height:
+            out.append(found.with_columns(
+                pl.lit(path).alias("trace_file"),
+                pl.lit(rows.get_column("host").cast(pl.String).drop_nulls().first(), dtype=pl.String).alias("host"),
+            ))  # fmt: skip
+    return pl.concat(out, how="diagonal_relaxed") if out else pl.DataFrame()
 
 
 def _instances(f: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:

@@ -493,7 +493,7 @@ def _core(
         gpu=gpu.gpu_partial(others),
         proc_file=_proc_file(others, hist),
         comm_seq=_comm_seq(others),
-        **comm.frame_tables(others),
+        **comm.frame_tables(others, hist),
         **breaks.frame_tables(others),
     )
 
