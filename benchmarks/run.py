@@ -3,7 +3,7 @@
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
     python benchmarks/run.py --only capture  # or: inductor, warm_cache, analysis, compile_profile, stepping, bisect, io,
-                                             #     step, breaks, gpu, collectives
+                                             #     step, breaks, gpu, collectives, ranks
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument("--only", choices=("capture", "inductor", "warm_cache", "analysis", "compile_profile", "stepping", "bisect", "io", "step", "breaks",
-                                                "gpu", "collectives"),
+                                                "gpu", "collectives", "ranks"),
                         help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
     args = parser.parse_args(argv)
@@ -73,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         import bench_collectives
 
         status |= bench_collectives.main(["--quick"] if args.quick else [])
+    if args.only in (None, "ranks"):
+        import bench_ranks
+
+        status |= bench_ranks.main(["--quick"] if args.quick else [])
     return status
 
 
