@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -24,6 +25,9 @@ from dynascope.analyze.summarize import summarize_files
 from dynascope.render.chrome import convert
 
 from .launch import BIN, program, ranks_env, torchrun
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
+from invariants import check, collect, report
 
 SLEEP_S = 0.5
 
@@ -119,6 +123,14 @@ def test_report_names_the_straggler(straggled):
     assert {"rank": 1, "step": 2, "doing": "Python / untraced"}.items() <= next(
         r for r in doc["stragglers"] if r["step"] == 2).items()
     assert len(doc["collectives"]) > 10 and doc["hangs"] == []
+
+
+def test_every_invariant_holds_on_the_job(straggled):
+    tmp, _, _ = straggled
+    failures = check(collect(tmp / "out"))
+    # known, outside this part: the graph-break table's DDP split rows may repeat a line (analyze/costs.py)
+    rest = [f for f in failures if not (f.startswith("[duplicate]") and ("graph_breaks" in f or "Graph breaks" in f))]
+    assert not rest, f"{len(rest)} invariants broken:" + report(rest)
 
 
 def test_perfetto_links_each_collective_across_ranks(straggled):
