@@ -181,6 +181,7 @@ def _instances(f: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
         _col(c, "bucket", pl.Int64).alias("bucket"), pl.col("ts").cast(pl.Int64).alias("issue_us"),
         (pl.col("ts") + pl.col("dur").fill_null(0).clip(lower_bound=0)).cast(pl.Int64).alias("end"),
         (state.fill_null("done") == "issued").alias("marker"),
+        (state.fill_null("done") == "error").alias("error"),
     )  # fmt: skip
     key = ["pid", "pg", "seq", "op", "issue_us"]
     done = c.filter(~pl.col("marker"))
@@ -198,7 +199,8 @@ def _instances(f: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
     ).with_columns(pl.coalesce("__mt", "__it", "tid").alias("tid")).drop("__mt", "__it")
     rows = pl.concat(
         [
-            done.with_columns(pl.col("end").alias("done_us")),
+            # a collective whose call raised (`state` "error") never completed
+            done.with_columns(pl.when(pl.col("error")).then(None).otherwise(pl.col("end")).alias("done_us")),
             left.with_columns(pl.lit(None, dtype=pl.Int64).alias("done_us")),
         ],
         how="diagonal_relaxed",
