@@ -15,9 +15,9 @@ from ranks.launch import program, torchrun
 PROGRAM = program("collectives.py")
 
 
-def _run(out: Path, *args: str) -> None:
+def _run(out: Path, *args: str, nproc: int = 2) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    done = torchrun([PROGRAM, str(out), *args], cwd=out, timeout=240)
+    done = torchrun([PROGRAM, str(out), *args], nproc=nproc, cwd=out, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
 
 
@@ -137,6 +137,17 @@ def test_ddp_buckets_and_compiled_collectives_change_nothing(tmp_path):
     assert per_rank[0] == per_rank[1]
 
 
+@pytest.mark.slow
+def test_ddp_three_ranks_bitwise_as_untraced(tmp_path):
+    """3 ranks: DDP scales gradients by 1/3, which rounds; dynascope's hook rounds the same way."""
+    traced, plain = tmp_path / "traced", tmp_path / "plain"
+    _run(traced, "--trace", "--ddp", "3", nproc=3)
+    _run(plain, "--ddp", "3", nproc=3)
+    for rank in (0, 1, 2):
+        a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_program_comm_hook_still_runs_and_is_seen(tmp_path):
     traced, plain = tmp_path / "traced", tmp_path / "plain"
     _run(traced, "--trace", "--ddp", "2", "--user-hook")
@@ -151,6 +162,7 @@ def test_program_comm_hook_still_runs_and_is_seen(tmp_path):
         assert len(buckets) == calls and all("bucket" in e["args"] and e["args"]["params"] >= 1 for e in buckets)
 
 
+@pytest.mark.slow
 def test_builtin_comm_hook_is_dispatched_to(tmp_path):
     traced, plain = tmp_path / "traced", tmp_path / "plain"
     _run(traced, "--trace", "--ddp", "2", "--builtin-hook")
@@ -189,7 +201,6 @@ def test_in_flight_names_a_blocked_collective_until_it_returns(tmp_path):
     assert pending["issued_us"] > start_us and after == []
 
 
-@pytest.mark.slow
 def test_fsdp2_collectives_are_fsdp_events(tmp_path):
     _run(tmp_path, "--trace", "--fsdp", "2")
     for events in _comm(tmp_path).values():

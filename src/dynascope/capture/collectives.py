@@ -288,6 +288,7 @@ def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -
         if bucket is not None:
             issued.update(bucket)
         token = next(tokens)
+        lane = _lanes.take() if is_async else None  # before the issue: its lane is free from then on
         start = now_ns()
         emit(("P", event, "comm", start, start, issued))
         pending[token] = (event, pg, seq, nbytes, source, start)
@@ -296,11 +297,11 @@ def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -
             result = original(*args, **kwargs)
         except BaseException:
             tls.inside = False
-            _finish(token, event, start, issued, "error", read_seq)
+            _finish(token, event, start, issued, "error", read_seq, lane=lane)
             raise
         tls.inside = False
-        if is_async and result is not None:
-            _when_complete([result], token, event, start, issued, read_seq)
+        if lane is not None:
+            _when_complete([result] if result is not None else [], token, event, start, issued, read_seq, lane)
             return result
         end = now_ns()
         del pending[token]
@@ -327,6 +328,7 @@ def _wrap_batch(original: Callable) -> Callable:
             "source": _source(sys._getframe(1)), "async": 1, "state": "issued", "itid": _thread_id(),
         }  # fmt: skip
         token = next(_tokens)
+        lane = _lanes.take()
         start = now_ns()
         emit(("P", "batch_isend_irecv", "comm", start, start, issued))
         _pending[token] = ("batch_isend_irecv", pg, issued["seq"], issued["bytes"], issued["source"], start)
@@ -334,12 +336,12 @@ def _wrap_batch(original: Callable) -> Callable:
         try:
             works = original(p2p_op_list, *args, **kwargs)
         except BaseException:
-            _finish(token, "batch_isend_irecv", start, issued, "error", read_seq)
+            _finish(token, "batch_isend_irecv", start, issued, "error", read_seq, lane=lane)
             raise
         finally:
             tls.inside = False
         _when_complete([w for w in works or () if w is not None], token, "batch_isend_irecv", start, issued,
-                       read_seq)  # fmt: skip
+                       read_seq, lane)  # fmt: skip
         return works
 
     return batch_isend_irecv
@@ -433,15 +435,14 @@ _lanes = _Lanes()
 os.register_at_fork(after_in_child=_lanes.after_fork)
 
 
-def _when_complete(works: list, token: int, event: str, start: int, issued: dict, read_seq: Any) -> None:
-    """Write the complete event once every Work in `works` has completed (no Work: now), on a lane."""
+def _when_complete(works: list, token: int, event: str, start: int, issued: dict, read_seq: Any, lane: int) -> None:
+    """Write the complete event once every Work in `works` has completed (no Work: now), on `lane`."""
     seq = issued["seq"]
     if read_seq is not None:
         try:
             seq = read_seq()  # right after issuing: this collective's number
         except Exception:  # noqa: BLE001
             pass
-    lane = _lanes.take()
     if not works:
         _finish(token, event, start, issued, "done", None, seq, lane)
         return
