@@ -41,3 +41,20 @@ def test_no_end_record_is_enough(tmp_path):
 def test_a_run_that_ended_normally_has_no_hang(tmp_path):
     _, s = job(tmp_path, world=2, steps=3)
     assert s.hangs.height == 0 and hang_lines(s.hangs) == []
+
+
+def test_a_trace_that_began_late_is_no_hang(tmp_path):
+    # rank 1's trace lacks the job's first four collectives (tracing began after them): a gap, not a stop
+    import gzip
+
+    paths, _ = job(tmp_path / "a", world=2, steps=3)
+    text = gzip.decompress(paths[1].read_bytes()).decode().splitlines(keepends=True)
+    early = [f'"seq":{k},' for k in range(4)]
+    kept = [ln for ln in text if not ('"cat":"comm"' in ln and any(e in ln for e in early))]
+    assert len(kept) == len(text) - 8  # four markers and four completions
+    paths[1].write_bytes(gzip.compress("".join(kept).encode()))
+    from dynascope.analyze.summarize import summarize_files
+
+    s = summarize_files([str(p) for p in paths])
+    assert s.collectives.filter(pl.col("seq") < 4).get_column("ranks").to_list() == [1] * 4
+    assert s.hangs.height == 0

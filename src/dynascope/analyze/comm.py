@@ -610,7 +610,19 @@ def hangs(c: pl.DataFrame, procs: pl.DataFrame, base: int = 0, offset: dict | No
         pl.col("pg").replace_strict(expected, default=0, return_dtype=pl.Int64),
         pl.when(pl.col("group_size") <= len(everyone)).then(pl.col("group_size")).otherwise(0),
     ).alias("__want"))  # fmt: skip
-    partial = seen.filter(pl.col("__n") < pl.col("__want")).select("pg", "seq")
+    partial = seen.filter(pl.col("__n") < pl.col("__want")).select("pg", "seq", "__want")
+    if partial.height:  # a rank missing from a collective stopped before it (not a trace that began late)
+        last = {(pg, r): s for pg, r, s in known.group_by("pg", "rank").agg(pl.col("seq").max()).iter_rows()}
+        present = known.group_by("pg", "seq").agg(pl.col("rank").unique())
+        stopped: list[tuple[str, int]] = []
+        for pg, seq, want, ranks_in in partial.join(present, on=["pg", "seq"]).iter_rows():
+            group = members.get(pg, set()) | (everyone if want >= len(everyone) else set())
+            absent = group - set(ranks_in)
+            if absent and all(last.get((pg, r), -1) < seq for r in absent):
+                stopped.append((pg, seq))
+        partial = pl.DataFrame({"pg": [p for p, _ in stopped], "seq": [s for _, s in stopped]},
+                               schema={"pg": pl.String, "seq": pl.Int64})  # fmt: skip
+    partial = partial.select("pg", "seq")
     pend = pl.concat([
         c.filter(pl.col("done_us").is_null() & pl.col("rank").is_in(short)),
         known.join(partial, on=["pg", "seq"]),
@@ -643,10 +655,10 @@ def hangs(c: pl.DataFrame, procs: pl.DataFrame, base: int = 0, offset: dict | No
             })  # fmt: skip
     out = pl.DataFrame(rows, schema=_HANG_SCHEMA)
     # who the waiting ranks wait for: the ranks that never issued their collective
-    missing = out.filter(pl.col("state") == "never issued").group_by("pg", "seq").agg(
+    never = out.filter(pl.col("state") == "never issued").group_by("pg", "seq").agg(
         pl.col("rank").sort().cast(pl.String).str.join(", ").alias("__w")
     )
-    out = out.join(missing, on=["pg", "seq"], how="left").with_columns(
+    out = out.join(never, on=["pg", "seq"], how="left").with_columns(
         pl.when(pl.col("state") == "waiting").then(pl.col("__w")).otherwise(None).alias("waits_for")
     ).drop("__w")
     return out.select(list(_HANG_SCHEMA)).sort(["state", "rank"], descending=[True, False])
