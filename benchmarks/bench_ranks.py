@@ -37,6 +37,7 @@ BUCKETS = 4
 COMM_US = 5_000  # a bucket's all-reduce, from its last issue to its completion
 RANKS_PER_HOST = 8
 HOST_SHIFT_US = 250_000  # clock of host h: + h * this (+ a per-host odd part)
+MEMORY_BOUND_MB = 768  # docs/ranks.md: the job-wide report over 256 ranks (100 steps each) stays within this
 
 
 def _dumps(o: dict) -> str:
@@ -245,7 +246,7 @@ def _run(variant: str, directory: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, action="append", help="ranks of a job (repeatable; default 64 and 256)")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2, help="local Dask workers")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--dir", default=None, help="where the traces are written (default: a temporary folder)")
@@ -270,16 +271,20 @@ def main(argv: list[str] | None = None) -> int:
                 res = _run(variant, directory)
                 rows.append({"ranks": world, "steps": steps, "variant": variant, "files_mb": size / 1e6,
                              "generate_s": made, **res})  # fmt: skip
-    head = f"{'ranks':>6} {'variant':>8} {'events':>10} {'seconds':>8} {'events/s':>10} {'peak MB':>8} {'collectives':>11}"
+    for r in rows:
+        r["within_bound"] = r["peak_mb"] <= MEMORY_BOUND_MB
+    head = (f"{'ranks':>6} {'variant':>8} {'events':>10} {'seconds':>8} {'events/s':>10} {'peak MB':>8} "
+            f"{'collectives':>11}  within {MEMORY_BOUND_MB} MB")  # fmt: skip
     table = "\n".join([head] + [
         f"{r['ranks']:>6} {r['variant']:>8} {r['events']:>10,} {r['seconds']:>8.2f} {r['events_per_s']:>10,.0f} "
-        f"{r['peak_mb']:>8.0f} {r['collectives']:>11}" for r in rows
+        f"{r['peak_mb']:>8.0f} {r['collectives']:>11}  {'yes' if r['within_bound'] else 'NO'}" for r in rows
     ])  # fmt: skip
     sys.path.insert(0, str(HERE))
     from results_io import publish
 
-    publish(table, {"benchmark": "ranks", "python": sys.version.split()[0], "cpus": os.cpu_count(), "rows": rows}, args.out)
-    return 0
+    publish(table, {"benchmark": "ranks", "python": sys.version.split()[0], "cpus": os.cpu_count(),
+                    "memory_bound_mb": MEMORY_BOUND_MB, "rows": rows}, args.out)  # fmt: skip
+    return 0 if all(r["within_bound"] for r in rows) else 1
 
 
 if __name__ == "__main__":
