@@ -1,8 +1,8 @@
 """Collective events (capture/collectives.py): what tracing adds to each collective, and to a compiled DDP step.
 
 1. Added time per collective: one process on torch's "fake" process group (its collectives return at once,
-   so what is left is the call and dynascope's wrapper): inside a dynascope session, blocks of calls of
-   torch's own function alternate with blocks of calls through dynascope's wrapper (an issue marker and a
+   so what is left is the call and dynascope's wrapper): inside a dynascope session, blocks of calls with
+   dynascope's wrappers removed alternate with blocks of calls through them (an issue marker and a
    complete event per call); the fastest block of each per repeat, median over `--repeats`; the added µs
    per collective and the ratio to the same run's untraced call. Target: at most 2 µs per event.
 2. A compiled DDP step on 2 ranks (torchrun, gloo, CPU; DDP(torch.compile(model)) under aot_eager, four
@@ -31,8 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _operations(dist) -> list[tuple[str, object]]:
-    """(name, a call of it) for each measured operation; `dist` is torch.distributed or a namespace of the
-    untraced originals."""
+    """(name, a call of it) for each measured operation (each looks the function up in `dist` per call)."""
     t = torch.ones(1024)
     out = torch.empty(2048)
     inp = torch.ones(2048)
@@ -53,30 +52,29 @@ def _block_us(fn, calls: int) -> float:
 
 
 def per_event(calls: int, repeats: int, block: int = 500) -> list[dict]:
-    """Inside one dynascope session, blocks of `block` calls of torch's own function (what
-    torch.distributed.X is untraced, kept by the wrapper as __wrapped__) alternate with blocks of calls of
-    torch.distributed.X (the wrapper: two events per call); per repeat, the fastest block of each, so that
-    other processes on the machine weigh on neither; the median over repeats."""
-    import types
-
+    """Inside one dynascope session, blocks of `block` calls with dynascope's collective wrappers removed
+    (torch.distributed exactly as untraced) alternate with blocks of calls through them (an issue marker
+    and a complete event per call); per repeat, the fastest block of each, so that other processes on the
+    machine weigh on neither; the median over repeats."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     import dynascope
+    from dynascope.capture import collectives
 
     if not dist.is_initialized():
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     rows = []
     with tempfile.TemporaryDirectory() as out, dynascope.session(os.path.join(out, "bench.pfw.gz")):
-        names = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast")
-        plain = types.SimpleNamespace(**{n: getattr(dist, n).__wrapped__ for n in names})
-        for (name, untraced), (_, traced) in zip(_operations(plain), _operations(dist), strict=True):
+        for name, fn in _operations(dist):
             plain_us, traced_us = [], []
             for _ in range(repeats):
                 best_plain, best_traced = float("inf"), float("inf")
                 for _ in range(max(1, calls // block)):
-                    best_plain = min(best_plain, _block_us(untraced, block))
-                    best_traced = min(best_traced, _block_us(traced, block))
+                    collectives.uninstall()
+                    best_plain = min(best_plain, _block_us(fn, block))
+                    collectives.install()
+                    best_traced = min(best_traced, _block_us(fn, block))
                 plain_us.append(best_plain)
                 traced_us.append(best_traced)
             base, with_trace = statistics.median(plain_us), statistics.median(traced_us)

@@ -30,10 +30,10 @@ collective it rewrites the original to, and skips what it skips: `_torch.dynamo_
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import os
-import queue
 import sys
 import threading
 import time
@@ -305,10 +305,10 @@ def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -
             return result
         end = now_ns()
         del pending[token]
-        done = {"pg": pg, "seq": read_seq() if read_seq is not None else -1, "bytes": nbytes, "group_size": size,
-                "source": source, "async": issued["async"], "state": "done", "itid": itid}  # fmt: skip
-        if bucket is not None:
-            done.update(bucket)
+        done = issued.copy()  # the marker's dict is the writer's from now on: a new one
+        done["state"] = "done"
+        if read_seq is not None:
+            done["seq"] = read_seq()
         emit(("P", event, "comm", start, end, done))
         return result
 
@@ -379,12 +379,17 @@ class _Lanes:
     """Where the complete events of async collectives are written: collectives in flight together overlap
     in time, and events on one thread of a trace must nest, so each goes to a lane, a small thread of
     dynascope's ("dynascope comm lane N") that writes it on its own track. A lane holds one collective
-    from its issue to its completion, so a lane's events never overlap; lanes are taken lowest first."""
+    from its issue to its completion, so a lane's events never overlap; lanes are taken lowest first. A
+    completion only appends its record to the lane's box; the lane's thread, woken once, writes what
+    came in the next few milliseconds together (a wake-up per record cost more than the record)."""
+
+    BATCH_S = 0.005
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.busy: list[bool] = []
-        self.queues: list[queue.SimpleQueue] = []
+        self.boxes: list[collections.deque] = []
+        self.wakes: list[threading.Event] = []
         self.threads: list[threading.Thread] = []
         self.unwritten = 0
 
@@ -396,9 +401,10 @@ class _Lanes:
                     return lane
             lane = len(self.busy)
             self.busy.append(True)
-            self.queues.append(queue.SimpleQueue())
+            self.boxes.append(collections.deque())
+            self.wakes.append(threading.Event())
             name = f"dynascope comm lane {lane + 1}"
-            thread = threading.Thread(target=self._run, args=(self.queues[lane],), name=name, daemon=True)
+            thread = threading.Thread(target=self._run, args=(lane,), name=name, daemon=True)
             self.threads.append(thread)
             thread.start()
             return lane
@@ -407,18 +413,24 @@ class _Lanes:
         with self.lock:
             self.unwritten += 1
             self.busy[lane] = False  # its next collective is issued after this one completed
-        self.queues[lane].put(record)
+        self.boxes[lane].append(record)
+        wake = self.wakes[lane]
+        if not wake.is_set():
+            wake.set()
 
-    def _run(self, records: queue.SimpleQueue) -> None:
+    def _run(self, lane: int) -> None:
+        box, wake = self.boxes[lane], self.wakes[lane]
         while True:
-            record = records.get()
-            if record is None:
-                return
-            try:
-                emit(record)
-            finally:
-                with self.lock:
-                    self.unwritten -= 1
+            wake.wait()
+            time.sleep(self.BATCH_S)
+            wake.clear()  # a record appended from here on sets it again
+            while box:
+                record = box.popleft()
+                try:
+                    emit(record)
+                finally:
+                    with self.lock:
+                        self.unwritten -= 1
 
     def drain(self, timeout_s: float = 1.0) -> None:
         """Wait (a little) until every complete event handed to a lane is written: before the session stops
