@@ -6,9 +6,9 @@
    complete event per call); the fastest block of each per repeat, median over `--repeats`; the added µs
    per collective and the ratio to the same run's untraced call. Target: at most 2 µs per event.
 2. A compiled DDP step on 2 ranks (torchrun, gloo, CPU; DDP(torch.compile(model)) under aot_eager, four
-   buckets): the median step time of `--steps` timed steps after warm-up, untraced and under a dynascope
-   session (every event dynascope records, collectives among them), launches alternating, median over
-   `--ddp-repeats`. Target: within 5%.
+   buckets): the median step time of `--steps` timed steps after warm-up, untraced, under a dynascope
+   session without the collective events (capture/collectives.py uninstalled), and under a session with
+   every event, launches alternating, median over `--ddp-repeats`. Target: within 5%.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def per_event(calls: int, repeats: int, block: int = 500) -> list[dict]:
 # -- 2: a compiled DDP step on 2 ranks ------------------------------------------------------------
 
 
-def ddp_worker(out: str, trace: bool, steps: int, warmup: int) -> None:
+def ddp_worker(out: str, trace: bool, steps: int, warmup: int, comm: bool = True) -> None:
     """Run by torchrun: time compiled DDP steps; rank 0 writes the step times to `out`."""
     import torch.distributed as dist
     from torch import nn
@@ -99,6 +99,10 @@ def ddp_worker(out: str, trace: bool, steps: int, warmup: int) -> None:
         import dynascope
 
         session = dynascope.session(os.path.join(os.path.dirname(out), f"ddp-rank{rank}.pfw.gz"))
+        if not comm:  # everything else dynascope records, without the collective events
+            from dynascope.capture import collectives
+
+            collectives.uninstall()
     torch.manual_seed(0)
     width = 512
     model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(4)], nn.Linear(width, 10))
@@ -128,20 +132,23 @@ def ddp_step(repeats: int, steps: int, warmup: int) -> dict:
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    medians: dict[str, list[float]] = {"untraced": [], "traced": []}
+    kinds = {"untraced": [], "traced": ["--trace"], "traced_no_comm": ["--trace", "--no-comm"]}
+    medians: dict[str, list[float]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as out:
         for r in range(repeats):
-            for kind in ("untraced", "traced"):
+            for kind, flags in kinds.items():
                 result = os.path.join(out, f"{kind}-{r}.json")
                 cmd = [torchrun, "--standalone", "--nproc_per_node=2", os.path.abspath(__file__), "--ddp-worker",
-                       result, "--steps", str(steps), "--warmup", str(warmup)] + (["--trace"] if kind == "traced" else [])  # fmt: skip
+                       result, "--steps", str(steps), "--warmup", str(warmup), *flags]  # fmt: skip
                 done = subprocess.run(cmd, cwd=out, env=env, capture_output=True, text=True, timeout=600, check=False)
                 if done.returncode != 0:
                     raise RuntimeError(f"the {kind} DDP run failed:\n{done.stderr[-3000:]}")
                 with open(result) as f:
                     medians[kind].append(statistics.median(json.load(f)) * 1000)
     plain, traced = statistics.median(medians["untraced"]), statistics.median(medians["traced"])
-    return {"untraced_ms": plain, "traced_ms": traced, "ratio": traced / plain, "runs": medians}
+    no_comm = statistics.median(medians["traced_no_comm"])
+    return {"untraced_ms": plain, "traced_ms": traced, "ratio": traced / plain, "traced_no_comm_ms": no_comm,
+            "ratio_no_comm": no_comm / plain, "comm_share": (traced - no_comm) / plain, "runs": medians}  # fmt: skip
 
 
 def render(results: dict) -> str:
@@ -166,9 +173,12 @@ def render(results: dict) -> str:
                 f"steps, median of {results['ddp_repeats']} launches each:"
             ),
             "",
-            "| | untraced ms/step | traced ms/step | ratio |",
-            "|---|---:|---:|---:|",
-            f"| DDP(torch.compile(model)) | {ddp['untraced_ms']:.2f} | {ddp['traced_ms']:.2f} | {ddp['ratio']:.3f}x |",
+            "| DDP(torch.compile(model)) | ms/step | ratio to untraced |",
+            "|---|---:|---:|",
+            f"| untraced | {ddp['untraced_ms']:.2f} | 1.000x |",
+            f"| traced, collective events off | {ddp['traced_no_comm_ms']:.2f} | {ddp['ratio_no_comm']:.3f}x |",
+            f"| traced (all events) | {ddp['traced_ms']:.2f} | {ddp['ratio']:.3f}x |",
+            f"| collective events' own share | | {ddp['comm_share'] * 100:+.1f}% |",
         ]
     return "\n".join(lines)
 
@@ -185,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=os.path.join(HERE, "results", "collectives.json"))
     parser.add_argument("--ddp-worker", help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-comm", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ddp_worker:
-        ddp_worker(args.ddp_worker, args.trace, args.steps, args.warmup)
+        ddp_worker(args.ddp_worker, args.trace, args.steps, args.warmup, comm=not args.no_comm)
         return 0
     if args.quick:
         args.calls, args.repeats, args.steps, args.ddp_repeats = 2000, 3, 10, 1

@@ -206,3 +206,52 @@ def test_fsdp2_collectives_are_fsdp_events(tmp_path):
     for events in _comm(tmp_path).values():
         fsdp = Counter(e["name"] for e in _done(events) if e["args"]["source"] == "fsdp")
         assert fsdp["all_gather_into_tensor"] >= 2 and fsdp["reduce_scatter_tensor"] >= 2, fsdp
+
+
+def test_sigterm_while_blocked_names_the_collective_in_the_cut_record(tmp_path):
+    """A rank stopped while it waits in a barrier: its file ends with the cut record, whose `pending` names
+    the barrier (from in_flight()), and the barrier's issue marker has no complete event."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from ranks.launch import ranks_env
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in (0, 1):
+        env = ranks_env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                        MASTER_PORT=str(port))  # fmt: skip
+        procs.append(subprocess.Popen([sys.executable, PROGRAM, str(tmp_path), "--trace", "--block"], env=env,
+                                      cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "blocked").exists():
+            assert time.monotonic() < deadline and procs[1].poll() is None, procs[1].communicate()[0][-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # into the barrier
+        procs[1].send_signal(signal.SIGTERM)
+        procs[1].wait(timeout=30)
+        assert procs[1].returncode == -signal.SIGTERM
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+    (path,) = sorted(tmp_path.glob("trace-rank1*.pfw*"))
+    records = tracecheck.load(str(path))
+    events = [r for r in records if r.get("ph") == "X"]
+    (cut,) = [e for e in events if e["name"] == "cut"]
+    pending = cut["args"]["pending"]
+    assert [(p["op"], p["pg"], p["seq"], p["bytes"], p["source"]) for p in pending] == [
+        ("barrier", "0", 2, 0, "explicit")
+    ]
+    comm = [e for e in events if e["cat"] == "comm"]
+    assert [(e["name"], e["args"]["state"]) for e in comm] == [
+        ("all_reduce", "issued"), ("all_reduce", "done"), ("barrier", "issued")]  # fmt: skip
+    assert pending[0]["issued_us"] == comm[-1]["ts"]

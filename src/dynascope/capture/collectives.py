@@ -119,9 +119,8 @@ def install() -> None:
 def _report_on_cut() -> None:
     """Name the collectives in flight in the record a trace cut by a signal ends with (once a process)."""
     register = getattr(_session, "add_cut_reporter", None)
-    if register is not None and "cut reporter" not in _warned:
-        _warned.add("cut reporter")
-        register(in_flight)
+    if register is not None:
+        register(in_flight)  # once: it keeps one of each
 
 
 def uninstall() -> None:

@@ -8,6 +8,7 @@ for the collective-event tests: run under torchrun (gloo, CPU) with or without a
 --ddp: that many compiled DDP training steps; the trained parameters go to OUT/params-rank<R>.pt.
 --user-hook: a comm hook of the program's own (allreduce_hook, counting its calls into OUT/hook-rank<R>.txt).
 --fsdp N: N compiled FSDP2 (fully_shard, per layer and the root) training steps.
+--block: rank 1 blocks in a barrier rank 0 never joins (the test stops it).
 --compiled: a compiled function calling dist.all_reduce; Dynamo's graph and break counts go to
 OUT/dynamo-rank<R>.json.
 """
@@ -15,6 +16,7 @@ OUT/dynamo-rank<R>.json.
 import argparse
 import json
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -131,6 +133,18 @@ def compiled(args, rank, out):
         json.dump(figures, f)
 
 
+def block(rank, out):
+    """After one all-reduce together, rank 1 blocks in a barrier that rank 0 never joins (rank 0 sleeps
+    until the test stops it)."""
+    dist.all_reduce(torch.ones(32))  # 128 bytes, the group's first collective
+    if rank == 0:
+        time.sleep(120)
+        return
+    with open(os.path.join(out, "blocked"), "w") as f:
+        f.write("1")
+    dist.barrier()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -142,6 +156,7 @@ def main():
     parser.add_argument("--builtin-hook", action="store_true")
     parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--fsdp", type=int, default=0)
+    parser.add_argument("--block", action="store_true")
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("--wrap", choices=("inside", "outside"), default="inside")
     args = parser.parse_args()
@@ -152,6 +167,8 @@ def main():
         import dynascope
 
         session = dynascope.session(os.path.join(args.out, f"trace-rank{rank}.pfw"))
+    if args.block:
+        block(rank, args.out)
     if args.explicit:
         explicit(rank, world)
     if args.ddp:
