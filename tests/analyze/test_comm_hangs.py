@@ -28,6 +28,20 @@ def test_sigterm_cut_names_the_waiting_rank_and_where_the_other_was(tmp_path):
     assert (c["ranks"], c["completed"], c["all_completed"]) == (1, 0, False)
 
 
+def test_a_ranks_dataloader_worker_does_not_stand_for_it(tmp_path):
+    # rank 1's DataLoader worker: a file of its own with rank 1 and a normal end; rank 1 is its main process
+    from comm_synth import bench_ranks
+
+    paths, _ = bench_ranks().write_job(tmp_path, 2, 5, hang=(2, 1))
+    worker = tmp_path / "train-rank1-20001.pfw.gz"
+    bench_ranks().write_rank_trace(worker, 1, 2, [], pid=20_001, cut="end")
+    from dynascope.analyze.summarize import summarize_files
+
+    s = summarize_files([str(p) for p in [*paths, worker]])
+    never = s.hangs.filter(pl.col("state") == "never issued").row(0, named=True)
+    assert never["rank"] == 1 and never["file_end"] == "cut by SIGTERM" and "dataloader.next" in never["where"]
+
+
 def test_no_end_record_is_enough(tmp_path):
     # SIGKILL: no cut record and no end record; the issue markers alone say what rank 0 waited in
     _, s = job(tmp_path, world=3, steps=4, hang=(1, 2), cut={0: "kill", 1: "kill", 2: "kill"})

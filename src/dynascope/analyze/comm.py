@@ -87,7 +87,7 @@ _COMM_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 _PROC_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "trace_file": pl.String, "pid": pl.Int64, "rank": pl.Int64, "host": pl.String, "world_size": pl.Int64,
     "ended": pl.Int64, "cut": pl.String, "open": pl.String, "pending": pl.String, "last_us": pl.Int64,
-    "last_events": pl.String, "last_epoch": pl.Int64, "last_step": pl.Int64,
+    "last_events": pl.String, "last_epoch": pl.Int64, "last_step": pl.Int64, "events": pl.Int64,
 }  # fmt: skip
 SCHEMAS = {"comm": _COMM_SCHEMA, "comm_proc": _PROC_SCHEMA}
 # merged as partial tables: every column a key (rows of different files never collide), nothing summed
@@ -340,6 +340,7 @@ def _processes(f: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
             "last_events": _last_events(ev),
             "last_epoch": last.get("epoch"),
             "last_step": last.get("step"),
+            "events": g.height,
         })  # fmt: skip
     return pl.DataFrame(out, schema=_PROC_SCHEMA) if out else _empty("comm_proc")
 
@@ -595,7 +596,9 @@ def hangs(c: pl.DataFrame, procs: pl.DataFrame, base: int = 0, offset: dict | No
     instead. Empty when every rank issued every collective and no cut file holds one pending."""
     if procs.height == 0 or c.height == 0:
         return pl.DataFrame(schema=_HANG_SCHEMA)
-    ranked = procs.filter(pl.col("rank").is_not_null()).sort("rank")
+    # a rank's main process: the one with the most events (its DataLoader workers carry its rank too)
+    ranked = procs.filter(pl.col("rank").is_not_null()).sort(["events", "pid"], descending=[True, False])
+    ranked = ranked.unique("rank", keep="first", maintain_order=True).sort("rank")
     end_of = {r["rank"]: _file_end(r) for r in ranked.iter_rows(named=True)}
     proc_of = {r["rank"]: r for r in ranked.iter_rows(named=True)}
     short = [r for r, how in end_of.items() if how != "complete"]
