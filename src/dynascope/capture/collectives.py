@@ -22,6 +22,9 @@ A trace session installs them where torch is imported (trace/session.py) and rem
   "ddp" and the bucket's index, parameter count and first..last parameter names. Skipped where
   compiled autograd's Python reducer (torch._dynamo.config.optimize_ddp == "python_reducer") does the
   reducing.
+- Tracks: a blocking collective's events are on the calling thread; an async one's complete event is
+  written on a lane (`_Lanes`), a thread of dynascope's holding one collective at a time, because async
+  collectives in flight together overlap and events on one thread must nest.
 - `in_flight()`: the collectives issued and not yet completed, for the record a cut trace ends with.
 
 Every wrapper calls straight through while torch.compile traces (Dynamo rewrites it to the functional
