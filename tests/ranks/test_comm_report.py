@@ -178,3 +178,19 @@ def test_a_hang_stopped_by_sigterm_is_diagnosed_from_the_files(tmp_path):
     assert line.startswith(f"rank 0 waits in all_reduce (pg {waiting['pg']}, seq {waiting['seq']}) since step 2; "
                            "rank 1 never issued it: it was")  # fmt: skip
     assert "in step 2" in line
+
+
+@pytest.mark.slow
+def test_inductor_and_the_model_compiled_outside_ddp(tmp_path):
+    # torch.compile(DDP(model)) under inductor: DDP's buckets and the straggler found as under aot_eager
+    out = tmp_path / "out"
+    script = _script(out, f"--straggle 2:1:{SLEEP_S}", "--steps 4", "--wrap outside").replace(
+        "--backend aot_eager", "--backend inductor")  # fmt: skip
+    done = torchrun(["--no-python", "bash", "-c", script], cwd=tmp_path, timeout=560)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    s = _summary(_traces(out))
+    assert s.collectives.height and s.collectives.get_column("all_completed").all()
+    row = s.stragglers.filter(pl.col("step") == 2).row(0, named=True)
+    assert (row["rank"], row["doing"]) == (1, "Python / untraced") and row["late_us"] > 0.8 * SLEEP_S * 1e6
+    waited = s.by_rank_step.filter((pl.col("rank") == 0) & (pl.col("step") == 2)).row(0, named=True)
+    assert waited["comm_us"] > 0.8 * SLEEP_S * 1e6
