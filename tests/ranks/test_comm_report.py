@@ -135,15 +135,19 @@ def test_every_invariant_holds_on_the_job(straggled):
 
 def test_perfetto_links_each_collective_across_ranks(straggled):
     tmp, paths, s = straggled
-    raw = s.collectives.filter(pl.col("source") != "functional")  # functional ones are op events, not comm events
     stats = convert(paths, tmp / "trace.json")
     doc = json.loads((tmp / "trace.json").read_text())
-    flows: dict[str, list[str]] = {}
+    flows: dict[str, list[dict]] = {}
     for e in doc["traceEvents"]:
         if e.get("cat") == "comm" and e.get("ph") in ("s", "t", "f"):
-            flows.setdefault(e["id"], []).append(e["ph"])
-    assert stats.comm_flows == len(flows) == raw.height
-    assert all(phases == ["s", "f"] for phases in flows.values())  # an instance on each of the 2 ranks
+            flows.setdefault(e["id"], []).append(e)
+    # one flow per collective of the joined table, functional ones (op slices) included
+    assert stats.comm_flows == len(flows) == s.collectives.height
+    assert set(flows) == {f"comm:{r['pg']}:{r['seq']}" for r in s.collectives.iter_rows(named=True)}
+    slices = {(x["pid"], x["tid"], x["ts"]) for x in doc["traceEvents"] if x.get("ph") == "X"}
+    for events in flows.values():
+        assert [e["ph"] for e in events] == ["s", "f"]  # an instance on each of the 2 ranks
+        assert all((e["pid"], e["tid"], e["ts"]) in slices for e in events)  # on a slice of that rank
 
 
 def test_a_hang_stopped_by_sigterm_is_diagnosed_from_the_files(tmp_path):
@@ -181,10 +185,12 @@ def test_a_hang_stopped_by_sigterm_is_diagnosed_from_the_files(tmp_path):
 
 
 @pytest.mark.slow
-def test_inductor_and_the_model_compiled_outside_ddp(tmp_path):
-    # torch.compile(DDP(model)) under inductor: DDP's buckets and the straggler found as under aot_eager
+@pytest.mark.parametrize("wrap", ["inside", "outside"])
+def test_inductor_with_the_model_compiled_inside_or_outside_ddp(tmp_path, wrap):
+    # DDP(torch.compile(model)) and torch.compile(DDP(model)) under inductor: DDP's buckets and the straggler
+    # found as under aot_eager
     out = tmp_path / "out"
-    script = _script(out, f"--straggle 2:1:{SLEEP_S}", "--steps 4", "--wrap outside").replace(
+    script = _script(out, f"--straggle 2:1:{SLEEP_S}", "--steps 4", f"--wrap {wrap}").replace(
         "--backend aot_eager", "--backend inductor")  # fmt: skip
     done = torchrun(["--no-python", "bash", "-c", script], cwd=tmp_path, timeout=560)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]

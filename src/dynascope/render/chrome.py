@@ -27,7 +27,8 @@ What the output guarantees:
 - one flow per collective (`comm` events, docs/trace-format.md) issued by two or more processes, named by
   the operation, id `comm:<pg>:<seq>`: an instance on each process that has it (its complete event, else its
   issue marker), in rank order: `"s"` on the first, `"t"` on the middle ones, `"f"` on the last, so Perfetto
-  links the same all-reduce across ranks.
+  links the same all-reduce across ranks; functional collectives in compiled graphs likewise, numbered
+  as the analysis numbers them (group `<pg>/functional`), through each rank's collective op.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from ..analyze.comm import functional_collectives
 from ..analyze.grouped import read_file_grouped
 from ..analyze.paths import expand_paths
 from ..analyze.readinfo import ReadInfo
@@ -496,10 +498,11 @@ def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
 
 def _comm_events(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame | None:
     """A file's collectives with a sequence number: pid, tid, ts, name, pg, seq, done (a complete event, not
-    an issue marker)."""
-    if not {"pg", "seq"} <= set(groups.columns) and not {"pg", "seq"} <= set(read.columns):
-        return None
-    if events.height == 0:
+    an issue marker). Functional collectives (op events with `comm_key`) as the analysis numbers them
+    (analyze/comm.functional_collectives: group "<pg>/functional"), at their collective op's slice."""
+    cols = set(groups.columns) | set(read.columns)
+    has_comm, has_functional = {"pg", "seq"} <= cols, "comm_key" in cols
+    if not (has_comm or has_functional) or events.height == 0:
         return None
 
     def col(name: str, dtype) -> pl.Series:
@@ -510,13 +513,22 @@ def _comm_events(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame)
         return pl.Series(name, [None] * events.height, dtype=dtype)
 
     cat = groups.get_column("cat").cast(pl.String).gather(events.get_column("__s")).alias("__cat")
-    rows = pl.DataFrame([events.get_column(c) for c in ("pid", "tid", "ts", "name")] + [
-        cat, col("pg", pl.String), col("seq", pl.Int64), col("state", pl.String)])  # fmt: skip
-    rows = rows.filter((pl.col("__cat") == "comm") & pl.col("pg").is_not_null() & (pl.col("seq") >= 0))
-    if rows.height == 0:
-        return None
-    return rows.select("pid", "tid", "ts", "name", "pg", "seq",
-                       (pl.col("state").fill_null("done") != "issued").alias("done"))  # fmt: skip
+    rows = pl.DataFrame([events.get_column(c) for c in ("pid", "tid", "ts", "dur", "name")] + [
+        cat, col("pg", pl.String), col("seq", pl.Int64), col("state", pl.String), col("comm_op", pl.String),
+        col("comm_pg", pl.String), col("comm_bytes", pl.Int64), col("comm_key", pl.String)])  # fmt: skip
+    found = []
+    if has_comm:
+        comm = rows.filter((pl.col("__cat") == "comm") & pl.col("pg").is_not_null() & (pl.col("seq") >= 0))
+        found.append(comm.select("pid", "tid", "ts", "name", "pg", "seq",
+                                 (pl.col("state").fill_null("done") != "issued").alias("done")))  # fmt: skip
+    if has_functional:
+        ops = rows.filter((pl.col("__cat") == "dynamo") & pl.col("comm_key").is_not_null())
+        paired = functional_collectives(ops) if ops.height else pl.DataFrame()
+        if paired.height:
+            found.append(paired.select("pid", "tid", "ts", pl.col("name").cast(pl.String), "pg", "seq",
+                                       pl.lit(True).alias("done")))  # fmt: skip
+    found = [f for f in found if f.height]
+    return pl.concat(found, how="vertical_relaxed") if found else None
 
 
 def _comm_flows(reads: list[_FileRead], tracks: _Tracks) -> tuple[list[bytes], int]:
