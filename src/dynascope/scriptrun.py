@@ -33,6 +33,42 @@ def check_script(path: str) -> str:
     return full
 
 
+def check_module(name: str) -> str:
+    """The file of module `name` (as `python -m name` would run it), or ScriptError saying what is wrong."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as exc:
+        raise ScriptError(f"cannot find module {name}: {exc}") from None
+    if spec is not None and spec.submodule_search_locations is not None:  # a package: its __main__
+        try:
+            spec = importlib.util.find_spec(f"{name}.__main__")
+        except (ImportError, ValueError):
+            spec = None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        raise ScriptError(f"module not found: {name} (give an importable module, as for python -m)")
+    return os.path.abspath(spec.origin)
+
+
+def run_module(name: str, args: list[str]) -> BaseException | None:
+    """`python -m name args` in this process: as run_script, through runpy.run_module."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [check_module(name), *args]
+    sys.path.insert(0, os.getcwd())
+    try:
+        runpy.run_module(name, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            return None
+        return exc
+    except BaseException as exc:  # noqa: BLE001 - handed back to the caller, who re-raises it
+        return exc
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return None
+
+
 def trailing_options(args: list[str], names: tuple[str, ...], usage: str) -> tuple[dict[str, str], list[str]]:
     """Our options given after the script's arguments (`script.py a b --out DIR`, or `--out=DIR`):
     their values, and the script's arguments without them. What follows `--` goes to the script

@@ -6,6 +6,7 @@ events); `ReadInfo` is what callers get, merged over files.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -70,9 +71,58 @@ class FileLog:
     skipped_events: int = 0
     truncated_gzip: bool = False
     warnings: list[str] = field(default_factory=list)
+    # a dynascope or DFTracer file: its `start`, its `end`, a `cut` record (args), the last event's end (us)
+    started_us: float | None = None
+    ended: bool = False
+    cut: dict | None = None
+    cut_us: float | None = None
+    last_us: float | None = None
 
     def warn(self, msg: str) -> None:
         self.warnings.append(f"{self.name}: {msg}")
+
+    def saw(self, e: dict, args: dict) -> None:
+        """A complete event read by the record reader: keep what says how the file ended."""
+        try:
+            ts = float(e.get("ts") or 0)
+            end = ts + max(float(e.get("dur") or 0), 0.0)
+        except (TypeError, ValueError):
+            return
+        if self.last_us is None or end > self.last_us:
+            self.last_us = end
+        if e.get("cat") != "dftracer":
+            return
+        name = e.get("name")
+        if name == "start":
+            self.started_us = ts
+        elif name == "end":
+            self.ended = True
+        elif name == "cut":
+            self.cut, self.cut_us = args, ts
+
+    def _when(self, us: float | None) -> str:
+        if us is None:
+            return "an unknown time"
+        stamp = time.strftime("%H:%M:%S", time.gmtime(us / 1e6)) + f".{int(us % 1e6) // 1000:03d} UTC"
+        if self.started_us is not None and us >= self.started_us:
+            stamp += f" ({(us - self.started_us) / 1e6:.1f} s after its start)"
+        return stamp
+
+    def end_warnings(self) -> list[str]:
+        """A trace cut by a signal, or one without its end record (SIGKILL, a crash): what to say."""
+        if self.started_us is None:
+            return []  # not a dynascope/DFTracer process file: nothing to expect
+        if self.cut is not None:
+            sig = self.cut.get("signal") or "a signal"
+            pending = self.cut.get("pending") if isinstance(self.cut.get("pending"), list) else []
+            waits = [f"{p.get('op', '?')} (pg {p.get('pg', '?')}, seq {p.get('seq', '?')})"
+                     for p in pending if isinstance(p, dict)]  # fmt: skip
+            what = f"; it was waiting in {', '.join(waits)}" if waits else ""
+            return [f"{self.name}: cut by {sig} at {self._when(self.cut_us)}: the process was stopped{what}"]
+        if not self.ended:
+            return [(f"{self.name} ends without its end record: the process was killed (SIGKILL) or crashed; "
+                    f"last event at {self._when(self.last_us)}")]  # fmt: skip
+        return []
 
     def info(
         self, events: int, thread_names: dict[tuple, str], marks: list[dict], sources: dict[str, str] | None = None
@@ -82,7 +132,7 @@ class FileLog:
             events=events,
             dropped_lines=self.dropped_lines,
             dropped_events=self.dropped_events,
-            warnings=list(self.warnings),
+            warnings=list(self.warnings) + self.end_warnings(),
             unpaired=self.unpaired,
             skipped_events=self.skipped_events,
             truncated=[self.name] if self.truncated_gzip else [],

@@ -208,6 +208,7 @@ class RecordReader:
         row = {k: v for k, v in e.items() if k not in ("args", "ph")}
         for k, v in args.items():
             row[f"arg_{k}" if k in TOP_KEYS or k == "trace_file" else k] = v
+        self.log.saw(e, args)
         if e.get("cat") == "dftracer":
             if e.get("name") == "start":
                 self.tables.add_process_facts(e, args)

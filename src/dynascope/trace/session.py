@@ -148,6 +148,37 @@ class TraceSession:
                 self._writer.close(final_buffers, self._end_line)
         return self.path
 
+    def cut(self, signame: str, *, dying: bool) -> None:
+        """Close the file because the process got `signame`: a `cut` record (the signal, the collectives
+        pending by the cut reporters, the regions open on each thread), then the `end` record with `cut`.
+        `dying`: the process is killed right after (the watcher thread, while the main thread may be
+        blocked in C): torch's hooks and the I/O probes are left in place, nothing is waited for."""
+        global _active
+        if not _active_lock.acquire(timeout=2.0):  # finalize is under way elsewhere
+            return
+        try:
+            if self.closed or self.pid != os.getpid():
+                return
+            self.closed = True
+            pending: list[dict] = []
+            for reporter in list(_cut_reporters):
+                try:
+                    pending += [dict(p) for p in reporter() or []]
+                except Exception as exc:  # noqa: BLE001 - the cut record goes on without that reporter
+                    print(f"dynascope: a cut reporter failed ({type(exc).__name__}: {exc})", file=sys.stderr)
+            if _active is self:
+                _active = None
+                if not dying:
+                    _torch_side_events("uninstall", self)
+            if not dying:
+                fileio.uninstall()
+            final_buffers = buffers.stop_recording()
+            if self._writer is not None:
+                self._writer.close(final_buffers, lambda: self._end_line(cut=signame),
+                                   lambda open_regions: self._cut_line(signame, pending, open_regions))  # fmt: skip
+        finally:
+            _active_lock.release()
+
     def __enter__(self) -> TraceSession:
         return self if _active is self else self.open()
 
@@ -239,10 +270,10 @@ class TraceSession:
             orjson.dumps(start).decode(),
         ]
 
-    def _end_line(self) -> str:
+    def _end_line(self, cut: str | None = None) -> str:
         assert self._writer is not None
         decoder = self._writer.decoder
-        args = {
+        args: dict[str, Any] = {
             "hhash": self.hhash,
             "p_idx": -1,
             "level": 1,
@@ -250,11 +281,26 @@ class TraceSession:
             "dropped": decoder.dropped,
             "used": {"dynamo": 1},
         }
+        if cut is not None:
+            args["cut"] = cut
         record = {
             "id": decoder.next_id, "name": "end", "cat": "dftracer", "pid": self.pid,
             "tid": threading.get_native_id(), "ts": time.time_ns() // 1000, "dur": 0, "ph": "X", "args": args,
         }  # fmt: skip
         return orjson.dumps(record).decode()
+
+    def _cut_line(self, signame: str, pending: list[dict], open_regions: list[dict]) -> str:
+        assert self._writer is not None
+        decoder = self._writer.decoder
+        args = {"hhash": self.hhash, "signal": signame, "pending": pending, "open": open_regions}
+        decoder.events += 1
+        event_id = decoder.next_id
+        decoder.next_id += 1
+        record = {
+            "id": event_id, "name": "cut", "cat": "dftracer", "pid": self.pid,
+            "tid": threading.get_native_id(), "ts": time.time_ns() // 1000, "dur": 0, "ph": "X", "args": args,
+        }  # fmt: skip
+        return orjson.dumps(record, default=str).decode()
 
 
 # -- the process's active session -----------------------------------------------------------------
@@ -362,23 +408,127 @@ def _finalize_active() -> None:
             print(f"dynascope: could not finish the trace: {exc}", file=sys.stderr)
 
 
+_cut_reporters: list[Callable[[], list[dict]]] = []
+
+
+def add_cut_reporter(fn: Callable[[], list[dict]]) -> None:
+    """`fn()` is called when a signal cuts the trace short: the dicts it returns (op, pg, seq, bytes,
+    source, issued_us: the collectives issued and not completed) go into the `cut` record's `pending`."""
+    if fn not in _cut_reporters:
+        _cut_reporters.append(fn)
+
+
+_cut_lock = threading.Lock()
+
+
+def _cut_active(signum: int, dying: bool) -> None:
+    """Write the cut record and close the trace, once, whichever thread gets there first."""
+    with _cut_lock:
+        active = _active
+        if active is None or active.pid != os.getpid() or active.closed:
+            return
+        try:
+            active.cut(signal.Signals(signum).name, dying=dying)
+        except Exception as exc:  # noqa: BLE001 - the process dies of its signal all the same
+            print(f"dynascope: could not finish the trace: {exc}", file=sys.stderr)
+
+
+def _die_of(signum: int) -> None:
+    """Die of `signum` as the process would have without dynascope: default disposition, signal again.
+    From a thread other than the main one the disposition is set through libc (Python allows
+    signal.signal on the main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signum, signal.SIG_DFL)
+    else:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.signal.restype = ctypes.c_void_p
+            libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+            libc.signal(signum, None)  # SIG_DFL is 0
+        except Exception:  # noqa: BLE001 - no libc to call: leave with the status a shell gives a signal
+            os._exit(128 + signum)
+    os.kill(os.getpid(), signum)
+    time.sleep(1.0)  # the signal is delivered meanwhile
+    os._exit(128 + signum)
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
-    _finalize_active()
     previous = _previous_sigterm
+    _cut_active(signum, dying=not callable(previous))
     if callable(previous):
         previous(signum, frame)
         return
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    _die_of(signum)
 
 
 _previous_sigterm: Any = None
+_watch: tuple[int, int] | None = None  # the signal wakeup pipe (read end, write end) the watcher reads
+
+
+def _watch_signals() -> None:
+    """Python runs a signal handler only on the main thread between bytecodes, never while it is blocked in
+    C (a collective waiting for another rank). The interpreter also writes each signal's number to the
+    wakeup fd: a thread blocked on its read end closes the trace and dies of SIGTERM at once, as a
+    process without dynascope would. Not where someone else set a wakeup fd (asyncio): then SIGTERM is
+    handled on the main thread only, as before."""
+    global _watch
+    if _watch is not None or _previous_sigterm is not None:
+        return  # the program's own SIGTERM handler decides, on the main thread
+    read_end, write_end = os.pipe()
+    try:
+        os.set_blocking(write_end, False)
+        previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except (ValueError, OSError):
+        os.close(read_end)
+        os.close(write_end)
+        return
+    if previous != -1:  # someone else's: give it back
+        signal.set_wakeup_fd(previous)
+        os.close(read_end)
+        os.close(write_end)
+        return
+    _watch = (read_end, write_end)
+    threading.Thread(target=_watcher, args=(read_end,), name="dynascope-signals", daemon=True).start()
+
+
+def _watcher(read_end: int) -> None:
+    buffers.discard_this_thread()
+    while True:
+        try:
+            data = os.read(read_end, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            _cut_active(signal.SIGTERM, dying=True)
+            _die_of(signal.SIGTERM)
+
+
+def _forget_watch_in_child() -> None:
+    """A forked child must not write its signals into the parent's pipe."""
+    global _watch
+    if _watch is None:
+        return
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:
+        pass
+    for fd in _watch:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _watch = None
 
 
 def _after_fork_in_child() -> None:
     """A forked child writes its own file, named like the parent's but with its own pid."""
     global _active
     parent = _active
+    _forget_watch_in_child()
     buffers.forget_after_fork()
     _active = None
     if parent is None or parent.closed:
@@ -427,5 +577,6 @@ def _install_exit_hooks() -> None:
             if previous in (signal.SIG_DFL, None) or callable(previous):
                 _previous_sigterm = previous if callable(previous) else None
                 signal.signal(signal.SIGTERM, _on_sigterm)
+                _watch_signals()
         except (ValueError, OSError):
             pass

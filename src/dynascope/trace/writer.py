@@ -64,10 +64,12 @@ class TraceWriter:
 
     def flush(self, final_buffers: list[buffers.ThreadBuffer] | None = None) -> None:
         """Drain the buffers into the file as one gzip member. With `final_buffers`, drain those completely."""
+        self._flush(final_buffers, final_buffers is not None)
+
+    def _flush(self, final_buffers: list[buffers.ThreadBuffer] | None, final: bool) -> None:
         with self._flush_lock:
             if self._file.closed:
                 return
-            final = final_buffers is not None
             member = Member(self.compression, self.level)
             # only the device batches handed over before the drains: the readings that launched them are
             # drained now; one handed over meanwhile waits for the next flush, which drains its readings
@@ -113,6 +115,15 @@ class TraceWriter:
             if self.decoder.launches is not None:
                 self.decoder.launches.forget_before(until_ns)
 
+    def open_regions(self, drained: list[buffers.ThreadBuffer]) -> list[dict]:
+        """The regions open on each thread, innermost last, as far as the drained records say."""
+        names = {b.tid: b.thread_name for b in drained}
+        return [
+            {"tid": s.tid, "thread": names.get(s.tid, ""), "regions": [r.name for r in s.regions]}
+            for s in self._streams.values()
+            if s.regions
+        ]
+
     def thread_named(self, tid: int) -> None:
         """The header already named this thread."""
         self._named_threads.add(tid)
@@ -139,10 +150,16 @@ class TraceWriter:
         self._file.write(data)
         self._file.flush()
 
-    def close(self, final_buffers: list[buffers.ThreadBuffer], end_line: Callable[[], str]) -> None:
+    def close(self, final_buffers: list[buffers.ThreadBuffer], end_line: Callable[[], str],
+              cut_line: Callable[[list[dict]], str] | None = None) -> None:
+        """Write what is left and the `end` line. A trace cut by a signal (`cut_line`): first what was
+        recorded, then the cut record made from the regions still open on each thread, then the rest."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
+        if cut_line is not None:
+            self._flush(final_buffers, False)
+            self.write([cut_line(self.open_regions(final_buffers))])
         self.flush(final_buffers)
         with self._flush_lock:
             if not self._file.closed:
