@@ -143,6 +143,9 @@ def write_rank_trace(path: Path, rank: int, world: int, plan: list[dict], *, shi
             break
         x("dataloader.next", "dataloader", p["start"], p["data_end"] - p["start"], {"loader": 1, "batch": s})
         graph("forward", *p["fwd"], FWD_OPS, graph_refs["forward"], 1)
+        if p.get("sleep_as"):  # the straggler's delay, traced as something it did
+            name, cat, args = p["sleep_as"]
+            x(name, cat, p["fwd"][1] + 250, p["sleep"], args)
         x("backward", "autograd", p["bwd"][0], p["bwd_end"] - p["bwd"][0])
         graph("backward", *p["bwd"], BWD_OPS, graph_refs["backward"], 1)
         for k in range(BUCKETS):
@@ -181,11 +184,26 @@ def host_shift(rank: int, shift_us: int = HOST_SHIFT_US, per_host: int = RANKS_P
     return h * shift_us + (h * 7919) % 1000
 
 
+# what a straggler does instead of sleeping (write_job's straggle_as): the event that covers its delay
+STRAGGLE_EVENTS = {
+    "compile": ("entire_frame_compile", "dynamo.compile", {"compile_id": "0/1"}),  # a recompile
+    "io": ("torch.save", "torch.io", {"fname": "ckpt.pt"}),  # a checkpoint
+    "data": ("dataloader.next", "dataloader", {"loader": 1}),  # a data stall
+    "gc": ("gc.collect", "gc", {}),  # garbage collection
+}
+
+
 def write_job(directory: Path, world: int, steps: int, *, straggle=None, hang=None, shift_us: int = HOST_SHIFT_US,
-              cut: dict[int, str] | None = None, per_host: int = RANKS_PER_HOST) -> tuple[list[Path], int]:
-    """Every rank's trace of one job in `directory`; (paths, events)."""
+              cut: dict[int, str] | None = None, per_host: int = RANKS_PER_HOST,
+              straggle_as: str = "python") -> tuple[list[Path], int]:
+    """Every rank's trace of one job in `directory`; (paths, events). `straggle_as`: what the straggler's
+    delay is in its trace: "python" (nothing traced: a sleep) or a key of STRAGGLE_EVENTS."""
     directory.mkdir(parents=True, exist_ok=True)
     plans = job_timeline(world, steps, straggle, hang)
+    if straggle_as != "python":
+        for plan in plans:
+            for p in plan:
+                p["sleep_as"] = STRAGGLE_EVENTS[straggle_as] if p["sleep"] else None
     paths, events = [], 0
     for r in range(world):
         p = directory / f"train-rank{r}-{10_000 + r}.pfw.gz"

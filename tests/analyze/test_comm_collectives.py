@@ -107,3 +107,17 @@ def test_functional_collectives_pair_each_op_with_its_wait():
         ("all_gather_into_tensor", 110, 60, 1, "0/functional", "functional"),
         ("all_reduce", 300, 90, 2, "0/functional", "functional"),  # the second: 360 + 30
     ]
+
+
+@pytest.mark.parametrize(("kind", "doing"), [
+    ("compile", "recompile 0/1"),
+    ("io", "checkpoint / file I/O"),
+    ("data", "data wait (dataloader)"),
+    ("gc", "garbage collection"),
+])  # fmt: skip
+def test_what_the_straggler_did_instead(tmp_path, kind, doing):
+    # rank 2's 300 ms before step 3's backward is a recompile, a checkpoint, a data stall or a gc pass
+    _, s = job(tmp_path, world=3, steps=4, straggle=(3, 2, 300_000), straggle_as=kind)
+    top = s.stragglers.row(0, named=True)
+    assert (top["rank"], top["step"], top["doing"]) == (2, 3, doing)
+    assert 299_000 <= top["doing_us"] <= top["late_us"] < 301_000
