@@ -255,3 +255,24 @@ def test_sigterm_while_blocked_names_the_collective_in_the_cut_record(tmp_path):
     assert [(e["name"], e["args"]["state"]) for e in comm] == [
         ("all_reduce", "issued"), ("all_reduce", "done"), ("barrier", "issued")]  # fmt: skip
     assert pending[0]["issued_us"] == comm[-1]["ts"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("backend", "wrap"), [("inductor", "inside"), ("aot_eager", "outside"), ("inductor", "outside")]
+)
+def test_ddp_buckets_other_backends_and_wraps(tmp_path, backend, wrap):
+    traced, plain = tmp_path / "traced", tmp_path / "plain"
+    flags = ["--ddp", "3", "--backend", backend, "--wrap", wrap]
+    _run(traced, "--trace", *flags)
+    _run(plain, *flags)
+    for rank in (0, 1):
+        a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
+        assert all(torch.equal(a[k], b[k]) for k in a)
+    keys = {}
+    for rank, events in _comm(traced).items():
+        _markers_match(events)
+        buckets = [e for e in _done(events) if e["args"]["source"] == "ddp"]
+        assert len(buckets) >= 3 + 2 * 3 and {e["args"]["bucket"] for e in buckets} == set(range(4))
+        keys[rank] = sorted((e["args"]["seq"], e["args"]["bucket"], e["args"]["bytes"]) for e in buckets)
+    assert keys[0] == keys[1]
