@@ -131,7 +131,9 @@ def _headline(summary: Summary) -> Text | None:
     compile_us, run_us = compile_run_totals(summary)
     if compile_us or run_us:
         total = compile_us + run_us
-        parts.append(f"compile {fmt_us(compile_us)} ({fmt_share(compile_us / total)}), run {fmt_us(run_us)}")
+        ranks = summary.table("by_rank").height  # a job: every rank's compile and run added (docs/ranks.md)
+        over = f" over {ranks} ranks" if ranks > 1 else ""
+        parts.append(f"compile {fmt_us(compile_us)}{over} ({fmt_share(compile_us / total)}), run {fmt_us(run_us)}")
     phases = phase_totals(summary)
     ptotal = sum(phases.values())
     if ptotal:
