@@ -26,7 +26,7 @@ def _run(tmp_path: Path, *args: str, backend: str = "aot_eager") -> Path:
     out = tmp_path / "out"
     script = (f"{BIN / 'dynascope'} run --backend {backend} --no-html --out {out}/rank$RANK "
               f"{program('ddp_train.py')} --bucket-cap-mb {BUCKET_CAP_MB} {' '.join(args)}")  # fmt: skip
-    done = torchrun(["--no-python", "bash", "-c", script], cwd=tmp_path, timeout=540)
+    done = torchrun(["--no-python", "bash", "-c", script], cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     return out
 
@@ -122,7 +122,8 @@ def _check_ddp_split(out: Path, rank: int, graph_names_ids: int = 1) -> dict:
     (split,) = expl["ddp_splits"]
     assert split["graphs"] == 4 and split["cap_bytes"] == BUCKET_CAP_MB * 2**20
     assert split["buckets"][0]["layers"] == first["ddp_layers"]
-    assert not [b for b in expl["graph_breaks"] if "ddp" in str(b).lower()]  # not a user break
+    # not a user break (torch names DDPOptimizer's compile reason "DDPOptimizer intentional graph-break")
+    assert not [b for b in expl["graph_breaks"] if "ddpoptimizer" in str(b).lower() or "bucket" in str(b).lower()]
 
     summary = _summary(out, rank)
     rows = summary["graph_breaks"]
