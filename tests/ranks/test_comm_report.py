@@ -137,13 +137,14 @@ def test_perfetto_links_each_collective_across_ranks(straggled):
     tmp, paths, s = straggled
     stats = convert(paths, tmp / "trace.json")
     doc = json.loads((tmp / "trace.json").read_text())
-    flows: dict[str, list[dict]] = {}
+    flows: dict[int, list[dict]] = {}
     for e in doc["traceEvents"]:
         if e.get("cat") == "comm" and e.get("ph") in ("s", "t", "f"):
             flows.setdefault(e["id"], []).append(e)
     # one flow per collective of the joined table, functional ones (op slices) included
     assert stats.comm_flows == len(flows) == s.collectives.height
-    assert set(flows) == {f"comm:{r['pg']}:{r['seq']}" for r in s.collectives.iter_rows(named=True)}
+    keys = {(e[0]["args"]["pg"], e[0]["args"]["seq"]) for e in flows.values()}
+    assert keys == {(r["pg"], r["seq"]) for r in s.collectives.iter_rows(named=True)}
     slices = {(x["pid"], x["tid"], x["ts"]) for x in doc["traceEvents"] if x.get("ph") == "X"}
     for events in flows.values():
         assert [e["ph"] for e in events] == ["s", "f"]  # an instance on each of the 2 ranks

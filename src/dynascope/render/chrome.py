@@ -25,10 +25,11 @@ What the output guarantees:
   is the worker's parent (`ppid` of its `start` record), the key (host, main pid, loader, batch), and each
   next is linked to the latest fetch of its key that began before the next ended;
 - one flow per collective (`comm` events, docs/trace-format.md) issued by two or more processes, named by
-  the operation, id `comm:<pg>:<seq>`: an instance on each process that has it (its complete event, else its
-  issue marker), in rank order: `"s"` on the first, `"t"` on the middle ones, `"f"` on the last, so Perfetto
-  links the same all-reduce across ranks; functional collectives in compiled graphs likewise, numbered
-  as the analysis numbers them (group `<pg>/functional`), through each rank's collective op.
+  the operation, its `pg` and `seq` in the args (a number of its own as id): an instance on each process
+  that has it (its complete event, else its issue marker), in rank order: `"s"` on the first, `"t"` on the
+  middle ones, `"f"` on the last, so Perfetto links the same all-reduce across ranks; functional
+  collectives in compiled graphs likewise, numbered as the analysis numbers them (group `<pg>/functional`),
+  through each rank's collective op.
 """
 
 from __future__ import annotations
@@ -531,6 +532,9 @@ def _comm_events(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame)
     return pl.concat(found, how="vertical_relaxed") if found else None
 
 
+_COMM_FLOW_IDS = 1 << 40  # collective flows' ids start here, apart from the batch flows' 1, 2, ...
+
+
 def _comm_flows(reads: list[_FileRead], tracks: _Tracks) -> tuple[list[bytes], int]:
     """One flow per collective that two or more processes have, through an instance on each (module
     docstring); (flow events, collectives linked)."""
@@ -548,7 +552,7 @@ def _comm_flows(reads: list[_FileRead], tracks: _Tracks) -> tuple[list[bytes], i
             continue
         linked += 1
         inst = sorted(g.iter_rows(named=True), key=lambda r: order.get(r["pid"], (1 << 30, str(r["pid"]))))
-        ident = f"comm:{pg}:{seq}"
+        ident = _COMM_FLOW_IDS + linked  # a number: Perfetto reads a string id as hex, and drops "comm:0:4"
         for i, r in enumerate(inst):
             ph = "s" if i == 0 else "f" if i == len(inst) - 1 else "t"
             ev = {"name": r["name"], "cat": "comm", "id": ident, "ph": ph, "pid": r["pid"], "tid": r["tid"],
