@@ -19,13 +19,19 @@ from invariants import check, collect, report
 STEPS = 5
 
 
-def _run_job(tmp_path: Path, *args: str, nproc: int = 2) -> Path:
-    """One `dynascope run` per rank, each in OUT/r<RANK> (what a launch without dynascope's own per-rank
-    layout gives), then the job's report over OUT."""
+def _run_job(tmp_path: Path, *args: str, nproc: int = 2, per_rank_dirs: bool = False) -> Path:
+    """`torchrun -m dynascope run --out OUT ddp_train.py ARGS` (one directory for the job: a trace and
+    rank<R>/explanation.json per rank, one report.html); with `per_rank_dirs`, one `dynascope run` per rank
+    each with its own OUT/r<RANK> (a launch script that gives each rank its directory)."""
     out = tmp_path / "out"
-    script = f'exec "{BIN}/dynascope" run --out "{out}/r$RANK" "{program("ddp_train.py")}" {" ".join(args)}'
-    result = torchrun(["--no-python", "sh", "-c", script], nproc=nproc, cwd=tmp_path, timeout=900)
+    if per_rank_dirs:
+        script = f'exec "{BIN}/dynascope" run --out "{out}/r$RANK" "{program("ddp_train.py")}" {" ".join(args)}'
+        result = torchrun(["--no-python", "sh", "-c", script], nproc=nproc, cwd=tmp_path, timeout=900)
+    else:
+        result = torchrun(["-m", "dynascope", "run", "--out", str(out), program("ddp_train.py"), *args], nproc=nproc,
+                          cwd=tmp_path, timeout=900)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    (out / "stdout.txt").write_text(result.stdout)
     return out
 
 
@@ -41,6 +47,12 @@ def _report(*args: str) -> str:
 @pytest.fixture(scope="module")
 def diverged(tmp_path_factory) -> Path:
     return _run_job(tmp_path_factory.mktemp("diverge"), "--steps", str(STEPS), "--diverge", "3:1")
+
+
+@pytest.fixture(scope="module")
+def diverged_per_rank(tmp_path_factory) -> Path:
+    return _run_job(tmp_path_factory.mktemp("diverge-dirs"), "--steps", str(STEPS), "--diverge", "3:1",
+                    per_rank_dirs=True)  # fmt: skip
 
 
 def test_the_divergence_names_rank_1_step_3_and_the_size_guard(diverged):
@@ -89,8 +101,26 @@ def test_the_terminal_and_html_show_the_ranks(diverged, tmp_path):
     assert "rank 1, step 3:" in page and "compile" in page
 
 
+@pytest.mark.slow
+def test_one_directory_per_rank_is_one_job_too(diverged_per_rank):
+    summary = json.loads(_report("--json", str(diverged_per_rank)))
+    assert sorted(summary["explanations"]) == ["0", "1"]
+    first = summary["divergence"][0]
+    assert (first["kind"], first["ranks"], first["step"]) == ("recompile", "1", 3)
+    assert [s["ranks"] for s in summary["by_step"]] == [2] * STEPS
+
+
+def test_the_runs_own_job_report(diverged):
+    """The report `dynascope run` wrote for the job: its terminal summary and report.html name the
+    divergence."""
+    stdout = (diverged / "stdout.txt").read_text()
+    assert "Ranks diverge (hang risk): rank 1 recompiled forward at step 3" in stdout
+    page = (diverged / "report.html").read_text()
+    assert 'id="divergence"' in page and 'id="rank-steps"' in page
+
+
 def test_every_invariant_holds_on_the_job(diverged):
-    failures = check(collect(diverged))
+    failures = check(collect(diverged, (diverged / "stdout.txt").read_text()))
     # known, outside this part: the graph-break table gives each graph DDPOptimizer split its own row, so the
     # recompiled forward's split (0/1, rank 1) repeats ddp_train.py:37 (analyze/costs.py)
     known = [f for f in failures if f.startswith("[duplicate]") and ("graph_breaks" in f or "Graph breaks" in f)]

@@ -373,8 +373,8 @@ def merged_explanation(explanations: dict[int, dict]) -> dict:
 
 
 def with_ranks(table: pl.DataFrame, explanations: dict[int, dict], key: str) -> pl.DataFrame:
-    """`table` (recompiles or graph_breaks) with `ranks`: the ranks whose explanation has each row ("0, 1"),
-    where not every rank has every row; unchanged otherwise."""
+    """`table` (recompiles or graph_breaks) with `ranks`: the ranks whose explanation has each row ("0, 1"; null
+    for a row on every rank), where not every rank has every row; unchanged otherwise."""
     every = sorted(explanations)
     compiled = {r: {str(t.get("compile_id")) for t in e.get("compile_times") or [] if isinstance(t, dict)}
                 for r, e in explanations.items()}  # fmt: skip
@@ -396,4 +396,6 @@ def with_ranks(table: pl.DataFrame, explanations: dict[int, dict], key: str) -> 
         found.append(who)
     if all(w == every for w in found):
         return table
-    return table.with_columns(pl.Series("ranks", [_ranks_text(w) if w else None for w in found], dtype=pl.String))
+    # null: on every rank
+    texts = [_ranks_text(w) if w and w != every else None for w in found]
+    return table.with_columns(pl.Series("ranks", texts, dtype=pl.String))
