@@ -73,7 +73,7 @@ def _csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
     for name, dtype in frame.schema.items():
         if isinstance(dtype, pl.List) and dtype.inner == pl.String:
             casts.append(pl.col(name).list.join("; ").alias(name))
-        elif isinstance(dtype, pl.List) and dtype.inner is not None and dtype.inner.is_numeric():  # ranks, times
+        elif isinstance(dtype, pl.List) and dtype.inner.is_numeric():  # a collective's ranks and times
             casts.append(pl.col(name).list.eval(pl.element().cast(pl.String)).list.join("; ").alias(name))
         elif isinstance(dtype, (pl.List, pl.Struct, pl.Array, pl.Object)):
             casts.append(pl.col(name).map_elements(str, return_dtype=pl.String).alias(name))
