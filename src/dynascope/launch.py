@@ -203,3 +203,74 @@ def rewrite_launch(launcher: list[str], ours: list[str]) -> Launch:
                *script_args]  # fmt: skip
     stem = script.rsplit(".", 1)[-1] if module else (os.path.splitext(os.path.basename(script))[0] or "trace")
     return Launch(command, stem, str(ns.nproc_per_node))
+
+
+# -- the hang at exit -------------------------------------------------------------------------------------
+
+
+class _KeptGroups:
+    """Process groups held until the script is done (see keep_process_groups)."""
+
+    def __init__(self) -> None:
+        self.groups: list = []
+
+    def add(self, group: object) -> None:
+        if group is not None and all(g is not group for g in self.groups):
+            self.groups.append(group)
+
+
+def keep_process_groups():
+    """Hold every process group the script makes until it has returned, then let them go after giving
+    their threads the GIL.
+
+    Why: the trace's collective events come from Python callbacks on the Works' futures. Gloo's thread
+    runs such a callback and then destroys it, which takes the GIL. When the script's last reference to a
+    process group goes (DDP's reducer, as `main()` returns), ~ProcessGroupGloo joins that thread while the
+    main thread holds the GIL: if the thread is just then destroying a callback, both wait forever (seen
+    as a rank hanging at exit after its last line). Held here, the groups die after the script, once
+    their threads have had the GIL and nothing is in flight."""
+    import contextlib
+    import functools
+    import time
+
+    @contextlib.contextmanager
+    def held():
+        dist = sys.modules.get("torch.distributed")
+        c10d = sys.modules.get("torch.distributed.distributed_c10d")
+        if dist is None or c10d is None or not dist.is_available():
+            yield
+            return
+        kept = _KeptGroups()
+        originals: list[tuple[object, str, object]] = []
+
+        def wrap(module: object, name: str, world: bool) -> None:
+            fn = getattr(module, name, None)
+            if fn is None or getattr(fn, "_dynascope_keeps", False):
+                return
+
+            @functools.wraps(fn)
+            def keeping(*args, **kwargs):
+                result = fn(*args, **kwargs)
+                try:
+                    kept.add(dist.group.WORLD if world else result)
+                except Exception:  # noqa: BLE001 - nothing kept: only the hang this guards against returns
+                    pass
+                return result
+
+            keeping._dynascope_keeps = True  # type: ignore[attr-defined]
+            originals.append((module, name, fn))
+            setattr(module, name, keeping)
+
+        for module in (dist, c10d):
+            wrap(module, "init_process_group", True)
+            wrap(module, "new_group", False)
+        try:
+            yield
+        finally:
+            for owner, name, fn in reversed(originals):
+                setattr(owner, name, fn)
+            if kept.groups:
+                time.sleep(0.2)  # the GIL released: Gloo's threads finish destroying their callbacks
+                kept.groups.clear()
+
+    return held()
