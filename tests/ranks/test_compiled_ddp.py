@@ -116,7 +116,8 @@ def _check_ddp_split(out: Path, rank: int, graph_names_ids: int = 1) -> dict:
     # the pieces' ops carry their piece's name, and the backward graphs are named as their forward pieces
     pieces = {r["graph"] for r in forward}
     assert {r["graph"] for r in graphs if r["phase"] == "backward"} == pieces
-    assert {r["graph"] for r in oh if r.get("kind") == "op" and r.get("compile_id") == first["compile_id"]} == pieces
+    ops = [r for r in oh if r.get("kind") in ("op", "kernel") and r.get("compile_id") == first["compile_id"]]
+    assert {r["graph"] for r in ops} == pieces
 
     expl = _explanation(out, rank)
     (split,) = expl["ddp_splits"]
