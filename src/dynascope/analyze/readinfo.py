@@ -117,7 +117,8 @@ class FileLog:
             pending = self.cut.get("pending") if isinstance(self.cut.get("pending"), list) else []
             waits = [f"{p.get('op', '?')} (pg {p.get('pg', '?')}, seq {p.get('seq', '?')})"
                      for p in pending if isinstance(p, dict)]  # fmt: skip
-            what = f"; it was waiting in {', '.join(waits)}" if waits else ""
+            more = f" and {len(waits) - 3} more" if len(waits) > 3 else ""
+            what = f"; it was waiting in {', '.join(waits[:3])}{more}" if waits else ""
             return [f"{self.name}: cut by {sig} at {self._when(self.cut_us)}: the process was stopped{what}"]
         if not self.ended:
             return [(f"{self.name} ends without its end record: the process was killed (SIGKILL) or crashed; "
