@@ -114,6 +114,7 @@ def install() -> None:
         if not dist.is_available():
             _undo.append(lambda: None)
             return
+        _pending.clear()  # what an earlier session left in flight is that session's
         _install_functions(dist)
         _install_ddp()
         _report_on_cut()
