@@ -276,3 +276,37 @@ def test_ddp_buckets_other_backends_and_wraps(tmp_path, backend, wrap):
         assert len(buckets) >= 3 + 2 * 3 and {e["args"]["bucket"] for e in buckets} == set(range(4))
         keys[rank] = sorted((e["args"]["seq"], e["args"]["bucket"], e["args"]["bytes"]) for e in buckets)
     assert keys[0] == keys[1]
+
+
+def test_ddp_hook_registration_in_one_process(tmp_path, monkeypatch):
+    """dynascope's hook is on a DDP made while tracing, not on one whose Python reducer (compiled
+    autograd) reduces; a program's hook is taken once, a second registration fails as DDP's own would."""
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import dynascope
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        with dynascope.session(str(tmp_path / "t.pfw")):
+            ddp = DDP(torch.nn.Linear(4, 4))
+            assert ddp.__dict__.get("_dynascope_bucket_hook") is not None
+            ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+            with pytest.raises(RuntimeError, match="can only be called once"):
+                ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+            ddp(torch.ones(2, 4)).sum().backward()
+            monkeypatch.setattr(torch._dynamo.config, "optimize_ddp", "python_reducer")
+            assert DDP(torch.nn.Linear(4, 4)).__dict__.get("_dynascope_bucket_hook") is None
+        untraced = DDP(torch.nn.Linear(4, 4))
+        assert untraced.__dict__.get("_dynascope_bucket_hook") is None
+    finally:
+        dist.destroy_process_group()
+    events = [e for e in tracecheck.load(str(next(tmp_path.glob("t*.pfw")))) if e.get("cat") == "comm"]
+    assert [(e["args"]["source"], e["args"]["bucket"], e["args"]["state"]) for e in events] == [
+        ("ddp", 0, "issued"), ("ddp", 0, "done")]  # fmt: skip
