@@ -146,3 +146,45 @@ def test_single_process_names_unchanged(tmp_path):
     assert len(traces) == 1 and re.fullmatch(r"one-\d+\.pfw\.gz", traces[0]), names
     assert "explanation.json" in names and not any(n.startswith("rank") for n in names)
     assert not (out / ".ranks").exists()
+
+
+ONE = "import torch\nf = torch.compile(lambda x: x.sin() + 1, backend='aot_eager')\nprint(f(torch.ones(4)).sum().item())\n"
+
+
+def _dynascope(args: list[str], cwd, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dynascope", *args], cwd=cwd, env=ranks_env(**env),
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+
+def test_report_written_by_the_last_rank_to_finish(tmp_path):
+    """Ranks that finish one after the other (no process group: the markers alone decide): the first says
+    where its trace is, the last writes the job's report over both."""
+    (tmp_path / "one.py").write_text(ONE)
+    out = tmp_path / "out"
+    first = _dynascope(["run", "--out", str(out), "one.py"], tmp_path, RANK="1", WORLD_SIZE="2")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "dynascope run: rank 1: trace " in first.stderr and "next " not in first.stdout
+    assert not (out / "report.html").exists()
+    last = _dynascope(["run", "--out", str(out), "one.py"], tmp_path, RANK="0", WORLD_SIZE="2")
+    assert last.returncode == 0, last.stderr[-2000:]
+    assert last.stdout.count("next         dynascope report") == 1
+    assert "processes 2" in last.stdout
+    assert (out / "report.html").is_file()
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [".ranks", "rank0", "rank1"]
+
+
+def test_explain_out_per_rank(tmp_path):
+    (tmp_path / "one.py").write_text(ONE)
+    res = _dynascope(["explain", "--quiet", "--out", "ex", "one.py"], tmp_path, RANK="1", WORLD_SIZE="2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (tmp_path / "ex" / "rank1" / "explanation.json").is_file()
+    assert not (tmp_path / "ex" / "explanation.json").exists()
+
+
+def test_run_module(tmp_path):
+    """`dynascope run -m module args`, as `python -m module args`."""
+    (tmp_path / "trainmod.py").write_text("import sys\n" + ONE + "print('args', sys.argv[1:])\n")
+    res = _dynascope(["run", "--no-html", "--out", "out", "-m", "trainmod", "--steps", "3"], tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "args ['--steps', '3']" in res.stdout
+    assert len(list((tmp_path / "out").glob("trainmod-*.pfw.gz"))) == 1

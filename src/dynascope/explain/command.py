@@ -77,6 +77,11 @@ def main(argv: list[str]) -> int:
     out_dir = None
     if ns.out:
         out_dir = os.path.abspath(ns.out)
+        from ..launch import rank_dir, this_rank
+
+        rank = this_rank()
+        if rank is not None:  # one explanation per rank: DIR/rank<R>/ (README "Many ranks")
+            out_dir = rank_dir(out_dir, rank)
         try:
             os.makedirs(out_dir, exist_ok=True)
         except OSError as exc:
