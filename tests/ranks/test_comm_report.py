@@ -86,13 +86,14 @@ def test_the_straggler_is_found_at_its_step_with_its_time(straggled):
     rows = s.stragglers.to_dicts()
     # the most late first; only a rank that compiled longer (step 0: the ranks compile apart) may come before
     at = next(i for i, r in enumerate(rows) if r["doing"] == "Python / untraced")
-    assert all(r["doing"].startswith("compile") and r["step"] == 0 for r in rows[:at]), rows[: at + 1]
+    compiled = [r for r in rows if r["step"] == 0 and r["doing"].startswith("compile")]
+    assert all(r in compiled for r in rows[:at]), rows[: at + 1]
     top = rows[at]
     assert (top["rank"], top["step"]) == (1, 2), rows
     assert 0.8 * SLEEP_S * 1e6 < top["late_us"] < 1.5 * SLEEP_S * 1e6
     assert top["doing_us"] > 0.8 * SLEEP_S * 1e6
-    # no other step comes near
-    assert all(r["late_us"] < 0.5 * SLEEP_S * 1e6 for r in rows[at + 1 :]), rows
+    # no other step comes near (but the compiles of step 0, as long as the ranks' compiles differ)
+    assert all(r["late_us"] < 0.5 * SLEEP_S * 1e6 for r in rows[at + 1 :] if r not in compiled), rows
 
 
 def test_the_waiting_rank_shows_exposed_communication(straggled):
