@@ -51,6 +51,9 @@ def explicit(rank, world):
         dist.recv(torch.empty(10), src=peer)
         work = dist.isend(torch.ones(20), dst=peer)
     work.wait()
+    ops = [dist.P2POp(dist.isend, torch.ones(6), peer), dist.P2POp(dist.irecv, torch.empty(6), peer)]  # 48 bytes
+    for request in dist.batch_isend_irecv(ops):
+        request.wait()
     assert t[0].item() == sum(range(1, world + 1))
 
 
