@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus.invariants import assert_invariants
 
 from .launch import BIN, program, torchrun
 
@@ -22,27 +23,29 @@ DDP_KIND = "ddp split"
 
 
 def _run(tmp_path: Path, *args: str, backend: str = "aot_eager") -> Path:
-    """`dynascope run` on each of 2 ranks, each into OUT/rank<R> (found below wherever it writes in there)."""
+    """`torchrun --no-python dynascope run --out OUT ...` on 2 ranks: one trace per rank in OUT, one explanation
+    per rank in OUT/rank<R>, one job report; every invariant of the outputs holds."""
     out = tmp_path / "out"
-    script = (f"{BIN / 'dynascope'} run --backend {backend} --no-html --out {out}/rank$RANK "
-              f"{program('ddp_train.py')} --bucket-cap-mb {BUCKET_CAP_MB} {' '.join(args)}")  # fmt: skip
-    done = torchrun(["--no-python", "bash", "-c", script], cwd=tmp_path, timeout=300)
+    done = torchrun(["--no-python", str(BIN / "dynascope"), "run", "--backend", backend, "--out", str(out),
+                     program("ddp_train.py"), "--bucket-cap-mb", str(BUCKET_CAP_MB), *args],
+                    cwd=tmp_path, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    assert_invariants(out, done.stdout)
     return out
 
 
 def _one(pattern: str) -> str:
-    found = [p for p in glob.glob(pattern, recursive=True) if "eager" not in Path(p).parts]
+    found = glob.glob(pattern)
     assert len(found) == 1, (pattern, found)
     return found[0]
 
 
 def _trace(out: Path, rank: int) -> str:
-    return _one(f"{out}/rank{rank}/**/ddp_train*.pfw.gz")
+    return _one(f"{out}/ddp_train-rank{rank}-*.pfw.gz")
 
 
 def _explanation(out: Path, rank: int) -> dict:
-    with open(_one(f"{out}/rank{rank}/**/explanation.json"), encoding="utf-8") as f:
+    with open(_one(f"{out}/rank{rank}/explanation.json"), encoding="utf-8") as f:
         return json.load(f)
 
 
@@ -63,7 +66,7 @@ def _records(path: str) -> tuple[list[dict], list[dict]]:
 def _summary(out: Path, rank: int) -> dict:
     """`dynascope report --json` of one rank's trace (its explanation beside it read)."""
     trace = _trace(out, rank)
-    explanation = _one(f"{out}/rank{rank}/**/explanation.json")
+    explanation = _one(f"{out}/rank{rank}/explanation.json")
     done = subprocess.run([str(BIN / "dynascope"), "report", "--json", "--explanation", explanation, trace],
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -329,6 +329,10 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
         why = expl.fallback_of(side.get("function"), file, line)
         reason = why[0] if why else "Dynamo ran this function eagerly (it did not compile it)"
         src_file, src_line = (why[1], why[2]) if why and why[1] else (file, line)
+        library = None
+        user = expl.user_line_into(src_file) if is_library_file(src_file) and not expl.library_frames else None
+        if user is not None:  # a library's function (DDP's forward): the user's line that led there, the library's
+            library, (src_file, src_line) = library_text(src_file, src_line), user  # beside it
         total = side["fallback_us"]
         per_call, per_step, share = _per_call(total, {key}, tops, steady, steps)
         hits = side["fallback_calls"]
@@ -341,7 +345,7 @@ def _fallback_rows(tops: dict[tuple, _Top], steps: int, expl: _Explained) -> lis
             "warmup_calls": top.warm["fallback_calls"], "warmup_us": top.warm["fallback_us"],
             "warmup_only": not steady, "measurable": True,
             "note": f"{name} ran as plain Python",
-            "detail": None,
+            "detail": None, "library": library,
         })  # fmt: skip
     return rows
 
@@ -507,6 +511,16 @@ class _Explained:
                 "detail": b.get("detail"), "library": library_text(*lib) if lib else None,
             })  # fmt: skip
         return rows
+
+    def user_line_into(self, file: str | None) -> tuple[str, int] | None:
+        """(file, line) of the user's line that a graph break inside library file `file` is charged to (the
+        break's `library` names that file), or None: where a library's function ran eagerly, the line of the
+        program that led into it."""
+        for b in self.breaks:
+            lib = _split_line(b.get("library"))
+            if file and lib is not None and lib[0] == file and b.get("file") and b.get("line"):
+                return (str(b["file"]), int(b["line"]))
+        return None
 
     def fallback_of(self, function: str | None, file: str | None, line: int | None) -> tuple | None:
         """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None. Its compiles
