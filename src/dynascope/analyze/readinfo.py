@@ -114,7 +114,8 @@ class FileLog:
             return []  # not a dynascope/DFTracer process file: nothing to expect
         if self.cut is not None:
             sig = self.cut.get("signal") or "a signal"
-            pending = self.cut.get("pending") if isinstance(self.cut.get("pending"), list) else []
+            listed = self.cut.get("pending")
+            pending: list = listed if isinstance(listed, list) else []
             waits = [f"{p.get('op', '?')} (pg {p.get('pg', '?')}, seq {p.get('seq', '?')})"
                      for p in pending if isinstance(p, dict)]  # fmt: skip
             more = f" and {len(waits) - 3} more" if len(waits) > 3 else ""
