@@ -83,7 +83,7 @@ _undo: list[Callable[[], None]] = []
 _is_compiling = torch.compiler.is_compiling
 _recording = buffers.recording
 _tokens = itertools.count(1)
-_pending: dict[int, tuple] = {}  # token -> (op, pg, seq, bytes, source, issue clock) while in flight
+_pending: dict[int, tuple] = {}  # token -> (op, its issue marker's args, issue clock) while in flight
 _groups: dict[int, tuple] = {}  # id(group) -> (group, name, size, sequence reader or None)
 _source_of_module: dict[str, str] = {}
 _waiting: dict[int, tuple] = {}  # id(work) -> (its weakref, completion) for Works without a future
@@ -142,11 +142,12 @@ def in_flight() -> list[dict]:
     (epoch microseconds, as the trace's ts)."""
     active = _session.current_session()
     offset = active.offset_ns if active is not None else time.time_ns() - now_ns()
-    items = sorted(_pending.items())
+    items = sorted(_pending.items(), key=lambda item: item[0])
     return [
-        {"op": op, "pg": pg, "seq": seq, "bytes": nbytes, "source": source, "issued_us": (start + offset) // 1000}
-        for _, (op, pg, seq, nbytes, source, start) in items
-    ]
+        {"op": op, "pg": args["pg"], "seq": args["seq"], "bytes": args["bytes"], "source": args["source"],
+         "issued_us": (start + offset) // 1000}
+        for _, (op, args, start) in items
+    ]  # fmt: skip
 
 
 # -- explicit collectives -------------------------------------------------------------------------
@@ -294,7 +295,7 @@ def _wrap(original: Callable, event: str, tensor_arg: str, always_async: bool) -
         lane = _lanes.take() if is_async else None  # before the issue: its lane is free from then on
         start = now_ns()
         emit(("P", event, "comm", start, start, issued))
-        pending[token] = (event, pg, seq, nbytes, source, start)
+        pending[token] = (event, issued, start)
         tls.inside = True
         try:
             result = original(*args, **kwargs)
@@ -334,7 +335,7 @@ def _wrap_batch(original: Callable) -> Callable:
         lane = _lanes.take()
         start = now_ns()
         emit(("P", "batch_isend_irecv", "comm", start, start, issued))
-        _pending[token] = ("batch_isend_irecv", pg, issued["seq"], issued["bytes"], issued["source"], start)
+        _pending[token] = ("batch_isend_irecv", issued, start)
         tls.inside = True
         try:
             works = original(p2p_op_list, *args, **kwargs)
