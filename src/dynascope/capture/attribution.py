@@ -142,12 +142,14 @@ _WAIT = "wait_tensor"
 def _comm_op(node: Any) -> str | None:
     """"all_reduce" for a node of torch.ops._c10d_functional.all_reduce(_).default, "wait_tensor" for a
     wait; None for any other node."""
-    target = node.target
-    if node.op != "call_function" or getattr(target, "namespace", None) not in _COMM_NAMESPACES:
+    if node.op != "call_function":
         return None
-    packet = getattr(target, "overloadpacket", target)
-    name = str(getattr(packet, "__name__", "") or getattr(target, "__name__", "")).split(".")[0]
-    return name.removesuffix("_") or None  # all_reduce_ (in place, as dist.all_reduce traces) is an all_reduce
+    # an OpOverload prints as "_c10d_functional.all_reduce_.default" (AOT graphs), an OpOverloadPacket (the
+    # Dynamo graph) as "_c10d_functional.all_reduce"
+    parts = str(node.target).split(".")
+    if len(parts) < 2 or parts[0] not in _COMM_NAMESPACES:
+        return None
+    return parts[1].removesuffix("_") or None  # all_reduce_ (in place, as dist.all_reduce traces) is an all_reduce
 
 
 def _tensor_bytes(value: Any) -> int:
@@ -157,6 +159,11 @@ def _tensor_bytes(value: Any) -> int:
         return int(value.numel()) * int(value.element_size())
     except Exception:  # noqa: BLE001 - not a tensor, or a symbolic size: unknown
         return -1 if hasattr(value, "numel") else 0
+
+
+def _meta_value(node: Any) -> Any:
+    meta = getattr(node, "meta", None) or {}
+    return meta.get("val", meta.get("example_value"))
 
 
 def _group_name(node: Any) -> str:
@@ -186,8 +193,7 @@ def comm_fields(node: Any) -> dict[str, Any]:
             return {}
         return comm_fields(source)
     first: Any = node.args[0] if node.args else None
-    value = [a.meta.get("val") for a in first] if isinstance(first, (list, tuple)) else (
-        first.meta.get("val") if hasattr(first, "meta") else None)
+    value = [_meta_value(a) for a in first] if isinstance(first, (list, tuple)) else _meta_value(first)
     return {"comm_op": op, "comm_pg": _group_name(node), "comm_bytes": _tensor_bytes(value), "comm_key": node.name}
 
 
