@@ -179,6 +179,8 @@ def test_the_chrome_export_draws_an_arrow_from_each_launch_to_its_kernel(tmp_pat
     starts = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "s"}
     ends = {e["id"]: e for e in events if e.get("cat") == "gpu" and e.get("ph") == "f"}
     assert kernels and set(starts) == set(ends) and len(starts) == len(kernels)
+    # numbers: Perfetto reads a string id as hex and drops the flow when it is not ("gpu1" was)
+    assert all(isinstance(i, int) for i in starts)
     ops = [e for e in events if (e.get("cat") or "").startswith("dynamo,") and e.get("ph") == "X"]
     launched = {(e["tid"], e["ts"]): e["args"].get("launcher") for e in kernels}
     for flow, s in starts.items():

@@ -492,8 +492,8 @@ def _gpu_flows(reads: list[_FileRead]) -> list[bytes]:
             continue
         for pid, tid, ts, ltid, launch in read.launches.iter_rows():
             n += 1
-            out.append(_FLOW_START % (n, pid, ltid, launch))
-            out.append(_FLOW_END % (n, pid, tid, max(ts, launch)))
+            out.append(_FLOW_START % (_GPU_FLOW_IDS + n, pid, ltid, launch))
+            out.append(_FLOW_END % (_GPU_FLOW_IDS + n, pid, tid, max(ts, launch)))
     return out
 
 
@@ -563,8 +563,11 @@ def _comm_flows(reads: list[_FileRead], tracks: _Tracks) -> tuple[list[bytes], i
     return out, linked
 
 
-_FLOW_START = b'{"name":"launch","cat":"gpu","id":"gpu%d","ph":"s","pid":%d,"tid":%d,"ts":%d}'
-_FLOW_END = b'{"name":"launch","cat":"gpu","id":"gpu%d","ph":"f","bp":"e","pid":%d,"tid":%d,"ts":%d}'
+# numeric ids (Perfetto reads a string id as hex and drops one that is not), apart from the batch flows' 1, 2,
+# ... and the collectives' from _COMM_FLOW_IDS
+_GPU_FLOW_IDS = 1 << 41
+_FLOW_START = b'{"name":"launch","cat":"gpu","id":%d,"ph":"s","pid":%d,"tid":%d,"ts":%d}'
+_FLOW_END = b'{"name":"launch","cat":"gpu","id":%d,"ph":"f","bp":"e","pid":%d,"tid":%d,"ts":%d}'
 
 
 # ------------------------------------------------------------------------------------------ output
