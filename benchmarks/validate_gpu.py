@@ -26,11 +26,13 @@ the script, not the GPU figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 from results_io import publish
 
@@ -244,19 +246,19 @@ COMPARISONS = {  # backend: (what a row is, the reference, dynascope's side)
 }
 
 
-def validate(name: str, make, where: str, steps: int, backends: list[str]) -> list[dict]:
+def validate(name: str, make, where: str, steps: int, backends: list[str]) -> Iterator[dict]:
+    """One part per backend, each as soon as it is done (so that a run stopped midway keeps the parts
+    it finished: main writes the JSON after each)."""
     model, inputs = make()
     batches = [inputs() for _ in range(steps)]
-    out = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
             by, reference, ours_of = COMPARISONS[backend]
             start = time.perf_counter()
             theirs, _ = reference(model, batches, where)
             ours, cover = ours_of(traced(model, batches, where, backend, os.path.join(tmp, backend)))
-            out.append({"model": name, "backend": backend, "by": by, "coverage": cover,
-                        "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
-    return out
+            yield {"model": name, "backend": backend, "by": by, "coverage": cover,
+                   "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)}  # fmt: skip
 
 
 def render(results: dict) -> str:
@@ -305,14 +307,26 @@ def main(argv: list[str] | None = None) -> int:
         "gpt2": lambda: gpu_models.make_gpt2(where, batch=2, tokens=32) if small else gpu_models.make_gpt2(where),
     }  # fmt: skip
     backends = ["aot_eager", "inductor"] if args.backend == "all" else [args.backend]
-    parts = []
-    for name in makers if args.model == "all" else [args.model]:
-        parts += validate(name, makers[name], where, args.steps, backends)
     gpu = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
-    results = {"torch": torch.__version__, "gpu": gpu, "steps": args.steps, "parts": parts}
+    parts: list[dict] = []
+    results = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu, "steps": args.steps,
+               "complete": False, "parts": parts}  # fmt: skip
     name = "validate_gpu.json" if where == "cuda" else "validate_gpu-cpu.json"
-    publish(render(results), results, args.out or os.path.join(os.path.dirname(__file__), "results", name))
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
+    for model in makers if args.model == "all" else [args.model]:
+        for part in validate(model, makers[model], where, args.steps, backends):
+            parts.append(part)
+            write_json(results, out)  # what is done so far, in case the run is stopped before the end
+            print(f"validate_gpu: {model}, {part['backend']} done in {part['seconds']:.0f} s", flush=True)
+    results["complete"] = True
+    publish(render(results), results, out)
     return 0
+
+
+def write_json(results: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(results, handle, indent=2)
 
 
 if __name__ == "__main__":
