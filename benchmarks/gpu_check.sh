@@ -67,7 +67,7 @@ for part in $parts; do
     validate)
         run 105 validate-resnet18 $PY benchmarks/validate_gpu.py --model resnet18 --steps 5 --out "$OUT/validate_resnet18.json"
         run 80 validate-gpt2 $PY benchmarks/validate_gpu.py --model gpt2 --steps 5 --out "$OUT/validate_gpt2.json" ;;
-    bench) run 90 bench $PY benchmarks/bench_gpu.py --steps 20 --repeats 3 --out "$OUT/bench_gpu.json" ;;
+    bench) run 120 bench $PY benchmarks/bench_gpu.py --steps 50 --repeats 7 --out "$OUT/bench_gpu.json" ;;
     *) echo "gpu_check: unknown part '$part' (probe, tests, validate, bench)"; exit 2 ;;
     esac
 done
