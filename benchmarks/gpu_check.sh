@@ -11,7 +11,9 @@
 #        cudaLaunchKernel / cuLaunchKernel / cudaGraphLaunch, clock alignment)
 # tests: the `gpu`-marked tests (tests/capture/test_device.py)
 # validate: benchmarks/validate_gpu.py, ResNet-18 and GPT-2 each in a process (and a JSON) of its own
-# bench: benchmarks/bench_gpu.py, traced against untraced steps and torch.profiler
+# bench: benchmarks/bench_gpu.py, traced against untraced steps and torch.profiler (a launch-bound step)
+# named only: cudagraph (benchmarks/gpu_cudagraph.py: reduce-overhead training loops, plain and traced),
+#   bench-gpu-bound (the bench with batch 8192, a step the GPU's work bounds)
 set -u -o pipefail
 OUT=${OUT:-gpu-check-out}
 mkdir -p "$OUT"
@@ -67,8 +69,10 @@ for part in $parts; do
     validate)
         run 105 validate-resnet18 $PY benchmarks/validate_gpu.py --model resnet18 --steps 5 --out "$OUT/validate_resnet18.json"
         run 80 validate-gpt2 $PY benchmarks/validate_gpu.py --model gpt2 --steps 5 --out "$OUT/validate_gpt2.json" ;;
+    cudagraph) run 80 cudagraph $PY benchmarks/gpu_cudagraph.py --out "$OUT/gpu_cudagraph.json" ;;
+    bench-gpu-bound) run 100 bench-gpu-bound $PY benchmarks/bench_gpu.py --batch 8192 --steps 20 --repeats 5 --out "$OUT/bench_gpu_b8192.json" ;;
     bench) run 120 bench $PY benchmarks/bench_gpu.py --steps 50 --repeats 7 --out "$OUT/bench_gpu.json" ;;
-    *) echo "gpu_check: unknown part '$part' (probe, tests, validate, bench)"; exit 2 ;;
+    *) echo "gpu_check: unknown part '$part' (probe, tests, validate, bench, cudagraph, bench-gpu-bound)"; exit 2 ;;
     esac
 done
 echo "=== gpu_check: exit $status after ${SECONDS}s" | tee -a "$LOG"
