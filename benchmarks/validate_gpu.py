@@ -211,8 +211,9 @@ def dynascope_by_layer(trace_dir: str, kernels: dict | None = None) -> tuple[dic
         gpu = dynascope.read_trace(trace_dir).filter(pl.col("cat") == "gpu")
         if "launcher" in gpu.columns and "layer" in gpu.columns:
             gpu = gpu.filter(pl.col("launcher").is_not_null())
-            totals = gpu.group_by(pl.col("layer").cast(pl.String).fill_null(ROOT).alias("layer"),
-                                  pl.col("name").cast(pl.String)).agg(pl.col("dur").sum())  # fmt: skip
+            layer = pl.col("layer").cast(pl.String)  # the root's own ops have "" (or no layer): "(root)"
+            layer = pl.when(layer.is_null() | (layer == "")).then(pl.lit(ROOT)).otherwise(layer)
+            totals = gpu.group_by(layer.alias("layer"), pl.col("name").cast(pl.String)).agg(pl.col("dur").sum())
             for layer, name, us in totals.iter_rows():
                 kernels.setdefault(layer, defaultdict(float))[name] += float(us)
     return dict(by_layer), coverage(summary)
