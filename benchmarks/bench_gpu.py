@@ -26,6 +26,7 @@ Targets (issue 17): traced inductor within 3% of untraced, traced aot_eager with
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -127,7 +128,11 @@ def run(args) -> dict:
     activity = torch.profiler.ProfilerActivity.CUDA if where == "cuda" else torch.profiler.ProfilerActivity.CPU
     layers = [m for _ in range(20) for m in (torch.nn.Linear(1024, 1024), torch.nn.ReLU())]
     x = torch.randn(args.batch, 1024, device=where)
-    rows = []
+    rows: list[dict] = []
+    name = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
+    results = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": name, "batch": args.batch,
+               "steps": args.steps, "repeats": args.repeats, "complete": False, "rows": rows}  # fmt: skip
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     for backend in ("aot_eager", "inductor"):
         model = torch.nn.Sequential(*layers).to(where)
         opt = torch.optim.SGD(model.parameters(), lr=1e-4)
@@ -159,9 +164,13 @@ def run(args) -> dict:
         for how, values in samples.items():
             ms = statistics.median(values)
             rows.append({"backend": backend, "how": how, "step_ms": ms, "ratio": ms / base,
-                         "kernel_coverage": coverage if how == "traced" else None})  # fmt: skip
-    name = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
-    return {"torch": torch.__version__, "gpu": name, "batch": args.batch, "rows": rows}
+                         "kernel_coverage": coverage if how == "traced" else None,
+                         "blocks_ms": values})  # fmt: skip
+        results["complete"] = backend == "inductor"
+        with open(args.out, "w") as handle:  # what is done so far, in case the run is stopped before the end
+            json.dump(results, handle, indent=2)
+        print(f"bench_gpu: {backend} done", flush=True)
+    return results
 
 
 def render(results: dict) -> str:

@@ -26,11 +26,13 @@ the script, not the GPU figures.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 
 from results_io import publish
 
@@ -102,8 +104,9 @@ def _is_outermost_aten(event) -> bool:
     return True
 
 
-def reference_by_layer(model, batches: list, where: str) -> tuple[dict[str, float], float]:
-    """(µs per layer, all device µs), summed over `batches`, from torch.profiler on the eager model."""
+def reference_by_layer(model, batches: list, where: str, kernels: dict | None = None) -> tuple[dict[str, float], float]:
+    """(µs per layer, all device µs), summed over `batches`, from torch.profiler on the eager model;
+    `kernels`, where given, gets µs per layer and kernel name."""
     import torch
 
     activities = [torch.profiler.ProfilerActivity.CPU]
@@ -135,12 +138,15 @@ def reference_by_layer(model, batches: list, where: str) -> tuple[dict[str, floa
             total += e.time_range.elapsed_us()
             continue
         if where == "cuda":
-            own = sum(k.duration for k in e.kernels)
+            parts = [(k.name, k.duration) for k in e.kernels]
         else:  # the stand-in: each outermost aten op is a "kernel"
-            own = e.time_range.elapsed_us() if _is_outermost_aten(e) else 0.0
-            total += own
-        if own:
-            by_layer[_layer_of(e, layer_by_seq) or "(outside every module)"] += own
+            parts = [(e.name, e.time_range.elapsed_us())] if _is_outermost_aten(e) else []
+            total += sum(us for _, us in parts)
+        if parts:
+            layer = _layer_of(e, layer_by_seq) or "(outside every module)"
+            by_layer[layer] += sum(us for _, us in parts)
+            for name, us in parts if kernels is not None else ():
+                kernels.setdefault(layer, defaultdict(float))[name] += us
     return dict(by_layer), total
 
 
@@ -189,8 +195,11 @@ def traced(model, batches: list, where: str, backend: str, out: str):
     return os.path.join(out, "measured")
 
 
-def dynascope_by_layer(trace_dir: str) -> tuple[dict[str, float], float]:
-    """(GPU µs per layer, kernel coverage) from the traced aot_eager run."""
+def dynascope_by_layer(trace_dir: str, kernels: dict | None = None) -> tuple[dict[str, float], float]:
+    """(GPU µs per layer, kernel coverage) from the traced aot_eager run; `kernels`, where given, gets µs
+    per layer and kernel name (the device events that a traced op launched)."""
+    import polars as pl
+
     import dynascope
 
     summary = dynascope.summarize_files(trace_dir)
@@ -198,6 +207,15 @@ def dynascope_by_layer(trace_dir: str) -> tuple[dict[str, float], float]:
     for row in summary.by_layer.iter_rows(named=True):
         if row.get("gpu_us"):
             by_layer[row["layer"] or ROOT] += row["gpu_us"]
+    if kernels is not None:
+        gpu = dynascope.read_trace(trace_dir).filter(pl.col("cat") == "gpu")
+        if "launcher" in gpu.columns and "layer" in gpu.columns:
+            gpu = gpu.filter(pl.col("launcher").is_not_null())
+            layer = pl.col("layer").cast(pl.String)  # the root's own ops have "" (or no layer): "(root)"
+            layer = pl.when(layer.is_null() | (layer == "")).then(pl.lit(ROOT)).otherwise(layer)
+            totals = gpu.group_by(layer.alias("layer"), pl.col("name").cast(pl.String)).agg(pl.col("dur").sum())
+            for layer, name, us in totals.iter_rows():
+                kernels.setdefault(layer, defaultdict(float))[name] += float(us)
     return dict(by_layer), coverage(summary)
 
 
@@ -244,18 +262,36 @@ COMPARISONS = {  # backend: (what a row is, the reference, dynascope's side)
 }
 
 
-def validate(name: str, make, where: str, steps: int, backends: list[str]) -> list[dict]:
+def validate(name: str, make, where: str, steps: int, backends: list[str]) -> Iterator[dict]:
+    """One part per backend, each as soon as it is done (so that a run stopped midway keeps the parts
+    it finished: main writes the JSON after each)."""
     model, inputs = make()
     batches = [inputs() for _ in range(steps)]
-    out = []
     with tempfile.TemporaryDirectory() as tmp:
         for backend in backends:
             by, reference, ours_of = COMPARISONS[backend]
             start = time.perf_counter()
-            theirs, _ = reference(model, batches, where)
-            ours, cover = ours_of(traced(model, batches, where, backend, os.path.join(tmp, backend)))
-            out.append({"model": name, "backend": backend, "by": by, "coverage": cover,
-                        "seconds": time.perf_counter() - start, "rows": compare(ours, theirs, steps)})  # fmt: skip
+            detail: dict[str, dict] = {"dynascope": {}, "profiler": {}}  # per layer: µs per kernel name
+            if by == "layer":
+                theirs, _ = reference(model, batches, where, detail["profiler"])
+                ours, cover = ours_of(traced(model, batches, where, backend, os.path.join(tmp, backend)), detail["dynascope"])
+            else:
+                theirs, _ = reference(model, batches, where)
+                ours, cover = ours_of(traced(model, batches, where, backend, os.path.join(tmp, backend)))
+            rows = compare(ours, theirs, steps)
+            for row in rows:  # a layer off target: which kernels each side counted there
+                if row["checked"] and not row["within"] and by == "layer":
+                    row["kernels"] = {side: top_kernels(detail[side].get(row["name"], {}), steps) for side in detail}
+            yield {"model": name, "backend": backend, "by": by, "coverage": cover,
+                   "seconds": time.perf_counter() - start, "rows": rows}  # fmt: skip
+
+
+def top_kernels(by_name: dict[str, float], steps: int, n: int = 6) -> dict[str, float]:
+    """The `n` largest kernels of a layer, µs per step, and the rest summed."""
+    ranked = sorted(by_name.items(), key=lambda item: -item[1])
+    out = {name: round(us / steps, 1) for name, us in ranked[:n]}
+    if len(ranked) > n:
+        out[f"({len(ranked) - n} more)"] = round(sum(us for _, us in ranked[n:]) / steps, 1)
     return out
 
 
@@ -280,6 +316,10 @@ def render(results: dict) -> str:
         if rest:
             lines.append(f"| {len(rest)} smaller rows | {sum(r['dynascope_us'] for r in rest):.1f} | "
                          f"{sum(r['profiler_us'] for r in rest):.1f} | | |")  # fmt: skip
+        notes = [f"- {r['name']}, {side}: " + "; ".join(f"{k[:50]} {us}" for k, us in kernels.items())
+                 for r in checked for side, kernels in r.get("kernels", {}).items()]  # fmt: skip
+        if notes:
+            lines += ["", "Kernels of the layers off target (µs per step):", *notes]
     return "\n".join(lines)
 
 
@@ -305,14 +345,26 @@ def main(argv: list[str] | None = None) -> int:
         "gpt2": lambda: gpu_models.make_gpt2(where, batch=2, tokens=32) if small else gpu_models.make_gpt2(where),
     }  # fmt: skip
     backends = ["aot_eager", "inductor"] if args.backend == "all" else [args.backend]
-    parts = []
-    for name in makers if args.model == "all" else [args.model]:
-        parts += validate(name, makers[name], where, args.steps, backends)
     gpu = torch.cuda.get_device_name() if where == "cuda" else "CPU (dry run: CPU ops stand in for kernels)"
-    results = {"torch": torch.__version__, "gpu": gpu, "steps": args.steps, "parts": parts}
+    parts: list[dict] = []
+    results = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu, "steps": args.steps,
+               "complete": False, "parts": parts}  # fmt: skip
     name = "validate_gpu.json" if where == "cuda" else "validate_gpu-cpu.json"
-    publish(render(results), results, args.out or os.path.join(os.path.dirname(__file__), "results", name))
+    out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
+    for model in makers if args.model == "all" else [args.model]:
+        for part in validate(model, makers[model], where, args.steps, backends):
+            parts.append(part)
+            write_json(results, out)  # what is done so far, in case the run is stopped before the end
+            print(f"validate_gpu: {model}, {part['backend']} done in {part['seconds']:.0f} s", flush=True)
+    results["complete"] = True
+    publish(render(results), results, out)
     return 0
+
+
+def write_json(results: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(results, handle, indent=2)
 
 
 if __name__ == "__main__":

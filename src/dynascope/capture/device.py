@@ -103,9 +103,17 @@ def epoch_offset() -> int:
 
 
 def device_records(activities: list[_torch.Activity], offset_ns: int) -> list[DeviceRecord]:
-    """Device activities on the trace's clock, each with the launching runtime call's thread and start
-    (the call with the same correlation id)."""
-    launches = {a.correlation: a for a in activities if not a.on_device and a.correlation}
+    """Device activities on the trace's clock, each with the launching call's thread (its native id:
+    buffers.native_thread_id) and start. The launching call is the earliest CPU-side event with the
+    activity's correlation id: CUPTI gives that id to the runtime or driver call (cudaLaunchKernel,
+    cuLaunchKernel, cudaGraphLaunch for every kernel of a replayed graph) and also to what ran inside it,
+    such as "Lazy Function Loading" on a kernel's first launch, which starts later and may name no thread."""
+    launches: dict[int, _torch.Activity] = {}
+    for a in activities:
+        if not a.on_device and a.correlation:
+            first = launches.get(a.correlation)
+            if first is None or a.start_ns < first.start_ns:
+                launches[a.correlation] = a
     out = []
     for a in activities:
         if not a.on_device:
@@ -113,7 +121,7 @@ def device_records(activities: list[_torch.Activity], offset_ns: int) -> list[De
         launch = launches.get(a.correlation)
         out.append(DeviceRecord(
             a.name, activity_kind(a.name), a.device, a.resource, a.start_ns - offset_ns, a.end_ns - offset_ns,
-            launch.resource if launch else 0, launch.start_ns - offset_ns if launch else 0,
+            buffers.native_thread_id(launch.resource) if launch else 0, launch.start_ns - offset_ns if launch else 0,
         ))  # fmt: skip
     return out
 

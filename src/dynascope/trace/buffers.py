@@ -59,6 +59,11 @@ _lock = threading.Lock()
 _generation = 0
 _recording = False
 _buffers: list[ThreadBuffer] = []
+# The native id of each thread that has recorded, by the low 32 bits of its pthread id: CUPTI names the
+# thread of a CUDA runtime or driver call that way, and torch's profiler passes it on unless it recorded
+# CPU events on that thread itself (native_thread_id).
+_native_by_pthread: dict[int, int] = {}
+_natives: set[int] = set()
 
 
 def recording() -> bool:
@@ -86,12 +91,25 @@ def _attach() -> _Slot:
     records: list = []
     side: list = []
     thread = threading.current_thread()
+    native = threading.get_native_id()
     with _lock:
-        _buffers.append(ThreadBuffer(threading.get_native_id(), thread.name, records, side))
+        _buffers.append(ThreadBuffer(native, thread.name, records, side))
+        _native_by_pthread[threading.get_ident() & 0xFFFFFFFF] = native
+        _natives.add(native)
     slot.append = records.append
     slot.side = side.extend
     _state.extend = records.extend
     return slot
+
+
+def native_thread_id(tid: int) -> int:
+    """The native id of the thread that torch's profiler names `tid`. For a CUDA call's thread that is
+    CUPTI's id, the low 32 bits of the pthread id as a signed int, unless torch recorded CPU events on
+    that thread in the same process (then it is the native id already): a thread that has recorded here
+    is mapped back to its native id, anything else is left as it is."""
+    if tid in _natives:
+        return tid
+    return _native_by_pthread.get(tid & 0xFFFFFFFF, tid)
 
 
 def start_recording() -> None:
