@@ -14,17 +14,16 @@ loss every step.  --functional: a compiled function with collectives in it, ever
 
 import argparse
 import datetime
-import os
 import time
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
 def pair(text, n):
-    parts = [p for p in text.split(":")] if text else []
+    parts = list(text.split(":")) if text else []
     return tuple(float(p) if "." in p else int(p) for p in parts) if len(parts) == n else None
 
 
