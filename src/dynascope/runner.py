@@ -193,8 +193,7 @@ def main(argv: list[str]) -> int:
     notes: list[str] = []
     error: BaseException | None = None
     try:
-        with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles), \
-                _launch.keep_process_groups():  # fmt: skip
+        with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles):
             error = run_script(script, ns.args)
         if error is not None and ns.no_recompiles:
             from .debug.recompiles import as_recompile_error

@@ -315,3 +315,26 @@ def test_ddp_hook_registration_in_one_process(tmp_path, monkeypatch):
     events = [e for e in tracecheck.load(str(next(tmp_path.glob("t*.pfw")))) if e.get("cat") == "comm"]
     assert [(e["args"]["source"], e["args"]["bucket"], e["args"]["state"]) for e in events] == [
         ("ddp", 0, "issued"), ("ddp", 0, "done")]  # fmt: skip
+
+
+def test_process_groups_made_while_tracing_live_until_the_session_ends(tmp_path):
+    """The hang at exit (a group's destructor joining a Gloo thread that waits for the GIL to destroy a
+    collective event's callback) is avoided by holding the groups until the session ends: made while
+    tracing, a group outlives the program's own references and dies at uninstall."""
+    import gc
+    import weakref
+
+    import torch.distributed as dist
+
+    import dynascope
+    from dynascope.capture import collectives
+
+    with dynascope.session(str(tmp_path / "t.pfw")):
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        group = weakref.ref(dist.group.WORLD)
+        dist.all_reduce(torch.ones(4), async_op=True).wait()
+        dist.destroy_process_group()
+        gc.collect()
+        assert group() is not None and collectives.installed()
+    gc.collect()
+    assert group() is None

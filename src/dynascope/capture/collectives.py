@@ -117,6 +117,7 @@ def install() -> None:
         _pending.clear()  # what an earlier session left in flight is that session's
         _install_functions(dist)
         _install_ddp()
+        _keep_process_groups(dist)
         _report_on_cut()
 
 
@@ -135,6 +136,51 @@ def uninstall() -> None:
         while _undo:
             _undo.pop()()
         _groups.clear()
+        if _kept:
+            time.sleep(0.2)  # the GIL released: Gloo's threads finish destroying their callbacks
+            _kept.clear()
+
+
+# -- process groups held while tracing ------------------------------------------------------------
+
+_kept: list = []  # the process groups made while tracing, let go at uninstall
+
+
+def _keep_process_groups(dist: Any) -> None:
+    """Hold every process group made while tracing until the session ends.
+
+    Why: a collective event of an async collective (and every DDP bucket's) comes from a Python callback
+    on its Work's future. Gloo's thread runs such a callback and then destroys it, which takes the GIL.
+    When the program's last reference to a group goes (DDP's reducer, as `main()` returns), the group's
+    destructor joins that thread while the main thread holds the GIL: if the thread is just then
+    destroying a callback, both wait forever (seen: a rank hanging at exit after its last line, gdb showing
+    ~ProcessGroupGloo joining pt_gloo_runloop, which waits for the GIL). Held here, the groups die at
+    uninstall, after a sleep that lets their threads finish."""
+    c10d = dist.distributed_c10d
+    for owner in (dist, c10d):
+        for name, world in (("init_process_group", True), ("new_group", False)):
+            original: Any = getattr(owner, name, None)
+            if original is None or getattr(original, "_dynascope_keeps", False):
+                continue
+            keeping = _keeping(original, dist, world)
+            setattr(owner, name, keeping)
+            _undo.append(functools.partial(setattr, owner, name, original))
+
+
+def _keeping(original: Callable, dist: Any, world: bool) -> Callable:
+    @functools.wraps(original)
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            group = dist.group.WORLD if world else result
+            if group is not None and all(g is not group for g in _kept):
+                _kept.append(group)
+        except Exception:  # noqa: BLE001 - nothing kept: only the hang at exit this guards against returns
+            pass
+        return result
+
+    keep._dynascope_keeps = True  # type: ignore[attr-defined]
+    return keep
 
 
 def in_flight() -> list[dict]:
