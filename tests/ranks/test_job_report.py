@@ -144,3 +144,22 @@ def test_three_ranks_under_inductor_name_the_rank_that_diverged(tmp_path):
     failures = check(collect(out))
     rest = [f for f in failures if not (f.startswith("[duplicate]") and ("graph_breaks" in f or "Graph breaks" in f))]
     assert not rest, report(rest)
+
+
+def test_explain_reads_a_jobs_directory_rank_by_rank(diverged):
+    """`dynascope explain OUT` on a job: each rank's explanation in rank order, rank 1's with its recompile;
+    `dynascope explain OUT/rank1` alone is costed from rank 1's traces in OUT."""
+    import subprocess
+
+    def explain(target: Path) -> str:
+        done = subprocess.run([str(BIN / "dynascope"), "explain", str(target)], capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    both = explain(diverged)
+    assert both.index("= rank0 =") < both.index("= rank1 =")
+    assert "size mismatch at index 0" in both.split("= rank1 =")[1]
+    assert "size mismatch at index 0" not in both.split("= rank1 =")[0]
+    one = explain(diverged / "rank1")
+    assert "size mismatch at index 0" in one and "no trace beside" not in one

@@ -4,11 +4,14 @@ and recompile cost at run time when the run's trace is beside it (`dynascope run
 
     dynascope explain train.py            # run it, observe every compile, explain
     dynascope explain dynascope-out       # the saved explanation, costed from the trace beside it
+    dynascope explain job-out             # a job of many ranks: each rank's (job-out/rank<R>/), in rank order
+    dynascope explain job-out/rank1       # one rank's, costed from that rank's traces in job-out
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -17,20 +20,32 @@ from ..errors import ConfigError
 from ..explain import command as run_and_explain
 from ..explain.model import Report
 
+_RANK_DIR = re.compile(r"rank(\d+)")
 
-def _saved(argv: list[str]) -> Path | None:
-    """The explanation.json the arguments name (a file, or a directory holding one), or None: a script."""
+
+def _rank_dirs(path: Path) -> list[Path]:
+    """A job's output directory: its ranks' folders that hold an explanation, in rank order."""
+    found = [(int(m.group(1)), d) for d in path.iterdir()
+             if d.is_dir() and (m := _RANK_DIR.fullmatch(d.name)) and (d / EXPLANATION_FILE).is_file()]  # fmt: skip
+    return [d for _, d in sorted(found)]
+
+
+def _saved(argv: list[str]) -> list[Path] | None:
+    """The explanation.json files the arguments name (a file, a directory holding one, or a job's directory
+    holding one per rank), or None: a script."""
     target = run_and_explain.script_of(argv)
     if target is None:
         return None
     path = Path(target)
     if path.is_dir() and (path / EXPLANATION_FILE).is_file():
-        return path / EXPLANATION_FILE
+        return [path / EXPLANATION_FILE]
+    if path.is_dir() and (ranks := _rank_dirs(path)):
+        return [d / EXPLANATION_FILE for d in ranks]
     if path.is_dir() and not (path / "__main__.py").is_file():
         raise ConfigError(f"{path} holds no {EXPLANATION_FILE} (what `dynascope run` or `dynascope explain --out` "
                           "writes) and is no runnable package: give a script, or a run's output directory")
     if path.is_file() and path.suffix == ".json":
-        return path
+        return [path]
     return None
 
 
@@ -38,6 +53,18 @@ def main(argv: list[str]) -> int:
     saved = _saved(argv)
     if saved is None:
         return run_and_explain.main(argv)
+    if len(saved) == 1:
+        return _explain_saved(saved[0])
+    print(f"{len(saved)} ranks, each rank's explanation in turn (`dynascope report {saved[0].parent.parent}` "
+          "compares them: where the ranks diverge, steps and collectives)")  # fmt: skip
+    for path in saved:
+        print(f"\n{'=' * 20} {path.parent.name} {'=' * 20}")
+        sys.stdout.flush()
+        _explain_saved(path)
+    return 0
+
+
+def _explain_saved(saved: Path) -> int:
     from .html import compile_wall_us, load_explanation
 
     data = load_explanation(saved)
@@ -59,12 +86,20 @@ def main(argv: list[str]) -> int:
 
 
 def _summary_beside(directory: Path, explanation: dict):
+    """The run's summary from the traces beside the explanation; for a rank's folder of a job
+    (OUT/rank<R>/), from that rank's traces in OUT (`<stem>-rank<R>-<pid>.pfw.gz`)."""
     from ..analyze.paths import is_trace_file
     from ._analysis import summarize_paths
 
-    if not any(is_trace_file(p) for p in directory.iterdir() if p.is_file()):
+    traces = [p for p in directory.iterdir() if p.is_file() and is_trace_file(p)]
+    if not traces and _RANK_DIR.fullmatch(directory.name):
+        mine = re.compile(rf".+-{directory.name}-\d+\.pfw(\.gz)?")
+        traces = [p for p in directory.parent.iterdir() if p.is_file() and mine.fullmatch(p.name)]
+    if not traces:
         return None
-    return summarize_paths([os.fspath(directory)], explanation=explanation)
+    if traces[0].parent == directory:
+        return summarize_paths([os.fspath(directory)], explanation=explanation)
+    return summarize_paths([os.fspath(p) for p in sorted(traces)], explanation=explanation)
 
 
 def _costs_by_compile_id(summary) -> dict[str, str]:
