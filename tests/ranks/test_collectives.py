@@ -283,7 +283,7 @@ def test_ddp_buckets_other_backends_and_wraps(tmp_path, backend, wrap):
     assert keys[0] == keys[1]
 
 
-def test_ddp_hook_registration_in_one_process(tmp_path, monkeypatch):
+def test_ddp_hook_registration_in_one_process(tmp_path):
     """dynascope's hook is on a DDP made while tracing, not on one whose Python reducer (compiled
     autograd) reduces; a program's hook is taken once, a second registration fails as DDP's own would."""
     import socket
@@ -306,8 +306,8 @@ def test_ddp_hook_registration_in_one_process(tmp_path, monkeypatch):
             with pytest.raises(RuntimeError, match="can only be called once"):
                 ddp.register_comm_hook(None, default_hooks.allreduce_hook)
             ddp(torch.ones(2, 4)).sum().backward()
-            monkeypatch.setattr(torch._dynamo.config, "optimize_ddp", "python_reducer")
-            assert DDP(torch.nn.Linear(4, 4)).__dict__.get("_dynascope_bucket_hook") is None
+            with torch._dynamo.config.patch(optimize_ddp="python_reducer"):  # (monkeypatch's undo hides it)
+                assert DDP(torch.nn.Linear(4, 4)).__dict__.get("_dynascope_bucket_hook") is None
         untraced = DDP(torch.nn.Linear(4, 4))
         assert untraced.__dict__.get("_dynascope_bucket_hook") is None
     finally:
