@@ -19,6 +19,7 @@ def test_dask_local_cluster_equals_single_machine(tmp_path):
     ev = [synth.x(1, "start", "dftracer", 300, 0, 0, {"hhash": synth.HA, "rank": 2, "world_size": 3})]
     ev += [synth.op(i + 2, "function.relu.default", 300, 10_000 + 10 * i, (7 * i) % 23, synth.OP_RELU, synth.HA) for i in range(200)]
     ev.append(synth.x(500, "step", "train", 300, 10_000, 1000, {"hhash": synth.HA, "epoch": 1, "step": 5}))
+    ev.append(synth.x(501, "end", "dftracer", 300, 12_000, 0, {"hhash": synth.HA}))  # a complete file
     files.append(synth.write_pfw(tmp_path / "t" / "trace-300.pfw", ev))
     local = summarize(read_trace(files), top=5)
     on_dask = summarize_files(files, top=5, workers=2)

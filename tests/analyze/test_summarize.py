@@ -122,6 +122,7 @@ def test_percentiles_exact_on_many_values(tmp_path):
     for k in range(3):
         ev = [synth.x(1, "start", "dftracer", 10 + k, 0, 0, {"hhash": synth.HA, "rank": k, "world_size": 3})]
         ev += [synth.op(i + 2, "function.f", 10 + k, 10 * i, d, synth.OP_ADDMM, synth.HA) for i, d in enumerate(range(1 + k, 101, 3))]
+        ev.append(synth.x(999, "end", "dftracer", 10 + k, 1000, 0, {"hhash": synth.HA}))  # a complete file
         paths.append(synth.write_pfw(tmp_path / f"p{k}.pfw", ev))
     s = summarize_files(paths)
     assert s.by_op.select("count", "total_us", "p50_us", "p95_us").row(0) == (100, 5050, 50, 95)
@@ -190,6 +191,7 @@ def _refless_trace(path, calls: int, late_every: int = 7):
         o2 = ev("function.relu.default", "dynamo", i + 2, t + 20, 3, {"grad_enabled": 1, "level": 2, "p_idx": i})
         lines += [o1, o2, g] if c % late_every == 3 else [g, o1, o2]
         i += 3
+    lines.append(ev("end", "dftracer", i, 100 + 100 * calls, 0, {"hhash": hh}))  # a complete file
     return synth.write_pfw(path, lines, bracket=False)
 
 

@@ -125,8 +125,8 @@ def test_single_process_cut_reported(tmp_path, sig):
     warnings = summarize_paths([trace]).meta["warnings"]
     name = os.path.basename(trace)
     if sig == signal.SIGKILL:
-        assert any(name in w and "ends without its end record: the process was killed (SIGKILL) or crashed; "
-                   "last event at" in w for w in warnings), warnings  # fmt: skip
+        assert any(name in w and "ends without its end record: the process was killed (SIGKILL) or crashed" in w
+                   for w in warnings), warnings  # fmt: skip
     else:
         assert any(f"{name}: cut by SIGTERM at" in w for w in warnings), warnings
         recs = _records(trace)
