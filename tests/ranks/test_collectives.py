@@ -106,9 +106,12 @@ def test_ddp_buckets_and_compiled_collectives_change_nothing(tmp_path):
         a, b = _params(traced / f"params-rank{rank}.pt"), _params(plain / f"params-rank{rank}.pt")
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
         # Dynamo made the same graphs and breaks of the compiled model and of the function with collectives
-        assert json.loads((traced / f"dynamo-rank{rank}.json").read_text()) == json.loads(
-            (plain / f"dynamo-rank{rank}.json").read_text()
-        )
+        counted, untraced = (json.loads((d / f"dynamo-rank{rank}.json").read_text()) for d in (traced, plain))
+        if not hasattr(torch._dynamo.eval_frame, "set_code_exec_strategy"):
+            # before 2.6 Dynamo can skip the wrapper's frame but not the frames it calls: it looks at more
+            # frames (and compiles nothing in them)
+            assert counted.pop("frames") >= untraced.pop("frames")
+        assert counted == untraced
     comm = _comm(traced)
     param_names = set(_params(plain / "params-rank0.pt"))
     total_bytes = sum(t.nbytes for t in _params(plain / "params-rank0.pt").values())
