@@ -95,7 +95,11 @@ def train(args, rank, out):
 
 def fsdp(args, rank, out):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:  # before 2.6 FSDP2 lived here
+        from torch.distributed._composable.fsdp import fully_shard
 
     torch.manual_seed(0)
     model = Net()
