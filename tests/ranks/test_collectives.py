@@ -209,7 +209,7 @@ def test_in_flight_names_a_blocked_collective_until_it_returns(tmp_path):
     assert pending["issued_us"] > start_us and after == []
 
 
-@pytest.mark.skipif(torch.__version__ < "2.6", reason="FSDP2 on torch 2.5.1 needs CUDA ('FSDP requires CUDA for "
+@pytest.mark.skipif(tuple(map(int, torch.__version__.split(".")[:2])) < (2, 6), reason="FSDP2 on torch 2.5.1 needs CUDA ('FSDP requires CUDA for "
                     "streams'); 2.13 and 2.15 run it on CPU")  # fmt: skip
 def test_fsdp2_collectives_are_fsdp_events(tmp_path):
     _run(tmp_path, "--trace", "--fsdp", "2")
