@@ -475,9 +475,15 @@ def graph_breaks_since(start: int) -> list[tuple[str, list[tuple[str, int, str]]
     out = []
     for item in list(reasons)[start:]:
         if getattr(item, "graph_break", True):
-            stack = [(f.filename, int(f.lineno or 0), f.name) for f in getattr(item, "user_stack", [])]
+            frames = getattr(item, "user_stack", [])
+            stack = [(str(f.filename), int(f.lineno or 0), _frame_name(f.name)) for f in frames]
             out.append((str(getattr(item, "reason", item)), stack))
     return out
+
+
+def _frame_name(name: Any) -> str:
+    """A user-stack frame's function name; DDPOptimizer's frames on 2.5.1 carry the class itself there."""
+    return name if isinstance(name, str) else str(getattr(name, "__name__", name))
 
 
 # torch 2.5.1 names graph breaks by its internal reason; later torch names the same breaks so

@@ -14,12 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from corpus.invariants import assert_invariants
+import torch
+from corpus.invariants import check, collect, report
 
 from .launch import BIN, program, torchrun
 
 BUCKET_CAP_MB = 1  # Net(512): four 1 MiB Linear layers and a head -> four buckets (DDP's and DDPOptimizer's)
 DDP_KIND = "ddp split"
+# before 2.9 torch gives no user stack for a guard or for a break in DDP's own code (DDP.forward run by
+# torch.compile(DDP(model))): such a row keeps torch's line (the function's line, the library's line)
+OLD_TORCH = tuple(map(int, torch.__version__.split(".")[:2])) < (2, 9)
 
 
 def _run(tmp_path: Path, *args: str, backend: str = "aot_eager") -> Path:
@@ -30,7 +34,10 @@ def _run(tmp_path: Path, *args: str, backend: str = "aot_eager") -> Path:
                      program("ddp_train.py"), "--bucket-cap-mb", str(BUCKET_CAP_MB), *args],
                     cwd=tmp_path, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    assert_invariants(out, done.stdout)
+    failures = check(collect(out, done.stdout))
+    if OLD_TORCH:
+        failures = [f for f in failures if not (f.startswith("[user frame]") and "torch/nn/parallel" in f)]
+    assert not failures, f"{len(failures)} invariants broken:" + report(failures)
     return out
 
 
@@ -136,7 +143,7 @@ def _check_ddp_split(out: Path, rank: int, graph_names_ids: int = 1) -> dict:
     assert "bucket_cap_mb" in row["fix"] and "optimize_ddp" in row["fix"] and "compiled_autograd" in row["fix"]
     assert row["compile_ids"] == [first["compile_id"]]
     assert row["calls"] >= 2 and row["total_us"] > 0 and row["per_call_us"] > 0  # the time between the pieces
-    assert row["source"] == "ddp_train.py:37"  # Net.forward
+    assert row["source"] in (("ddp_train.py:37", "ddp_train.py:36") if OLD_TORCH else ("ddp_train.py:37",))  # Net.forward
     assert not [r for r in rows if r["kind"] != DDP_KIND and "ddp split" in str(r["reason"]).lower()]
     # the usual tables are there for this rank: its graphs (the pieces), layers, steps
     by_graph = {r["graph"] for r in summary["by_graph"]}

@@ -61,7 +61,10 @@ def test_the_divergence_names_rank_1_step_3_and_the_size_guard(diverged):
     assert first["kind"] == "recompile" and first["ranks"] == "1" and first["step"] == 3, first
     assert "rank 1 recompiled" in first["detail"] and "at step 3" in first["detail"]
     assert "size mismatch at index 0" in first["detail"] and "expected 32, actual 16" in first["detail"]
-    assert first["source"] == "ddp_train.py:37" and first["hang_risk"] is True
+    # the recompiled forward's first op; before 2.9 torch names no line for a guard: the function's line
+    old = tuple(map(int, __import__("torch").__version__.split(".")[:2])) < (2, 9)
+    assert first["source"] in (("ddp_train.py:37", "ddp_train.py:36") if old else ("ddp_train.py:37",))
+    assert first["hang_risk"] is True
     assert sorted(summary["explanations"]) == ["0", "1"]  # both ranks' explanations read
     recompile = summary["recompiles"][0]
     assert recompile["ranks"] == "1" and "size mismatch" in recompile["reason"]

@@ -257,6 +257,8 @@ class Observer:
         if self._break_mark is None:
             return
         for reason, stack in _torch.graph_breaks_since(self._break_mark):
+            if reason.startswith("DDPOptimizer intentional graph-break"):
+                continue  # a DDP split (ddp_splits), not a break in the program's code
             self._add_graph_break(records.graph_break_from_stack(reason, stack, cid), cid)
         self._break_mark = _torch.graph_break_count()
 
