@@ -478,6 +478,30 @@ def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict |
             "warmup_only": not steady, "measurable": per_call is not None and per_call >= 2,
             "note": (f"DDPOptimizer's split of {base}, not a graph break in your code; {graphs / calls:.0f} graphs a "
                      "call, timed: the time between them" if calls else f"DDPOptimizer's split of {base}"),
-            "detail": "\n".join(buckets) or None, "library": None,
+            "detail": "\n".join(buckets) or None, "library": None, "_wall": wall,
         })  # fmt: skip
-    return rows
+    return _one_row_a_split_site(rows, steps)
+
+
+def _one_row_a_split_site(rows: list[dict], steps: int) -> list[dict]:
+    """One row per line and split: a recompiled function's new graph is split again (compile 0/1 beside 0/0,
+    on one rank of a job), at the same line; its calls and time join the first's."""
+    merged: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["source"], r["reason"])
+        have = merged.get(key)
+        if have is None:
+            merged[key] = r
+            continue
+        for k in ("calls", "total_us", "warmup_calls", "warmup_us", "_wall"):
+            have[k] = (have[k] or 0) + (r[k] or 0)
+        have["compile_ids"] = have["compile_ids"] + r["compile_ids"]
+        have["warmup_only"] = have["warmup_only"] and r["warmup_only"]
+        calls, gap = have["calls"], have["total_us"]
+        have["per_call_us"] = have["per_hit_us"] = gap / calls if calls else None
+        have["per_step_us"] = gap / steps if steps else None
+        have["share"] = gap / have["_wall"] if have["_wall"] else None
+        have["measurable"] = have["per_call_us"] is not None and have["per_call_us"] >= 2
+    for r in merged.values():
+        del r["_wall"]
+    return list(merged.values())

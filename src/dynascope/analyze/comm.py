@@ -551,9 +551,12 @@ def stragglers(c: pl.DataFrame, joined: pl.DataFrame) -> pl.DataFrame:
     per = (
         mine.with_columns(group.alias("__one"))
         .sort(["late_us", "seq"], descending=[True, False], maintain_order=True)
-        .group_by("rank", "epoch", "step", "__one", "pg", maintain_order=True)
+        # one row a rank and step over every group (a step's functional collectives, group "<pg>/functional",
+        # made a second row that printed like the first): the most late collective names it
+        .group_by("rank", "epoch", "step", "__one", maintain_order=True)
         .agg(
-            pl.col("op").first(), pl.col("seq").first(), pl.col("late_us").first(), pl.len().alias("collectives"),
+            pl.col("pg").first(), pl.col("op").first(), pl.col("seq").first(), pl.col("late_us").first(),
+            pl.len().alias("collectives"),
             *(pl.col(f"x_{d}").sum() for d in DOING), pl.col("gap_compile_ids").drop_nulls().first().alias("ids"),
         )
     )
