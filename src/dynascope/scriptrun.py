@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+from collections.abc import Callable
 
 from .errors import DynascopeError
 
@@ -53,11 +54,18 @@ def check_module(name: str) -> str:
 
 def run_module(name: str, args: list[str]) -> BaseException | None:
     """`python -m name args` in this process: as run_script, through runpy.run_module."""
+    argv = [check_module(name), *args]
+    return _run_main(argv, os.getcwd(), lambda: runpy.run_module(name, run_name="__main__", alter_sys=True))
+
+
+def _run_main(argv: list[str], first_on_path: str, run: Callable[[], object]) -> BaseException | None:
+    """run() with sys.argv = argv and `first_on_path` first on sys.path, both restored afterwards: None on
+    success (SystemExit(0) or None counts as success), else the exception it raised."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [check_module(name), *args]
-    sys.path.insert(0, os.getcwd())
+    sys.argv = argv
+    sys.path.insert(0, first_on_path)
     try:
-        runpy.run_module(name, run_name="__main__", alter_sys=True)
+        run()
     except SystemExit as exc:
         if exc.code in (None, 0):
             return None
@@ -103,20 +111,8 @@ def run_script(path: str, args: list[str]) -> BaseException | None:
     write its report and then `raise` it. sys.argv and sys.path are restored afterwards.
     """
     full = check_script(path)
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [path, *args]
-    sys.path.insert(0, full if os.path.isdir(full) else os.path.dirname(full))
-    try:
-        runpy.run_path(full, run_name="__main__")
-    except SystemExit as exc:
-        if exc.code in (None, 0):
-            return None
-        return exc
-    except BaseException as exc:  # noqa: BLE001 - handed back to the caller, who re-raises it
-        return exc
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-    return None
+    directory = full if os.path.isdir(full) else os.path.dirname(full)
+    return _run_main([path, *args], directory, lambda: runpy.run_path(full, run_name="__main__"))
 
 
 def strip_our_frames(exc: BaseException) -> BaseException:
