@@ -87,10 +87,10 @@ def train(args, rank, out):
         loss.backward()
         opt.step()
         opt.zero_grad()
-    torch.save({n: p.detach().clone() for n, p in model.named_parameters()}, os.path.join(out, f"params-rank{rank}.pt"))
     if args.user_hook:
         with open(os.path.join(out, f"hook-rank{rank}.txt"), "w") as f:
             f.write(str(calls[0]))
+    torch.save({n: p.detach().clone() for n, p in model.named_parameters()}, os.path.join(out, f"params-rank{rank}.pt"))
 
 
 def fsdp(args, rank, out):
