@@ -6,8 +6,8 @@ stays cheap and analysis works on machines without torch.
 
 from __future__ import annotations
 
-from ._lazy import lazy_exports
-from .errors import DynascopeError
+from dynascope._lazy import lazy_exports
+from dynascope.errors import DynascopeError
 
 __version__ = "0.1.0"
 

@@ -23,7 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .errors import ConfigError, TorchVersionError
+from dynascope.errors import ConfigError, TorchVersionError
 
 MIN_TORCH = (2, 5, 1)
 CHECKED_ON = "2.5.1, 2.13.0 and 2.15.0"  # every accessor below was exercised against these releases

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .errors import DynascopeError
+from dynascope.errors import DynascopeError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("dynascope.demo.command", "trace a small ConvNet training loop on synthetic data and summarise it"),
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     if argv[0] in ("-V", "--version"):
-        from . import __version__
+        from dynascope import __version__
 
         print(f"dynascope {__version__}")
         return 0

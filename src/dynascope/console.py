@@ -132,7 +132,7 @@ def say(command: str, text: str) -> None:
 def script_exit_status(command: str, script: str, error: BaseException | None) -> int:
     """The exit status of a command that ran `script` and wrote its outputs: 0, the script's own
     SystemExit code, 130 after Ctrl-C, else 1 with the script's traceback on stderr."""
-    from .scriptrun import strip_our_frames
+    from dynascope.scriptrun import strip_our_frames
 
     if error is None:
         return 0
@@ -144,7 +144,7 @@ def script_exit_status(command: str, script: str, error: BaseException | None) -
     if isinstance(error, KeyboardInterrupt):
         say(command, "interrupted; the outputs above cover the run until then")
         return INTERRUPTED
-    from .errors import DynascopeError
+    from dynascope.errors import DynascopeError
 
     if isinstance(error, DynascopeError):  # ours (e.g. --no-recompiles): its message says it all
         print(file=sys.stderr)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from .errors import ConfigError
+from dynascope.errors import ConfigError
 
 RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 SIZE_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -181,7 +181,7 @@ class Launch:
 def rewrite_launch(launcher: list[str], ours: list[str]) -> Launch:
     """The launcher's command (its arguments `launcher`) with the training script run under
     `python -m dynascope run OURS`. Its own options are read with torch.distributed.run's parser."""
-    from . import _torch
+    from dynascope import _torch
 
     parser = _torch.launcher_parser()
     try:

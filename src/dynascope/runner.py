@@ -17,9 +17,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .analyze.paths import EAGER_DIR
-from .console import say, script_exit_status
-from .errors import ConfigError
+from dynascope.analyze.paths import EAGER_DIR
+from dynascope.console import say, script_exit_status
+from dynascope.errors import ConfigError
 
 BACKEND_CHOICES = ("auto", "aot_eager", "eager", "inductor")
 
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[str]) -> Any:
     """The backend to give torch.compile instead of `requested`."""
-    from .capture.backend import TracingBackend
+    from dynascope.capture.backend import TracingBackend
 
     if isinstance(requested, TracingBackend):
         return requested
@@ -121,7 +121,7 @@ def _recompile_guard(on: bool) -> Any:
     RecompileError with the facts once run_script hands it back)."""
     if not on:
         return contextlib.nullcontext()
-    from . import _torch
+    from dynascope import _torch
 
     return _torch.recompile_refusal()
 
@@ -147,11 +147,11 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, str | None]:
 def main(argv: list[str]) -> int:
     argv = list(argv)
     ns, module = _parse(argv)
-    from . import _torch
-    from . import launch as _launch
-    from .scriptrun import check_module, check_script, run_module, run_script
-    from .trace.config import TraceConfig
-    from .trace.session import TraceSession
+    from dynascope import _torch
+    from dynascope import launch as _launch
+    from dynascope.scriptrun import check_module, check_script, run_module, run_script
+    from dynascope.trace.config import TraceConfig
+    from dynascope.trace.session import TraceSession
 
     _torch.require_torch()
     launcher = None if module else _launch.launcher_args(ns.script, ns.args)
@@ -182,12 +182,12 @@ def main(argv: list[str]) -> int:
     session.open()
     observer = None
     if not ns.no_explain:
-        from .explain.observer import Observer
+        from dynascope.explain.observer import Observer
 
         observer = Observer().start()
     profiler = None
     if ns.compile_profile:
-        from .debug.profile import CompileProfiler
+        from dynascope.debug.profile import CompileProfiler
 
         profiler = CompileProfiler(script=script).start()
     notes: list[str] = []
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
         with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles):
             error = run_script(script, ns.args)
         if error is not None and ns.no_recompiles:
-            from .debug.recompiles import as_recompile_error
+            from dynascope.debug.recompiles import as_recompile_error
 
             error = as_recompile_error(error)
     finally:
@@ -227,9 +227,9 @@ def _run_module_as_script(module: str, run_module: Any, _script: str, args: list
 def _eager_pass(script: str, args: list[str], trace: str, config: Any, run: Any = None) -> None:
     """Run the script again with every torch.compile'd function run eagerly, traced into `trace`; what it
     times (each compiled function's calls, the steps) is what the comparison needs."""
-    from . import _torch
-    from .scriptrun import run_script
-    from .trace.session import TraceSession
+    from dynascope import _torch
+    from dynascope.scriptrun import run_script
+    from dynascope.trace.session import TraceSession
 
     run_script = run or run_script
     sys.stdout.flush()
@@ -247,13 +247,13 @@ def _eager_pass(script: str, args: list[str], trace: str, config: Any, run: Any 
 
 def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace,
                    profiler: Any = None) -> dict:
-    from .render._analysis import summarize_paths
-    from .render.terminal import render_short
+    from dynascope.render._analysis import summarize_paths
+    from dynascope.render.terminal import render_short
 
     written: dict[str, Any] = {"traces": sorted(glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")))}
     explanation = None
     if observer is not None:
-        from .explain.command import write_outputs
+        from dynascope.explain.command import write_outputs
 
         report = observer.report(script=script, error=error)
         write_outputs(report, out_dir)
@@ -261,13 +261,13 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         written["explanation"] = explanation
     profile = None
     if profiler is not None and profiler.result is not None:
-        from .debug.profile_command import write_json
-        from .render.html import COMPILE_PROFILE_FILE
+        from dynascope.debug.profile_command import write_json
+        from dynascope.render.html import COMPILE_PROFILE_FILE
 
         profile = os.path.join(out_dir, COMPILE_PROFILE_FILE)
         write_json(profiler.result, profile)
         written["compile_profile"] = profile
-    from .render.html import load_explanation
+    from dynascope.render.html import load_explanation
 
     explained = load_explanation(explanation) if explanation else None
     if explained is not None and ns.library_frames:
@@ -277,12 +277,12 @@ def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: A
         _explanation_with_wall_times(report, summary, explanation)
     eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
     if eager:
-        from .analyze.payoff import with_eager
+        from dynascope.analyze.payoff import with_eager
 
         summary = with_eager(summary, summarize_paths(list(eager), top=max(ns.top, 1)))
         written["eager"] = eager
     if not ns.no_html:
-        from .render.html import write_html
+        from dynascope.render.html import write_html
 
         written["html"] = str(write_html(summary, os.path.join(out_dir, "report.html"), explanation,
                                          title=f"dynascope run {os.path.basename(script)}",
@@ -311,8 +311,8 @@ def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
     """Rewrite the run's explanation.json with each compile's time as the trace measured it (the report's
     compile_vs_run figures, torch's own kept as timers_s): every reader of the file (`dynascope explain DIR`,
     the HTML, a user's script) then shows the same figures as the report."""
-    from .explain.model import apply_wall_times
-    from .render.html import compile_wall_us
+    from dynascope.explain.model import apply_wall_times
+    from dynascope.render.html import compile_wall_us
 
     wall = compile_wall_us(summary)
     if not wall:
@@ -330,16 +330,16 @@ def _rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any
     """One rank's files: its explanation (and compile profile) in OUT/rank<R>/; then its marker, and the
     job report if this rank is the last to finish (or one short line: the outer dynascope run, or the
     last rank, writes the report)."""
-    from . import launch as _launch
-    from .render._analysis import summarize_paths
+    from dynascope import launch as _launch
+    from dynascope.render._analysis import summarize_paths
 
     own_dir = _launch.rank_dir(out_dir, rank)
     os.makedirs(own_dir, exist_ok=True)
     traces = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(stem)}-*.pfw*")))
     explanation = None
     if observer is not None:
-        from .explain.command import write_outputs
-        from .render.html import load_explanation
+        from dynascope.explain.command import write_outputs
+        from dynascope.render.html import load_explanation
 
         report = observer.report(script=script, error=error)
         write_outputs(report, own_dir)
@@ -350,8 +350,8 @@ def _rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any
         except Exception as exc:  # noqa: BLE001 - the explanation keeps torch's own compile times
             say("run", f"note: rank {rank.rank}: compile times from torch's timers ({type(exc).__name__}: {exc})")
     if profiler is not None and profiler.result is not None:
-        from .debug.profile_command import write_json
-        from .render.html import COMPILE_PROFILE_FILE
+        from dynascope.debug.profile_command import write_json
+        from dynascope.render.html import COMPILE_PROFILE_FILE
 
         write_json(profiler.result, os.path.join(own_dir, COMPILE_PROFILE_FILE))
     outer = os.environ.get(_launch.OUTER_VAR)
@@ -368,9 +368,9 @@ def _rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any
 
 def _job_report(out_dir: str, stem: str, script_name: str, ns: argparse.Namespace) -> None:
     """The report of every rank's traces in out_dir: report.html and the terminal summary, once per job."""
-    from . import launch as _launch
-    from .render._analysis import summarize_paths
-    from .render.terminal import render_short
+    from dynascope import launch as _launch
+    from dynascope.render._analysis import summarize_paths
+    from dynascope.render.terminal import render_short
 
     traces: list[Any] = _launch.rank_traces(out_dir, stem)
     if not traces:
@@ -380,7 +380,7 @@ def _job_report(out_dir: str, stem: str, script_name: str, ns: argparse.Namespac
                           key=lambda p: int(re.sub(r"\D", "", os.path.basename(os.path.dirname(p))) or 0))  # fmt: skip
     explained: Any = None
     if explanations:
-        from .render.html import load_explanation
+        from dynascope.render.html import load_explanation
 
         explained = load_explanation(explanations[0])
         if ns.library_frames:
@@ -388,18 +388,18 @@ def _job_report(out_dir: str, stem: str, script_name: str, ns: argparse.Namespac
     summary = summarize_paths(traces, top=max(ns.top, 1), explanation=explained, explanation_beside=True)
     html_explanation: Any = explained
     if len(summary.explanations) > 1:  # every rank's explanation was read
-        from .analyze.ranks import merged_explanation
+        from dynascope.analyze.ranks import merged_explanation
 
         html_explanation = merged_explanation(summary.explanations)
     eager_glob = os.path.join(glob.escape(out_dir), EAGER_DIR, f"{glob.escape(stem)}-rank*-*.pfw*")
     eager: list[Any] = sorted(glob.glob(eager_glob))
     if eager:
-        from .analyze.payoff import with_eager
+        from dynascope.analyze.payoff import with_eager
 
         summary = with_eager(summary, summarize_paths(eager, top=max(ns.top, 1)))
     html = None
     if not ns.no_html:
-        from .render.html import write_html
+        from dynascope.render.html import write_html
 
         ranks = len({re.sub(r"-\d+\.pfw(\.gz)?$", "", os.path.basename(t)) for t in traces})
         html = write_html(summary, os.path.join(out_dir, "report.html"), html_explanation,
@@ -445,7 +445,7 @@ def _run_launcher(argv: list[str], ns: argparse.Namespace, launcher: list[str]) 
     import signal
     import subprocess
 
-    from . import launch as _launch
+    from dynascope import launch as _launch
 
     out_dir = os.path.abspath(ns.out)
     try:

@@ -11,7 +11,7 @@ import runpy
 import sys
 from collections.abc import Callable
 
-from .errors import DynascopeError
+from dynascope.errors import DynascopeError
 
 
 class ScriptError(DynascopeError, FileNotFoundError):
@@ -81,7 +81,7 @@ def trailing_options(args: list[str], names: tuple[str, ...], usage: str) -> tup
     """Our options given after the script's arguments (`script.py a b --out DIR`, or `--out=DIR`):
     their values, and the script's arguments without them. What follows `--` goes to the script
     untouched. Each of `names` takes a value."""
-    from .errors import ConfigError
+    from dynascope.errors import ConfigError
 
     ours, theirs = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
     values: dict[str, str] = {}

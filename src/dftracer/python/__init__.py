@@ -5,8 +5,8 @@ As in pydftracer, nothing is traced unless DFTRACER_ENABLE=1 (or DYNASCOPE_ENABL
 graph op into it. The files are `<logfile>-<pid>.pfw.gz` (or `.pfw` with DFTRACER_TRACE_COMPRESSION=0).
 """
 
-from . import dynamo
-from .dynamo import Dynamo, create_backend, dftracer_dynamo_backend
-from .logger import dft_fn, dftracer
+from dftracer.python import dynamo
+from dftracer.python.dynamo import Dynamo, create_backend, dftracer_dynamo_backend
+from dftracer.python.logger import dft_fn, dftracer
 
 __all__ = ["Dynamo", "create_backend", "dft_fn", "dftracer", "dftracer_dynamo_backend", "dynamo"]

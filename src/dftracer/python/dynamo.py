@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dftracer.python.logger import dft_fn, enabled
 from dynascope.capture.backend import TracingBackend
 from dynascope.errors import ConfigError
-
-from .logger import dft_fn, enabled
 
 __all__ = ["Dynamo", "compile", "create_backend", "dft_fn", "dftracer_dynamo_backend"]
 

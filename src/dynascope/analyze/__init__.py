@@ -15,7 +15,7 @@ over the steps, the slowest steps and why); finish (Partial -> Summary); summari
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from dynascope._lazy import lazy_exports
 
 _EXPORTS = {
     "read_trace": "dynascope.analyze.reader",

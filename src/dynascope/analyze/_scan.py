@@ -26,7 +26,7 @@ import numba
 import numba.core.cpu
 import numpy as np
 
-from ..trace import layout
+from dynascope.trace import layout
 
 # numba's `_nrt=False` (no reference counting of the arrays the kernels pass each other) makes the scan
 # about 3x faster. It is an underscore option, so without it a numba release still compiles the scanner.

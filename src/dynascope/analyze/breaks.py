@@ -33,7 +33,7 @@ from collections import defaultdict
 import numpy as np
 import polars as pl
 
-from .columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
+from dynascope.analyze.columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
 
 __all__ = ["BREAK_KEYS", "CALL_KEYS", "ENTRY_KEYS", "FRAME_COLUMNS", "SCHEMAS", "frame_tables"]
 
@@ -433,7 +433,7 @@ def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict |
     its graphs, and what the split costs each call, measured: the eager time between the first piece's start
     and the last one's end that is not in a piece (each piece's launch: its AOT wrappers and Python calls),
     from its frame's cache entry (`gap_us`); what the explanation knows of it (cap, buckets) where there is one."""
-    from .fixes import ddp_split_fix
+    from dynascope.analyze.fixes import ddp_split_fix
 
     pieces: dict[str, tuple[str, int]] = {}  # compile id -> (graph, pieces)
     for r in graph.iter_rows(named=True):

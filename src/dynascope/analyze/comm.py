@@ -48,8 +48,16 @@ import numpy as np
 import orjson
 import polars as pl
 
-from .columns import AUTOGRAD_CAT, COMPILE_CAT, DATA_CAT, GRAPH_CAT, OPTIMIZER_CAT, POSIX_CAT, TORCH_IO_CAT
-from .stepparts import COMM_CAT, interval_union, paint, step_windows
+from dynascope.analyze.columns import (
+    AUTOGRAD_CAT,
+    COMPILE_CAT,
+    DATA_CAT,
+    GRAPH_CAT,
+    OPTIMIZER_CAT,
+    POSIX_CAT,
+    TORCH_IO_CAT,
+)
+from dynascope.analyze.stepparts import COMM_CAT, interval_union, paint, step_windows
 
 __all__ = [
     "COMM_COLUMNS", "COMM_INT_COLUMNS", "DOING", "KEYS", "SCHEMAS", "finish_tables", "frame_tables",
@@ -150,7 +158,7 @@ def _functional_rows(hist: pl.DataFrame | None) -> pl.DataFrame:
     files = hist.filter(names.str.contains(FUNCTIONAL_OP).fill_null(False)).get_column("trace_file")
     out = []
     for path in files.cast(pl.String).drop_nulls().unique().sort().to_list():
-        from .reader import read_file  # here: the reader imports the partial that imports this module
+        from dynascope.analyze.reader import read_file  # here: the reader imports the partial that imports this module
 
         try:
             rows, _ = read_file(path, columns=_FUNCTIONAL_COLUMNS)

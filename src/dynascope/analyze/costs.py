@@ -26,9 +26,9 @@ from typing import Any
 
 import polars as pl
 
-from ..userframes import is_library_file, library_text
-from . import breaks
-from .fixes import break_fix, fallback_fix, recompile_fix
+from dynascope.analyze import breaks
+from dynascope.analyze.fixes import break_fix, fallback_fix, recompile_fix
+from dynascope.userframes import is_library_file, library_text
 
 __all__ = ["COST_TABLES", "cost_tables"]
 

@@ -12,13 +12,13 @@ import logging
 import os
 import warnings
 
-from ..errors import ConfigError
-from .fastpath import file_partial
-from .finish import finish
-from .partial import merge
-from .paths import expand_paths
-from .readinfo import TraceWarning
-from .summary import Summary
+from dynascope.analyze.fastpath import file_partial
+from dynascope.analyze.finish import finish
+from dynascope.analyze.partial import merge
+from dynascope.analyze.paths import expand_paths
+from dynascope.analyze.readinfo import TraceWarning
+from dynascope.analyze.summary import Summary
+from dynascope.errors import ConfigError
 
 __all__ = ["summarize_files_dask"]
 

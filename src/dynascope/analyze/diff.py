@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from .summary import Summary
+from dynascope.analyze.summary import Summary
 
 __all__ = ["diff_summaries"]
 

@@ -25,11 +25,11 @@ import numpy as np
 import orjson
 import polars as pl
 
-from . import _inflate, _scan
-from . import lines as _lines
-from .partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
-from .reader import FileReader
-from .readinfo import FileLog, ReadInfo
+from dynascope.analyze import _inflate, _scan
+from dynascope.analyze import lines as _lines
+from dynascope.analyze.partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
+from dynascope.analyze.reader import FileReader
+from dynascope.analyze.readinfo import FileLog, ReadInfo
 
 __all__ = ["FastRead", "file_partial", "read_fast"]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from . import comm, gpu, ranks
-from .costs import cost_tables
-from .files import finish_files
-from .partial import KERNEL_KEYS, Partial
-from .stepparts import COMM_NUMBER_COLUMNS, LIST_COLUMNS, PART_COLUMNS
-from .stepstats import slow_steps, step_rows, step_stats
-from .summary import Summary, summary_meta
+from dynascope.analyze import comm, gpu, ranks
+from dynascope.analyze.costs import cost_tables
+from dynascope.analyze.files import finish_files
+from dynascope.analyze.partial import KERNEL_KEYS, Partial
+from dynascope.analyze.stepparts import COMM_NUMBER_COLUMNS, LIST_COLUMNS, PART_COLUMNS
+from dynascope.analyze.stepstats import slow_steps, step_rows, step_stats
+from dynascope.analyze.summary import Summary, summary_meta
 
 __all__ = ["finish"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from .columns import AUTOGRAD_CAT, DATA_CAT, DEVICE_PAUSED, GPU_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
-from .stepparts import interval_union
+from dynascope.analyze.columns import AUTOGRAD_CAT, DATA_CAT, DEVICE_PAUSED, GPU_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
+from dynascope.analyze.stepparts import interval_union
 
 # `part`: for an activity no traced op launched, the training-step event its launch fell in (launched_in)
 GPU_KEYS = ["launcher", "layer", "module_type", "phase", "compile_id", "graph", "device", "stream", "activity", "part"]

@@ -15,10 +15,10 @@ from typing import Any
 
 import polars as pl
 
-from .columns import dict_columns_frame, empty_frame
-from .reader import FileReader, read_file_reduced
-from .readinfo import ReadInfo
-from .resolve import norm_hash, op_refs
+from dynascope.analyze.columns import dict_columns_frame, empty_frame
+from dynascope.analyze.reader import FileReader, read_file_reduced
+from dynascope.analyze.readinfo import ReadInfo
+from dynascope.analyze.resolve import norm_hash, op_refs
 
 __all__ = ["GroupedRead", "read_file_grouped"]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import TraceFormatError
-from . import _inflate
-from .readinfo import FileLog
+from dynascope.analyze import _inflate
+from dynascope.analyze.readinfo import FileLog
+from dynascope.errors import TraceFormatError
 
 __all__ = ["CHUNK_BYTES", "document_events", "inflated", "last_piece", "read_bytes", "sniff", "text_chunks"]
 

@@ -23,12 +23,12 @@ from typing import cast
 import numpy as np
 import polars as pl
 
-from . import breaks, comm, gpu
-from .columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
-from .files import FILE_SCHEMA, file_table
-from .reader import FileReader, ReadInfo, read_file_reduced
-from .resolve import graph_refs, norm_hash
-from .stepparts import (
+from dynascope.analyze import breaks, comm, gpu
+from dynascope.analyze.columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
+from dynascope.analyze.files import FILE_SCHEMA, file_table
+from dynascope.analyze.reader import FileReader, ReadInfo, read_file_reduced
+from dynascope.analyze.resolve import graph_refs, norm_hash
+from dynascope.analyze.stepparts import (
     COMM_NUMBER_COLUMNS,
     LIST_COLUMNS,
     PART_COLUMNS,
@@ -37,7 +37,7 @@ from .stepparts import (
     step_sources,
     step_windows,
 )  # fmt: skip
-from .steps import TIME_COLUMNS, ops_per_region
+from dynascope.analyze.steps import TIME_COLUMNS, ops_per_region
 
 __all__ = [
     "SUMMARY_COLUMNS",

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import TraceFormatError
-from ._inflate import GZIP_MAGIC
+from dynascope.analyze._inflate import GZIP_MAGIC
+from dynascope.errors import TraceFormatError
 
 __all__ = ["CONVERTED_SUFFIXES", "EAGER_DIR", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
 

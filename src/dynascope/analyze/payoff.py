@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from .stepstats import step_rows
-from .summary import Summary
+from dynascope.analyze.stepstats import step_rows
+from dynascope.analyze.summary import Summary
 
 __all__ = ["MIN_CALLS", "VS_EAGER_SCHEMA", "Sample", "judge", "sample", "vs_eager", "with_eager"]
 

@@ -75,7 +75,7 @@ def by_rank(proc_file: pl.DataFrame, process: pl.DataFrame, by_rank_step: pl.Dat
     ranked = proc_file.filter(pl.col("rank").is_not_null())
     if ranked.height == 0:
         return pl.DataFrame(schema=RANK_SCHEMA)
-    from .stepstats import step_rows
+    from dynascope.analyze.stepstats import step_rows
 
     compile_us = {
         r: int(v or 0)

@@ -37,14 +37,14 @@ from typing import Protocol
 
 import polars as pl
 
-from ..errors import TraceFormatError
-from . import lines as _lines
-from .columns import dtype_for, empty_frame, standard_types
-from .paths import expand_paths, map_files
-from .readinfo import FileLog, ReadInfo, TraceWarning
-from .records import FileTables, RecordReader
-from .resolve import index_table, normalize_times, resolve
-from .templates import LineTemplates, lines_at
+from dynascope.analyze import lines as _lines
+from dynascope.analyze.columns import dtype_for, empty_frame, standard_types
+from dynascope.analyze.paths import expand_paths, map_files
+from dynascope.analyze.readinfo import FileLog, ReadInfo, TraceWarning
+from dynascope.analyze.records import FileTables, RecordReader
+from dynascope.analyze.resolve import index_table, normalize_times, resolve
+from dynascope.analyze.templates import LineTemplates, lines_at
+from dynascope.errors import TraceFormatError
 
 __all__ = [
     "ChunkReducer",

@@ -20,8 +20,8 @@ from typing import Any
 import orjson
 import polars as pl
 
-from .columns import dict_columns_frame
-from .readinfo import FileLog
+from dynascope.analyze.columns import dict_columns_frame
+from dynascope.analyze.readinfo import FileLog
 
 __all__ = ["PH_BY_CODE", "TOP_KEYS", "FileTables", "RecordReader", "hash_keys", "phase_of"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from .columns import dict_columns_frame
-from .records import FileTables
+from dynascope.analyze.columns import dict_columns_frame
+from dynascope.analyze.records import FileTables
 
 __all__ = ["graph_refs", "index_table", "norm_hash", "normalize_times", "resolve"]
 

@@ -44,8 +44,16 @@ from typing import cast
 import numpy as np
 import polars as pl
 
-from .columns import AUTOGRAD_CAT, COMPILE_CAT, DATA_CAT, GRAPH_CAT, OPTIMIZER_CAT, POSIX_CAT, TORCH_IO_CAT
-from .steps import regions
+from dynascope.analyze.columns import (
+    AUTOGRAD_CAT,
+    COMPILE_CAT,
+    DATA_CAT,
+    GRAPH_CAT,
+    OPTIMIZER_CAT,
+    POSIX_CAT,
+    TORCH_IO_CAT,
+)
+from dynascope.analyze.steps import regions
 
 COMM_CAT = "comm"  # a collective (docs/trace-format.md, "Collectives")
 

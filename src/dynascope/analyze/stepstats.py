@@ -16,7 +16,7 @@ import os
 
 import polars as pl
 
-from .stepparts import PART_COLUMNS, PARTS
+from dynascope.analyze.stepparts import PART_COLUMNS, PARTS
 
 __all__ = ["PART_LABELS", "SLOW_STEPS", "slow_steps", "step_rows", "step_stats"]
 

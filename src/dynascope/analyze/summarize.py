@@ -31,12 +31,12 @@ from collections.abc import Iterable, Mapping, Sequence
 import orjson
 import polars as pl
 
-from .fastpath import file_partial
-from .finish import finish
-from .partial import SUMMARY_COLUMNS, Partial, merge, partial
-from .paths import expand_paths, map_files
-from .readinfo import ReadInfo, TraceWarning
-from .summary import Summary
+from dynascope.analyze.fastpath import file_partial
+from dynascope.analyze.finish import finish
+from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial, merge, partial
+from dynascope.analyze.paths import expand_paths, map_files
+from dynascope.analyze.readinfo import ReadInfo, TraceWarning
+from dynascope.analyze.summary import Summary
 
 __all__ = [
     "EXPLANATION_FILE", "SUMMARY_COLUMNS", "Partial", "file_partial", "find_beside", "finish", "merge", "partial",
@@ -84,7 +84,7 @@ def summarize_files(
     if isinstance(explained, dict) and "_beside" in explained:
         explained = {k: v for k, v in explained.items() if k != "_beside"}
     if scheduler is not None or workers is not None:
-        from .dask import summarize_files_dask
+        from dynascope.analyze.dask import summarize_files_dask
 
         return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained)
     files = expand_paths(paths)
@@ -104,7 +104,7 @@ def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Par
     """Every rank's explanation.json, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside
     a rank's own trace (one directory per rank); `given` (rank -> dict or path) first. Empty for a trace
     without ranks."""
-    from .ranks import rank_explanation_paths
+    from dynascope.analyze.ranks import rank_explanation_paths
 
     file_ranks: dict[str, int] = {}
     for f, p in zip(files, parts, strict=True):

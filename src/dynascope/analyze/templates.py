@@ -13,8 +13,8 @@ import numpy as np
 import orjson
 import polars as pl
 
-from .lines import json_object
-from .records import TOP_KEYS, phase_of
+from dynascope.analyze.lines import json_object
+from dynascope.analyze.records import TOP_KEYS, phase_of
 
 __all__ = ["LineTemplates", "lines_at"]
 

@@ -17,7 +17,7 @@ _UUID_SUFFIX = re.compile(r"(_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0
 
 def graph_label(gm: Any) -> str:
     """The Dynamo graph's name as users see it in logs ("__compiled_fn_3"), without a uuid suffix."""
-    from .. import _torch
+    from dynascope import _torch
 
     return _UUID_SUFFIX.sub("", _torch.graph_name(gm) or type(gm).__name__)
 

@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _torch
-from ..errors import ConfigError, TorchVersionError
-from ..trace import buffers, fileio
-from ..trace.config import env_flag, tracing_enabled
-from ..trace.ops import TABLE, OpSpec
-from ..trace.session import current_session, ensure_session
-from . import compile_events, device, frames, kernels, untraced, warm_cache
-from .attribution import attribution, ddp_split_fields, event_name, graph_label, layers_by_seq_nr
-from .instrument import instrument, traced_nodes, uses_cuda
+from dynascope import _torch
+from dynascope.capture import compile_events, device, frames, kernels, untraced, warm_cache
+from dynascope.capture.attribution import attribution, ddp_split_fields, event_name, graph_label, layers_by_seq_nr
+from dynascope.capture.instrument import instrument, traced_nodes, uses_cuda
+from dynascope.errors import ConfigError, TorchVersionError
+from dynascope.trace import buffers, fileio
+from dynascope.trace.config import env_flag, tracing_enabled
+from dynascope.trace.ops import TABLE, OpSpec
+from dynascope.trace.session import current_session, ensure_session
 
 INNER_BACKENDS = ("aot_eager", "eager", "inductor")
 TORCH_COMPILE_OPTIONS = ("fullgraph", "dynamic", "mode", "options", "disable")  # dynascope.compile passes these on
@@ -130,7 +130,7 @@ class TracingBackend:
         if not self.enabled:
             return self._untraced(gm, example_inputs, **kwargs)
         session = current_session() or ensure_session()
-        from . import training
+        from dynascope.capture import training
 
         if session.config.step_events and not training.installed():
             training.install(io=not session.config.disable_io)  # a session opened before torch was imported

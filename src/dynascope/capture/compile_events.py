@@ -17,9 +17,9 @@ import threading
 
 import orjson
 
-from .. import _torch
-from ..trace.buffers import emit, now_ns
-from ..trace.spans import OpenSpans
+from dynascope import _torch
+from dynascope.trace.buffers import emit, now_ns
+from dynascope.trace.spans import OpenSpans
 
 _installed = False
 _lock = threading.Lock()

@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .. import _torch
-from ..errors import ConfigError
-from ..trace import buffers
-from ..trace.buffers import now_ns
-from ..trace.launches import DeviceRecord
+from dynascope import _torch
+from dynascope.errors import ConfigError
+from dynascope.trace import buffers
+from dynascope.trace.buffers import now_ns
+from dynascope.trace.launches import DeviceRecord
 
 CYCLE_S = 20.0  # how often the collected activity is handed over while the program runs
 Collected = Callable[[], list[DeviceRecord]]  # what a source collected, turned into records when called
@@ -176,7 +176,7 @@ def install(session: Any = None, source: ActivitySource | None = None) -> None:
             return
         source = CuptiSource()
     if session is None:
-        from ..trace.session import current_session
+        from dynascope.trace.session import current_session
 
         session = current_session()
     with _lock:

@@ -32,12 +32,12 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .. import _torch
-from ..errors import TorchVersionError
-from ..trace import buffers, probes
-from ..trace.ops import TABLE, OpSpec
-from ..trace.probes import CALL_CAT, FRAME_CAT
-from ..userframes import first_user_frame
+from dynascope import _torch
+from dynascope.errors import TorchVersionError
+from dynascope.trace import buffers, probes
+from dynascope.trace.ops import TABLE, OpSpec
+from dynascope.trace.probes import CALL_CAT, FRAME_CAT
+from dynascope.userframes import first_user_frame
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUME_GLOBAL = "__resume_at_"

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..trace import buffers
-from .attribution import TRACED_OPS
+from dynascope.capture.attribution import TRACED_OPS
+from dynascope.trace import buffers
 
 _COUNTER = "# COUNTER: "
 

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..trace import fileio
-from .attribution import comm_fields_of, module_of, stack_line, target_text, user_line
+from dynascope.capture.attribution import comm_fields_of, module_of, stack_line, target_text, user_line
+from dynascope.trace import fileio
 
 _FALLBACK_ROOTS = ("torch.ops.", "aten.", "inductor_ops.", "_quantized.")
 _LINE_NUMBER = re.compile(r", line \d+,")

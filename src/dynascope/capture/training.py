@@ -33,9 +33,9 @@ from typing import Any
 
 import torch
 
-from .. import _torch
-from ..trace import session as _session
-from ..trace.buffers import emit, now_ns
+from dynascope import _torch
+from dynascope.trace import session as _session
+from dynascope.trace.buffers import emit, now_ns
 
 __all__ = ["WorkerStart", "install", "install_worker", "installed", "uninstall"]
 

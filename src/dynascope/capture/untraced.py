@@ -10,8 +10,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DynascopeError
-from ..trace.buffers import emit, now_ns
+from dynascope.errors import DynascopeError
+from dynascope.trace.buffers import emit, now_ns
 
 _warned: set[str] = set()
 _lock = threading.Lock()
@@ -24,7 +24,7 @@ def reason_of(exc: BaseException) -> str:
 
 def report(graph: str, compile_id: str, phase: str, exc: BaseException, runs_with: str) -> None:
     """Record in the trace that `graph` (`phase`) of `compile_id` runs untraced; warn once per reason."""
-    from .frames import graph_untraced
+    from dynascope.capture.frames import graph_untraced
 
     if phase != "backward":
         graph_untraced(graph)  # its frame's time cannot be split into graph and eager time

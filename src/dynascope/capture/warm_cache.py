@@ -15,9 +15,9 @@ import hashlib
 import os
 from typing import Any
 
-from .. import _torch
-from .attribution import module_of
-from .kernels import read_json, write_json
+from dynascope import _torch
+from dynascope.capture.attribution import module_of
+from dynascope.capture.kernels import read_json, write_json
 
 VERSION = 2  # 2: kernels of functional collectives carry comm_* fields (a version-1 record has none)
 

@@ -18,16 +18,16 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import DynascopeError
-from . import graphs
-from .compare import compare
-from .execute import differs, first_line, root_error, run, same_error
-from .localize import Search, find_op, judge
-from .narrow import inductor_subsystem
-from .programs import CallProgram, ScriptProgram
-from .record import CapturedGraph, RunRecord
-from .result import BisectResult, StageResult
-from .stages import Stage, stages
+from dynascope.debug import graphs
+from dynascope.debug.compare import compare
+from dynascope.debug.execute import differs, first_line, root_error, run, same_error
+from dynascope.debug.localize import Search, find_op, judge
+from dynascope.debug.narrow import inductor_subsystem
+from dynascope.debug.programs import CallProgram, ScriptProgram
+from dynascope.debug.record import CapturedGraph, RunRecord
+from dynascope.debug.result import BisectResult, StageResult
+from dynascope.debug.stages import Stage, stages
+from dynascope.errors import DynascopeError
 
 
 class ProgramError(DynascopeError):
@@ -125,7 +125,7 @@ def _blame(result: BisectResult, stage: Stage, status: StageResult, record: RunR
         say(f"op {op.target} (node {op.node}" + (f", layer {op.layer}" if op.layer else "")
             + (f", {op.source}" if op.source else "") + ")")  # fmt: skip
     if repro is not None and op is not None:
-        from .repro import write_repro
+        from dynascope.debug.repro import write_repro
 
         written = write_repro(repro, graph, stage, op, verdict, say)
         result.repro, result.repro_size = written.directory, written.size

@@ -8,10 +8,10 @@ import sys
 
 import orjson
 
-from ..console import make_console
-from ..scriptrun import check_script
-from .bisect import bisect_script
-from .result import BisectResult
+from dynascope.console import make_console
+from dynascope.debug.bisect import bisect_script
+from dynascope.debug.result import BisectResult
+from dynascope.scriptrun import check_script
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     check_script(args.script)
     if args.calls < 1:
-        from ..errors import ConfigError
+        from dynascope.errors import ConfigError
 
         raise ConfigError(f"--calls must be at least 1 (got {args.calls})")
     sys.path.insert(0, os.getcwd())  # module:attr backends next to the script's working directory

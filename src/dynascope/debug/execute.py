@@ -8,8 +8,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import Mismatch, compare
-from .stages import Stage, controlled_randomness
+from dynascope.debug.compare import Mismatch, compare
+from dynascope.debug.stages import Stage, controlled_randomness
 
 _DIGITS = re.compile(r"\d+")
 
@@ -57,7 +57,7 @@ def run(gm: Any, inputs: list, stage: Stage | None = None, backward: bool = True
             else:  # through torch.compile, as the program compiled it (not the backend called directly)
                 import torch
 
-                from .graphs import standalone
+                from dynascope.debug.graphs import standalone
 
                 outputs = torch.compile(standalone(gm), backend=stage.backend, fullgraph=True)(*args)
             grads = _grads(outputs, args, seed) if backward else None
@@ -69,7 +69,7 @@ def run(gm: Any, inputs: list, stage: Stage | None = None, backward: bool = True
 def _grads(outputs: Any, args: list, seed: int) -> list | None:
     import torch
 
-    from .compare import flatten
+    from dynascope.debug.compare import flatten
 
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     outs = [v for _, v in flatten(outputs) if isinstance(v, torch.Tensor) and v.requires_grad and v.is_floating_point()]

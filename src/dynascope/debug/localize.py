@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture.attribution import module_of, target_text, user_line
-from . import graphs
-from .compare import Mismatch, compare
-from .execute import Outcome, differs, run, same_error
-from .stages import Stage
+from dynascope.capture.attribution import module_of, target_text, user_line
+from dynascope.debug import graphs
+from dynascope.debug.compare import Mismatch, compare
+from dynascope.debug.execute import Outcome, differs, run, same_error
+from dynascope.debug.stages import Stage
 
 
 @dataclass

@@ -9,8 +9,8 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from .. import _torch
-from .stages import Stage
+from dynascope import _torch
+from dynascope.debug.stages import Stage
 
 
 def inductor_subsystem(gm: Any, inputs: list, fails: Callable[[Any, list, Stage], bool]) -> str | None:

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _torch
-from ..analyze.payoff import Sample, judge, sample
-from ..errors import ConfigError
+from dynascope import _torch
+from dynascope.analyze.payoff import Sample, judge, sample
+from dynascope.errors import ConfigError
 
 __all__ = ["EagerComparison", "compare_eager"]
 

@@ -44,9 +44,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import _torch
-from ..errors import DynascopeError, TorchVersionError
-from ..explain import records
+from dynascope import _torch
+from dynascope.errors import DynascopeError, TorchVersionError
+from dynascope.explain import records
 
 SCHEMA = "dynascope.compile_profile/1"
 
@@ -341,7 +341,7 @@ class CompileProfiler:
             self._notes.append(f"{exc} (no per-function or per-line tracing times)")
             self._rec = None
         if not _torch.metrics_record_recompile_reasons():
-            from ..explain.observer import Observer
+            from dynascope.explain.observer import Observer
 
             self._obs = Observer().start()  # its structured log is where this torch says why it recompiled
         return self

@@ -13,12 +13,12 @@ import sys
 
 import orjson
 
-from ..console import make_console, say, script_exit_status
-from ..errors import ConfigError
-from ..render._fmt import fmt_us
-from ..render._table import Column, FitTable, fit_table
-from ..scriptrun import trailing_options
-from .profile import CompileProfile
+from dynascope.console import make_console, say, script_exit_status
+from dynascope.debug.profile import CompileProfile
+from dynascope.errors import ConfigError
+from dynascope.render._fmt import fmt_us
+from dynascope.render._table import Column, FitTable, fit_table
+from dynascope.scriptrun import trailing_options
 
 USAGE = "dynascope compile-profile [--json OUT] [--pstats FILE] [--top N] script.py [script args]"
 _OURS = ("--json", "--pstats", "--top")
@@ -58,8 +58,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str]) -> int:
     ns, script_args = parse(argv)
-    from ..scriptrun import check_script, run_script
-    from .profile import CompileProfiler
+    from dynascope.debug.profile import CompileProfiler
+    from dynascope.scriptrun import check_script, run_script
 
     script = check_script(ns.script)
     prof = CompileProfiler(script=script).start()

@@ -16,10 +16,10 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from .. import _torch
-from .compare import flatten
-from .record import Recorder, RunRecord
-from .stages import BUILTIN_NAMES, Stage, controlled_randomness
+from dynascope import _torch
+from dynascope.debug.compare import flatten
+from dynascope.debug.record import Recorder, RunRecord
+from dynascope.debug.stages import BUILTIN_NAMES, Stage, controlled_randomness
 
 
 def _backward_for(values: Any, seed: int) -> bool:
@@ -165,7 +165,7 @@ class ScriptProgram:
     def run(self, stage: Stage | None) -> RunRecord:
         import torch
 
-        from ..scriptrun import run_script
+        from dynascope.scriptrun import run_script
 
         recorder = Recorder(stage) if stage is not None else None
         record = RunRecord()

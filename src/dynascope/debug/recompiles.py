@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import _torch
-from ..analyze.fixes import recompile_fix
-from ..errors import DynascopeError
-from ..explain import records
-from ..explain.api import explain_code, globals_for_code, resolve
-from ..explain.guards import user_line_of
-from ..explain.model import GuardGroup, RecompileFailure
+from dynascope import _torch
+from dynascope.analyze.fixes import recompile_fix
+from dynascope.errors import DynascopeError
+from dynascope.explain import records
+from dynascope.explain.api import explain_code, globals_for_code, resolve
+from dynascope.explain.guards import user_line_of
+from dynascope.explain.model import GuardGroup, RecompileFailure
 
 __all__ = ["RecompileError", "RecompileFact", "no_recompiles", "recompiles"]
 

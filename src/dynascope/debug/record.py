@@ -7,7 +7,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from .stages import Stage, compiler
+from dynascope.debug.stages import Stage, compiler
 
 
 @dataclass
@@ -36,8 +36,8 @@ class Recorder:
         self.__name__ = f"dynascope_bisect_{stage.name}"
 
     def __call__(self, gm: Any, example_inputs: list) -> Any:
-        from .. import _torch
-        from ..capture.attribution import graph_label
+        from dynascope import _torch
+        from dynascope.capture.attribution import graph_label
 
         entry = CapturedGraph(len(self.graphs), graph_label(gm),
                               _torch.current_compile_id(), copy.deepcopy(gm), snapshot(example_inputs))  # fmt: skip
@@ -58,7 +58,7 @@ class Recorder:
 
 def snapshot(args: Any) -> list:
     """Copies of a call's arguments that later runs cannot change (requires_grad and parameters kept)."""
-    from .execute import fresh
+    from dynascope.debug.execute import fresh
 
     return [fresh(value) for value in args]
 

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import _torch
-from . import graphs
-from .compare import TOLERANCES
-from .execute import differs, first_line, root_error, run, same_error
-from .localize import GraphVerdict, Op
-from .record import CapturedGraph
-from .stages import Stage, importable
+from dynascope import _torch
+from dynascope.debug import graphs
+from dynascope.debug.compare import TOLERANCES
+from dynascope.debug.execute import differs, first_line, root_error, run, same_error
+from dynascope.debug.localize import GraphVerdict, Op
+from dynascope.debug.record import CapturedGraph
+from dynascope.debug.stages import Stage, importable
 
 REPRO = "repro.py"
 INPUTS = "inputs.pt"
@@ -92,7 +92,7 @@ def _as_recorded(value: Any, node: Any, inputs: dict[str, Any]) -> Any:
     an intermediate requiring grad where it did in the real run."""
     import torch
 
-    from .execute import fresh
+    from dynascope.debug.execute import fresh
 
     if node.op == "placeholder" and node.name in inputs:
         return fresh(inputs[node.name])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .compare import TOLERANCES
-from .localize import Op
+from dynascope.debug.compare import TOLERANCES
+from dynascope.debug.localize import Op
 
 
 @dataclass

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from dynascope.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def _import(spec: str) -> Any:
 
 
 def _registered(name: str) -> str:
-    from .. import _torch
+    from dynascope import _torch
 
     try:
         _torch.lookup_backend(name)
@@ -124,7 +124,7 @@ def _registered(name: str) -> str:
 
 def compiler(stage: Stage) -> Any:
     """The stage's backend as a callable (gm, example_inputs) -> compiled."""
-    from .. import _torch
+    from dynascope import _torch
 
     return _torch.lookup_backend(stage.backend) if isinstance(stage.backend, str) else stage.backend
 
@@ -138,7 +138,7 @@ def controlled_randomness(seed: int = 0) -> Iterator[None]:
 
     import torch
 
-    from .. import _torch
+    from dynascope import _torch
 
     random.seed(seed)
     torch.manual_seed(seed)

@@ -23,9 +23,9 @@ import types
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .. import _torch
-from ..errors import ConfigError, DynascopeError, TorchVersionError
-from . import equivalence
+from dynascope import _torch
+from dynascope.debug import equivalence
+from dynascope.errors import ConfigError, DynascopeError, TorchVersionError
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _UUID = r"_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}"
@@ -188,7 +188,7 @@ def _decompiled(new_code: types.CodeType) -> str:
     Dynamo's frame evaluation copies the frame's local variables into the transformed code's frame by
     position, so the code installed must keep Dynamo's variable order: `if False: a = b = None` makes
     the compiler number those names first and compiles to nothing but a NOP."""
-    from ..explain.decompiler import decompile
+    from dynascope.explain.decompiler import decompile
 
     source = decompile(new_code)
     tree = ast.parse(source)
@@ -298,7 +298,7 @@ def _header(record: SteppedCode, code: types.CodeType) -> str:
 
 
 def _bytecode_comment(new_code: types.CodeType) -> str:
-    from ..explain.code import decompile_code
+    from dynascope.explain.code import decompile_code
 
     text, ok = decompile_code(new_code)
     if ok:

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from ..console import make_console, say, script_exit_status
-from ..scriptrun import check_script, run_script
-from .stepping import Stepping
+from dynascope.console import make_console, say, script_exit_status
+from dynascope.debug.stepping import Stepping
+from dynascope.scriptrun import check_script, run_script
 
 # Modules `step` walks through without stopping under `--pdb` and `breakpoint()`: torch's own Python
 # code (Dynamo's frame callback, guards, the graph call), dynascope's and the standard library's, so

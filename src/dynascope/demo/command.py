@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import runner
+from dynascope import runner
 
 
 def main(argv: list[str]) -> int:

@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from .._lazy import lazy_exports
+from dynascope._lazy import lazy_exports
 
 _EXPORTS = {
     "explain": "dynascope.explain.api",

@@ -13,14 +13,14 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _torch
-from ..errors import DynascopeError, TorchVersionError
-from ..trace import probes
-from . import records
-from .code import decompile_code, line_at_offset, source_with_marker
-from .guards import charge_to_user_frames, group_flat, group_guards
-from .model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
-from .session import SESSION
+from dynascope import _torch
+from dynascope.errors import DynascopeError, TorchVersionError
+from dynascope.explain import records
+from dynascope.explain.code import decompile_code, line_at_offset, source_with_marker
+from dynascope.explain.guards import charge_to_user_frames, group_flat, group_guards
+from dynascope.explain.model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
+from dynascope.explain.session import SESSION
+from dynascope.trace import probes
 
 MAX_DEPTH = 12
 _UUID_SUFFIX = re.compile(r"(__compiled_fn_\d+)_[0-9a-f]{8}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{4}_[0-9a-f]{12}\b")

@@ -14,10 +14,9 @@ import os
 import re
 import sys
 
-from ..console import make_console, print_lines, print_rule, say, script_exit_status
-from ..errors import ConfigError
-from ..scriptrun import trailing_options
-from .model import (
+from dynascope.console import make_console, print_lines, print_rule, say, script_exit_status
+from dynascope.errors import ConfigError
+from dynascope.explain.model import (
     CacheEntry,
     Explanation,
     Report,
@@ -26,6 +25,7 @@ from .model import (
     render_guards,
     render_observations,
 )
+from dynascope.scriptrun import trailing_options
 
 TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
 USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]  |  dynascope explain RUN_DIR"
@@ -70,14 +70,14 @@ def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str]) -> int:
     ns, script_args = _split_args(argv)
-    from ..scriptrun import check_script, run_script
-    from .observer import Observer
+    from dynascope.explain.observer import Observer
+    from dynascope.scriptrun import check_script, run_script
 
     script = check_script(ns.script)
     out_dir = None
     if ns.out:
         out_dir = os.path.abspath(ns.out)
-        from ..launch import rank_dir, this_rank
+        from dynascope.launch import rank_dir, this_rank
 
         rank = this_rank()
         if rank is not None:  # one explanation per rank: DIR/rank<R>/ (README "Many ranks")

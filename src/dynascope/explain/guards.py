@@ -11,8 +11,8 @@ import os
 import re
 from typing import Any
 
-from ..userframes import is_library_file
-from .model import Guard, GuardGroup, UserLine
+from dynascope.explain.model import Guard, GuardGroup, UserLine
+from dynascope.userframes import is_library_file
 
 GLOBAL_STATE = "global state"
 

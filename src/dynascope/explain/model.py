@@ -15,7 +15,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..userframes import library_text
+from dynascope.userframes import library_text
 
 SCHEMA = "dynascope.explanation/1"
 HEADING, NOTE, RESUME = "heading", "note", "resume"  # roles of report lines (Lines); dynascope.console styles them

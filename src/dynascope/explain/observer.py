@@ -21,13 +21,11 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-from .. import _torch
-from ..errors import DynascopeError, TorchVersionError
-from ..trace.spans import OpenSpans
-from ..userframes import first_user_frame, is_library_file
-from . import records
-from .api import explain_code, globals_for_code
-from .model import (
+from dynascope import _torch
+from dynascope.errors import DynascopeError, TorchVersionError
+from dynascope.explain import records
+from dynascope.explain.api import explain_code, globals_for_code
+from dynascope.explain.model import (
     CacheLimitHit,
     CompileTime,
     DdpSplit,
@@ -37,7 +35,9 @@ from .model import (
     Recompile,
     Report,
 )
-from .session import SESSION
+from dynascope.explain.session import SESSION
+from dynascope.trace.spans import OpenSpans
+from dynascope.userframes import first_user_frame, is_library_file
 
 
 class ObserverError(DynascopeError, RuntimeError):

@@ -9,11 +9,10 @@ import json
 import re
 from typing import Any
 
-from .. import _torch
-from ..userframes import first_user_frame
-from .code import excerpt
-from .guards import _strip_comment, readable_check
-from .model import (
+from dynascope import _torch
+from dynascope.explain.code import excerpt
+from dynascope.explain.guards import _strip_comment, readable_check
+from dynascope.explain.model import (
     CacheLimitHit,
     CompileTime,
     DdpBucket,
@@ -23,6 +22,7 @@ from .model import (
     Recompile,
     RecompileFailure,
 )
+from dynascope.userframes import first_user_frame
 
 _CID = re.compile(r"^\s*(?P<cid>\[?!?\d+/\d+(?:_\d+)?\]?):\s*(?P<rest>.*)$", re.S)
 _EXPECTED = re.compile(r"expected (?P<exp>[^,]+?), actual (?P<act>\S+?)\.?$")
@@ -129,7 +129,7 @@ def parse_failure(text: str) -> RecompileFailure:
         expected, actual = me.group("exp").strip(), me.group("act").strip()
     mt = _TENSOR_SUBJECT.search(check)
     if mt:
-        from .guards import readable_source
+        from dynascope.explain.guards import readable_source
 
         subject = readable_source(mt.group("src"))
         reason = check.replace(f"tensor '{mt.group('src')}'", f"tensor '{subject}'")
@@ -140,13 +140,13 @@ def parse_failure(text: str) -> RecompileFailure:
         reason = f"guard failed: {readable}"
         mq = re.match(r"^(?P<lhs>[\w.\[\]'\"]+) == (?P<rhs>.+)$", check)
         if mq:
-            from .guards import readable_source
+            from dynascope.explain.guards import readable_source
 
             subject, expected = readable_source(mq.group("lhs")), mq.group("rhs").strip()
         else:
             mi = re.search(r"\(([A-Za-z_][\w.\[\]']*), -?\d+\)", check)
             if mi:
-                from .guards import readable_source
+                from dynascope.explain.guards import readable_source
 
                 subject = readable_source(mi.group(1))
     return RecompileFailure(compile_id=cid, reason=reason, subject=subject, expected=expected, actual=actual)
@@ -287,7 +287,7 @@ def ddp_split(split: dict[str, Any], compile_id: str | None, graph: str | None, 
               file: str | None, line: int | None) -> DdpSplit:
     """_torch.ddp_split()'s description of DDPOptimizer's split -> DdpSplit (its pieces' layers named as the
     trace's graph records name them: capture/attribution.py ddp_split_fields)."""
-    from ..capture.attribution import ddp_split_fields
+    from dynascope.capture.attribution import ddp_split_fields
 
     count = int(split.get("count") or 0)
     buckets = []

@@ -13,7 +13,7 @@ Names resolve lazily, so importing this package costs nothing until one is used.
 
 from __future__ import annotations
 
-from .._lazy import lazy_exports
+from dynascope._lazy import lazy_exports
 
 _EXPORTS = {
     "render_summary": "dynascope.render.terminal",

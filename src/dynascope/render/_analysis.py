@@ -12,10 +12,10 @@ from typing import Any
 
 import polars as pl
 
-from ..analyze.summarize import summarize_files
-from ..analyze.summary import Summary
-from ..errors import ConfigError
-from ._fmt import TABLES
+from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.summary import Summary
+from dynascope.errors import ConfigError
+from dynascope.render._fmt import TABLES
 
 __all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 

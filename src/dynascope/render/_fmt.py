@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from ..analyze.summary import Summary
+from dynascope.analyze.summary import Summary
 
 
 @dataclass(frozen=True)

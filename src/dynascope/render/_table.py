@@ -17,8 +17,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from ..console import wrap_text
-from ._fmt import Col, FitCol, fit_widths, min_widths, table_width
+from dynascope.console import wrap_text
+from dynascope.render._fmt import Col, FitCol, fit_widths, min_widths, table_width
 
 NUMERIC_KINDS = ("id", "int", "us", "share", "ratio", "float", "bytes")
 

@@ -45,11 +45,11 @@ from typing import Any
 import orjson
 import polars as pl
 
-from ..analyze.comm import functional_collectives
-from ..analyze.grouped import read_file_grouped
-from ..analyze.paths import expand_paths
-from ..analyze.readinfo import ReadInfo
-from ..errors import DynascopeError
+from dynascope.analyze.comm import functional_collectives
+from dynascope.analyze.grouped import read_file_grouped
+from dynascope.analyze.paths import expand_paths
+from dynascope.analyze.readinfo import ReadInfo
+from dynascope.errors import DynascopeError
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .chrome import convert
+from dynascope.render.chrome import convert
 
 
 def default_output(first: Path) -> Path:

@@ -7,8 +7,8 @@ import sys
 
 import orjson
 
-from ._analysis import summarize_paths
-from .diff import diff_tables, diff_to_dict, render_diff
+from dynascope.render._analysis import summarize_paths
+from dynascope.render.diff import diff_tables, diff_to_dict, render_diff
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +36,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.buffer.write(orjson.dumps(diff_to_dict(tables, args.a, args.b), option=orjson.OPT_INDENT_2) + b"\n")
         sys.stdout.flush()
         return 0
-    from .terminal import make_console
+    from dynascope.render.terminal import make_console
 
     render_diff(tables, args.a, args.b, make_console(), top=args.top)
     return 0

@@ -15,10 +15,10 @@ import re
 import sys
 from pathlib import Path
 
-from ..analyze.summarize import EXPLANATION_FILE
-from ..errors import ConfigError
-from ..explain import command as run_and_explain
-from ..explain.model import Report
+from dynascope.analyze.summarize import EXPLANATION_FILE
+from dynascope.errors import ConfigError
+from dynascope.explain import command as run_and_explain
+from dynascope.explain.model import Report
 
 _RANK_DIR = re.compile(r"rank(\d+)")
 
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
 
 
 def _explain_saved(saved: Path) -> int:
-    from .html import compile_wall_us, load_explanation
+    from dynascope.render.html import compile_wall_us, load_explanation
 
     data = load_explanation(saved)
     if "schema" not in data and "explanations" not in data:
@@ -75,8 +75,8 @@ def _explain_saved(saved: Path) -> int:
     costs = _costs_by_compile_id(summary) if summary is not None else None
     run_and_explain.print_report(report, costs, compile_wall_us(summary) if summary is not None else None)
     if summary is not None:
-        from ..console import make_console
-        from .terminal import render_costs
+        from dynascope.console import make_console
+        from dynascope.render.terminal import render_costs
 
         render_costs(summary, make_console())
     else:
@@ -88,8 +88,8 @@ def _explain_saved(saved: Path) -> int:
 def _summary_beside(directory: Path, explanation: dict):
     """The run's summary from the traces beside the explanation; for a rank's folder of a job
     (OUT/rank<R>/), from that rank's traces in OUT (`<stem>-rank<R>-<pid>.pfw.gz`)."""
-    from ..analyze.paths import is_trace_file
-    from ._analysis import summarize_paths
+    from dynascope.analyze.paths import is_trace_file
+    from dynascope.render._analysis import summarize_paths
 
     traces = [p for p in directory.iterdir() if p.is_file() and is_trace_file(p)]
     if not traces and _RANK_DIR.fullmatch(directory.name):
@@ -103,7 +103,7 @@ def _summary_beside(directory: Path, explanation: dict):
 
 
 def _costs_by_compile_id(summary) -> dict[str, str]:
-    from ._fmt import fmt_share, fmt_us
+    from dynascope.render._fmt import fmt_share, fmt_us
 
     out: dict[str, str] = {}
     for r in summary.graph_breaks.iter_rows(named=True):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import orjson
 
-from ..errors import ConfigError
-from ._analysis import summarize_paths, summary_to_dict, write_csv
+from dynascope.errors import ConfigError
+from dynascope.render._analysis import summarize_paths, summary_to_dict, write_csv
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _eager_beside(traces: list[str]) -> Path | None:
     """The eager/ directory a `dynascope run --compare-eager` wrote, under a directory given or beside a trace."""
-    from ..analyze.paths import EAGER_DIR
+    from dynascope.analyze.paths import EAGER_DIR
 
     for raw in traces:
         p = Path(raw)
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1 (got {args.workers})")
-    from .html import find_compile_profile, find_explanation, load_explanation
+    from dynascope.render.html import find_compile_profile, find_explanation, load_explanation
 
     if args.explanation is not None and not args.explanation.is_file():
         raise ConfigError(
@@ -99,14 +99,14 @@ def main(argv: list[str]) -> int:
     if explanation is not None:
         explanation.pop("_beside", None)
     if args.explanation is None and len(summary.explanations) > 1:  # a job: every rank's explanation was read
-        from ..analyze.ranks import merged_explanation
+        from dynascope.analyze.ranks import merged_explanation
 
         explanation = merged_explanation(summary.explanations)
         source = f"ranks {', '.join(str(r) for r in summary.explanations)}"
     notes: list[str] = []
     eager = args.eager or _eager_beside(args.traces)
     if eager is not None:
-        from ..analyze.payoff import with_eager
+        from dynascope.analyze.payoff import with_eager
 
         summary = with_eager(summary, summarize_paths([eager], top=args.top))
         notes.append(f"compared with the eager run in {eager}")
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
         written = write_csv(summary, args.csv)
         notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")
     if args.html is not None:
-        from .html import write_html
+        from dynascope.render.html import write_html
 
         if args.compile_profile is not None and not args.compile_profile.is_file():
             raise ConfigError(
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
             print(note, file=sys.stderr)
         return 0
     if not args.quiet:
-        from .terminal import render_summary
+        from dynascope.render.terminal import render_summary
 
         render_summary(summary, top=args.top)
     for note in notes:

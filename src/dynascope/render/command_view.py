@@ -15,10 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..analyze.paths import expand_paths
-from ..errors import ConfigError
-from .chrome import convert
-from .command_convert import default_output
+from dynascope.analyze.paths import expand_paths
+from dynascope.errors import ConfigError
+from dynascope.render.chrome import convert
+from dynascope.render.command_convert import default_output
 
 HOW_TO_OPEN = "open it at https://ui.perfetto.dev (Open trace file) or in chrome://tracing (Load)"
 

@@ -16,11 +16,11 @@ import polars as pl
 from rich.console import Console
 from rich.text import Text
 
-from ..analyze.diff import diff_summaries
-from ..analyze.summary import Summary
-from ..console import Prose
-from ._fmt import fmt_int, fmt_ratio, fmt_us
-from ._table import Column, FitTable, fit_table
+from dynascope.analyze.diff import diff_summaries
+from dynascope.analyze.summary import Summary
+from dynascope.console import Prose
+from dynascope.render._fmt import fmt_int, fmt_ratio, fmt_us
+from dynascope.render._table import Column, FitTable, fit_table
 
 __all__ = ["diff_tables", "diff_to_dict", "render_diff"]
 

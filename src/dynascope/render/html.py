@@ -22,11 +22,10 @@ import orjson
 import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
-from ..analyze.summarize import EXPLANATION_FILE, find_beside
-from ..analyze.summary import Summary
-from ..explain.model import CompileTime, Report, compile_times_heading, with_wall_times
-from ..userframes import library_text
-from ._fmt import (
+from dynascope.analyze.summarize import EXPLANATION_FILE, find_beside
+from dynascope.analyze.summary import Summary
+from dynascope.explain.model import CompileTime, Report, compile_times_heading, with_wall_times
+from dynascope.render._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
     Col,
@@ -49,6 +48,7 @@ from ._fmt import (
     summary_top,
     table_rows,
 )
+from dynascope.userframes import library_text
 
 __all__ = [
     "COMPILE_PROFILE_FILE", "EXPLANATION_FILE", "find_compile_profile", "find_explanation", "load_compile_profile",
@@ -631,7 +631,7 @@ def _explanation_view(explanation: Report | dict | None, summary: Summary | None
 
 def _version() -> str:
     try:
-        from .. import __version__
+        from dynascope import __version__
 
         return __version__
     except Exception:  # noqa: BLE001  # pragma: no cover - a report without a version is still a report
@@ -797,7 +797,7 @@ def _ranks_view(summary: Summary) -> dict | None:
 def _comm_view(summary: Summary, limit: int = HTML_ROWS) -> dict | None:
     """The hang finding (shown first), the stragglers, the collectives joined across ranks and the clocks;
     None for a trace without collectives."""
-    from .terminal import comm_line, hang_text, straggler_lines
+    from dynascope.render.terminal import comm_line, hang_text, straggler_lines
 
     hangs = hang_text(summary)
     tables = {

@@ -20,10 +20,10 @@ from rich.measure import Measurement
 from rich.padding import Padding
 from rich.text import Text
 
-from ..analyze.stepstats import step_rows, step_stats
-from ..analyze.summary import Summary
-from ..console import PIPE_WIDTH, Prose, make_console
-from ._fmt import (
+from dynascope.analyze.stepstats import step_rows, step_stats
+from dynascope.analyze.summary import Summary
+from dynascope.console import PIPE_WIDTH, Prose, make_console
+from dynascope.render._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
     Col,
@@ -46,7 +46,7 @@ from ._fmt import (
     summary_top,
     table_rows,
 )
-from ._table import NUMERIC_KINDS, Column, FitTable, fit_table
+from dynascope.render._table import NUMERIC_KINDS, Column, FitTable, fit_table
 
 __all__ = [
     "StepTable", "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary",
@@ -657,7 +657,7 @@ def render_ranks(summary: Summary, console: Console) -> bool:
 def hang_text(summary: Summary) -> list[str]:
     """The hang finding, one line per collective ranks were stopped waiting in: who waits, since when, who
     never issued it and where it was instead."""
-    from ..analyze.comm import hang_lines
+    from dynascope.analyze.comm import hang_lines
 
     return [f"Hang: {line}" for line in hang_lines(summary.table("hangs"))]
 

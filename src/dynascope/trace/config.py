@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import ConfigError
+from dynascope.errors import ConfigError
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

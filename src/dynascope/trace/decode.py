@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from . import layout
-from .buffers import MARK
-from .hashing import hash16
-from .launches import GPU_CAT, DeviceRecord, LaunchIndex, by_thread, device_args, gpu_tid
-from .ops import TABLE
-from .probes import CALL_CAT, FRAME_CAT
+from dynascope.trace import layout
+from dynascope.trace.buffers import MARK
+from dynascope.trace.hashing import hash16
+from dynascope.trace.launches import GPU_CAT, DeviceRecord, LaunchIndex, by_thread, device_args, gpu_tid
+from dynascope.trace.ops import TABLE
+from dynascope.trace.probes import CALL_CAT, FRAME_CAT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
@@ -215,7 +215,9 @@ class Decoder:
 
     def _int_run(self, stream: ThreadStream, values: np.ndarray, hold_tail: bool, emit: Emit) -> None:
         """The lines of a run of graph calls (no MARKs in it), formatted by the compiled loop."""
-        from . import oplines  # numba: imported by the first session that writes, not by `import dynascope`
+        from dynascope.trace import (
+            oplines,  # numba: imported by the first session that writes, not by `import dynascope`
+        )
 
         graph_spec, op_base, n_ops = TABLE.arrays()
         for line in self.describe(-values[values < 0], stream.tid):
@@ -393,7 +395,7 @@ class Decoder:
 
     def close_regions(self, stream: ThreadStream, end_ns: int | None) -> list[bytes]:
         """Close regions still open at the end of the trace (an exception, Ctrl-C, finalize inside a step)."""
-        from .buffers import now_ns
+        from dynascope.trace.buffers import now_ns
 
         end = now_ns() if end_ns is None else end_ns
         return [self._region_line(stream, end) for _ in range(len(stream.regions))]

@@ -35,8 +35,8 @@ import threading
 import warnings
 from typing import Any
 
-from . import buffers
-from .buffers import emit, now_ns
+from dynascope.trace import buffers
+from dynascope.trace.buffers import emit, now_ns
 
 real_open: Any = _io.open  # the untouched open: dynascope's own files (the trace file) use it
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ops import TABLE
+from dynascope.trace.ops import TABLE
 
 GPU_CAT = "gpu"
 _GPU_TID_BASE = 1 << 40  # far above any OS thread id; Chrome export renumbers tracks anyway

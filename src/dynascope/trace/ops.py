@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from .hashing import hash16
+from dynascope.trace.hashing import hash16
 
 
 @dataclass(frozen=True)

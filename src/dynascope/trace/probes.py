@@ -19,7 +19,7 @@ from __future__ import annotations
 import types
 import weakref
 
-from .buffers import _state, now_ns
+from dynascope.trace.buffers import _state, now_ns
 
 FRAME_CAT = "dynamo.frame"  # a compiled frame's start or return (capture/frames.py)
 CALL_CAT = "dynamo.call"  # a compiled function's call begins or ends

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .buffers import emit, now_ns
+from dynascope.trace.buffers import emit, now_ns
 
 
 class region:

@@ -20,13 +20,13 @@ from typing import Any
 
 import orjson
 
-from .. import __version__
-from ..errors import SessionError
-from . import buffers, fileio
-from .config import TraceConfig, env
-from .decode import Decoder
-from .hashing import hash16
-from .writer import TraceWriter
+from dynascope import __version__
+from dynascope.errors import SessionError
+from dynascope.trace import buffers, fileio
+from dynascope.trace.config import TraceConfig, env
+from dynascope.trace.decode import Decoder
+from dynascope.trace.hashing import hash16
+from dynascope.trace.writer import TraceWriter
 
 DEFAULT_NAME = "dynascope"
 

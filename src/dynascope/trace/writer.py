@@ -17,9 +17,9 @@ from types import ModuleType
 
 import orjson
 
-from . import buffers
-from .decode import Decoder, ThreadStream
-from .launches import DeviceRecord, LaunchIndex
+from dynascope.trace import buffers
+from dynascope.trace.decode import Decoder, ThreadStream
+from dynascope.trace.launches import DeviceRecord, LaunchIndex
 
 _fast_zlib: ModuleType | None
 try:  # ISA-L's deflate: several times faster than zlib at a similar ratio, same gzip format
@@ -54,7 +54,7 @@ class TraceWriter:
     def _run(self) -> None:
         buffers.discard_this_thread()  # what this thread does (numba's cache files) is not the program's
         try:
-            from . import oplines
+            from dynascope.trace import oplines
 
             oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
         except Exception as exc:  # noqa: BLE001 - flushes will fail and say so too; the program goes on

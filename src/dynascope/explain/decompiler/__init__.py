@@ -14,10 +14,10 @@ import sys
 from types import CodeType
 from typing import Any
 
-from .fallback import dis_listing
-from .function import function_def
-from .opcodes import SUPPORTED_VERSIONS, VERSION
-from .values import DecompileError
+from dynascope.explain.decompiler.fallback import dis_listing
+from dynascope.explain.decompiler.function import function_def
+from dynascope.explain.decompiler.opcodes import SUPPORTED_VERSIONS, VERSION
+from dynascope.explain.decompiler.values import DecompileError
 
 __all__ = ["DecompileError", "decompile", "decompile_or_dis"]
 

@@ -6,8 +6,8 @@ import bisect
 from dataclasses import dataclass, field
 from types import CodeType
 
-from .copies import CopyMatcher
-from .opcodes import (
+from dynascope.explain.decompiler.copies import CopyMatcher
+from dynascope.explain.decompiler.opcodes import (
     BRANCHING,
     CONDITIONAL_JUMPS,
     JUMP_OPS,

@@ -6,7 +6,7 @@ import ast
 import copy
 from typing import TypeGuard
 
-from .values import DecompileError
+from dynascope.explain.decompiler.values import DecompileError
 
 APPEND = "__append__"
 

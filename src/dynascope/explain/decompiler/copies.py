@@ -11,7 +11,7 @@ reached the code after its copy.
 
 from __future__ import annotations
 
-from .opcodes import CONDITIONAL_JUMPS, Instr
+from dynascope.explain.decompiler.opcodes import CONDITIONAL_JUMPS, Instr
 
 MAX_PAIRS = 5_000
 OPPOSITE_JUMPS = {

@@ -12,9 +12,9 @@ import copy
 from collections.abc import Set
 from typing import Any, cast
 
-from .comprehension import from_statements
-from .machine import Frame
-from .nodes import (
+from dynascope.explain.decompiler.comprehension import from_statements
+from dynascope.explain.decompiler.machine import Frame
+from dynascope.explain.decompiler.nodes import (
     BINOPS,
     INPLACE_FUNCTIONS,
     NO_ARGUMENTS,
@@ -28,12 +28,12 @@ from .nodes import (
     names_read,
     same_target,
 )
-from .opcodes import FEATURES, Instr
-from .ops_calls import CallOps
-from .ops_containers import ContainerOps
-from .ops_expressions import ExpressionOps
-from .ops_match import PatternOps
-from .values import (
+from dynascope.explain.decompiler.opcodes import FEATURES, Instr
+from dynascope.explain.decompiler.ops_calls import CallOps
+from dynascope.explain.decompiler.ops_containers import ContainerOps
+from dynascope.explain.decompiler.ops_expressions import ExpressionOps
+from dynascope.explain.decompiler.ops_match import PatternOps
+from dynascope.explain.decompiler.values import (
     NULL,
     Accumulator,
     BuildClass,

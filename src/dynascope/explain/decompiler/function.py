@@ -11,13 +11,13 @@ import sys
 from types import CodeType
 from typing import Any
 
-from .cfg import ControlFlowGraph
-from .comprehension import Comprehension, from_statements
-from .executor import Frame
-from .nodes import const, name, same_scope_nodes
-from .readable import tidy
-from .structure import Structurer
-from .values import ClassValue, DecompileError, FunctionValue, Iter
+from dynascope.explain.decompiler.cfg import ControlFlowGraph
+from dynascope.explain.decompiler.comprehension import Comprehension, from_statements
+from dynascope.explain.decompiler.executor import Frame
+from dynascope.explain.decompiler.nodes import const, name, same_scope_nodes
+from dynascope.explain.decompiler.readable import tidy
+from dynascope.explain.decompiler.structure import Structurer
+from dynascope.explain.decompiler.values import ClassValue, DecompileError, FunctionValue, Iter
 
 CO_VARARGS, CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
 CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR = inspect.CO_GENERATOR, inspect.CO_COROUTINE, inspect.CO_ASYNC_GENERATOR

@@ -12,7 +12,7 @@ from collections.abc import Callable, Set
 from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from .values import Accumulator, ClassValue, FunctionValue, SymList
+from dynascope.explain.decompiler.values import Accumulator, ClassValue, FunctionValue, SymList
 
 # A nested code object rendered where it is used (function.render_nested): a def or class statement,
 # or a lambda or comprehension expression, as `how` (a name, "<lambda>" or the comprehension's Iter) says.

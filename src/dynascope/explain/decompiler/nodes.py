@@ -7,7 +7,7 @@ import sys
 from types import CodeType
 from typing import Any
 
-from .values import DecompileError, Inplace, Iter, LoopValue, SymList, Unpacked, is_marker
+from dynascope.explain.decompiler.values import DecompileError, Inplace, Iter, LoopValue, SymList, Unpacked, is_marker
 
 BINOPS = {
     "+": ast.Add, "-": ast.Sub, "*": ast.Mult, "/": ast.Div, "//": ast.FloorDiv, "%": ast.Mod,

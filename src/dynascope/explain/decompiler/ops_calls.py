@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import inspect
 
-from .machine import ExecutorBase
-from .nodes import const
-from .opcodes import FEATURES, VERSION
-from .values import (
+from dynascope.explain.decompiler.machine import ExecutorBase
+from dynascope.explain.decompiler.nodes import const
+from dynascope.explain.decompiler.opcodes import FEATURES, VERSION
+from dynascope.explain.decompiler.values import (
     NULL,
     BuildClass,
     ClassValue,

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 import ast
 
-from .machine import ExecutorBase
-from .nodes import as_tuple, const, const_slice, name
-from .values import Accumulator, DecompileError, LoopValue, SymList, Unpacked, UnpackGroup, is_marker
+from dynascope.explain.decompiler.machine import ExecutorBase
+from dynascope.explain.decompiler.nodes import as_tuple, const, const_slice, name
+from dynascope.explain.decompiler.values import (
+    Accumulator,
+    DecompileError,
+    LoopValue,
+    SymList,
+    Unpacked,
+    UnpackGroup,
+    is_marker,
+)
 
 
 class ContainerOps(ExecutorBase):

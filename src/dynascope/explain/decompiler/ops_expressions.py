@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from .machine import ExecutorBase
-from .nodes import BINOPS, COMPARES, UNARY, as_tuple, none_to_absent
-from .values import DecompileError, Inplace, SymList
+from dynascope.explain.decompiler.machine import ExecutorBase
+from dynascope.explain.decompiler.nodes import BINOPS, COMPARES, UNARY, as_tuple, none_to_absent
+from dynascope.explain.decompiler.values import DecompileError, Inplace, SymList
 
 
 class ExpressionOps(ExecutorBase):

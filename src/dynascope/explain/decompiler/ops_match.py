@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from .machine import ExecutorBase
-from .nodes import abc_attribute, call_named, const, name
-from .opcodes import FEATURES
-from .values import DecompileError
+from dynascope.explain.decompiler.machine import ExecutorBase
+from dynascope.explain.decompiler.nodes import abc_attribute, call_named, const, name
+from dynascope.explain.decompiler.opcodes import FEATURES
+from dynascope.explain.decompiler.values import DecompileError
 
 
 class PatternOps(ExecutorBase):

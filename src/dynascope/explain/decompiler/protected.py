@@ -12,13 +12,13 @@ import ast
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
-from .executor import BlockExecutor
-from .machine import Frame
-from .nodes import same_scope_nodes
-from .opcodes import FEATURES, Instr
-from .regions import ENDS, NOT_EXPRESSIBLE, Loop, Region, Walked, copy_stack
-from .values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
+from dynascope.explain.decompiler.cfg import Block, ControlFlowGraph, only_jumps, plain_return
+from dynascope.explain.decompiler.executor import BlockExecutor
+from dynascope.explain.decompiler.machine import Frame
+from dynascope.explain.decompiler.nodes import same_scope_nodes
+from dynascope.explain.decompiler.opcodes import FEATURES, Instr
+from dynascope.explain.decompiler.regions import ENDS, NOT_EXPRESSIBLE, Loop, Region, Walked, copy_stack
+from dynascope.explain.decompiler.values import CaughtException, DecompileError, ExcInfo, LastI, WithEnter, WithExit
 
 
 class ProtectedRegions:

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cfg import Block
-from .values import SymList
+from dynascope.explain.decompiler.cfg import Block
+from dynascope.explain.decompiler.values import SymList
 
 MAX_BLOCK_VISITS = 20_000
 # Region.early_exit's answer for a path out of try...finally it cannot express: the walk must stop

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import ast
 
-from .cfg import Block, ControlFlowGraph, only_jumps, plain_return
-from .comprehension import from_statements
-from .executor import BlockExecutor, Frame
-from .nodes import const, name
-from .opcodes import CONDITIONAL_JUMPS as CONDITIONAL
-from .opcodes import FEATURES, Instr
-from .protected import ProtectedRegions
-from .regions import ENDS, MAX_BLOCK_VISITS, NOT_EXPRESSIBLE, Loop, NotAnExpression, Region, Walked, copy_stack
-from .values import Accumulator, DecompileError, Iter, LoopValue, Null, SymList
+from dynascope.explain.decompiler.cfg import Block, ControlFlowGraph, only_jumps, plain_return
+from dynascope.explain.decompiler.comprehension import from_statements
+from dynascope.explain.decompiler.executor import BlockExecutor, Frame
+from dynascope.explain.decompiler.nodes import const, name
+from dynascope.explain.decompiler.opcodes import CONDITIONAL_JUMPS as CONDITIONAL
+from dynascope.explain.decompiler.opcodes import FEATURES, Instr
+from dynascope.explain.decompiler.protected import ProtectedRegions
+from dynascope.explain.decompiler.regions import (
+    ENDS,
+    MAX_BLOCK_VISITS,
+    NOT_EXPRESSIBLE,
+    Loop,
+    NotAnExpression,
+    Region,
+    Walked,
+    copy_stack,
+)
+from dynascope.explain.decompiler.values import Accumulator, DecompileError, Iter, LoopValue, Null, SymList
 
 
 class Structurer(ProtectedRegions):
