@@ -19,7 +19,7 @@ Each variant is timed from the call that reads and summarises: the child's impor
 the compiled scanner come first and are reported apart as `startup_s` (about half a second; CPU time
 covers the whole child).
 
-The fast path's byte scanner (analyze/_scan.py) is compiled by numba on its first use on a machine and
+The fast path's byte scanner (analyze/read/_scan.py) is compiled by numba on its first use on a machine and
 cached in __pycache__; a child process warms that cache before the measured variants (reported as the
 "scanner compile" time: seconds when the cache was cold, well under one when warm), so every variant reports
 steady-state numbers.
@@ -201,15 +201,15 @@ def _variant_baseline(paths: list[str]) -> dict:
 
 
 def _variant_files(paths: list[str]) -> dict:
-    from dynascope.analyze.summarize import summarize_files
+    from dynascope.analyze.pipeline import summarize_files
 
     s = summarize_files(paths)
     return {"events": s.meta["events"], "ops": s.meta["ops"]}
 
 
 def _variant_frame(paths: list[str]) -> dict:
-    from dynascope.analyze.reader import read_trace
-    from dynascope.analyze.summarize import SUMMARY_COLUMNS, summarize
+    from dynascope.analyze.pipeline import SUMMARY_COLUMNS, summarize
+    from dynascope.analyze.read.reader import read_trace
 
     frame = read_trace(paths, columns=SUMMARY_COLUMNS)
     s = summarize(frame)
@@ -217,14 +217,14 @@ def _variant_frame(paths: list[str]) -> dict:
 
 
 def _variant_dask(paths: list[str], workers: int) -> dict:
-    from dynascope.analyze.summarize import summarize_files
+    from dynascope.analyze.pipeline import summarize_files
 
     s = summarize_files(paths, workers=workers)
     return {"events": s.meta["events"], "ops": s.meta["ops"]}
 
 
 def _warm_scanner() -> None:
-    from dynascope.analyze import _scan
+    from dynascope.analyze.read import _scan
 
     _scan.warm_up()
 
@@ -246,8 +246,6 @@ def _child_main(argv: list[str]) -> int:
     warnings.simplefilter("ignore")
     started = time.perf_counter()
     if variant != "baseline":  # imports and loading the compiled scanner: timed apart, as startup
-        import dynascope.analyze.reader
-        import dynascope.analyze.summarize  # noqa: F401
 
         _warm_scanner()
     t0 = time.perf_counter()
@@ -330,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import importlib
 
-            inflater = importlib.import_module("dynascope.analyze._inflate").backend_name()
+            inflater = importlib.import_module("dynascope.analyze.read._inflate").backend_name()
         except Exception:  # noqa: BLE001
             inflater = "?"
         warm = _run_child("warm", listfile)

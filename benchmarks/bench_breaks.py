@@ -169,7 +169,7 @@ def measure_join(args, workdir: str) -> list[dict]:
     case), and a trace of op events with a graph-broken call every 40 ops."""
     from dynascope.analyze import breaks
     from dynascope.analyze.partial import SUMMARY_COLUMNS
-    from dynascope.analyze.reader import read_file
+    from dynascope.analyze.read.reader import read_file
 
     rows = []
     for label, ops in (("graph calls and probes only", 0), ("20 op events a graph call", 20)):

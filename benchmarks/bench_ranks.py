@@ -233,7 +233,7 @@ def _child(variant: str, directory: str) -> int:
     import warnings
 
     warnings.simplefilter("ignore")
-    from dynascope.analyze.summarize import summarize_files
+    from dynascope.analyze.pipeline import summarize_files
 
     paths = sorted(str(p) for p in Path(directory).glob("*.pfw.gz"))
     t0 = time.perf_counter()

@@ -808,7 +808,7 @@ def refused_recompile(exc: BaseException) -> dict[str, Any] | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Compile profile (debug/profile.py): Dynamo's per-instruction tracing step, the end of a traced
+# Compile profile (debug/compile_profile.py): Dynamo's per-instruction tracing step, the end of a traced
 # graph, guard building. Checked on 2.5.1, 2.8.0, 2.13.0 and 2.15.0.
 # ---------------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import importlib.util
 import warnings
 from pathlib import Path
 
-from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.pipeline import summarize_files
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ranks.py"
 

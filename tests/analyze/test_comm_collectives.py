@@ -8,8 +8,8 @@ import pytest
 from comm_synth import bench_ranks, job
 
 from dynascope.analyze import comm
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.stepparts import PART_COLUMNS
-from dynascope.analyze.summarize import summarize_files
 
 STEPS, BUCKETS = 5, 4
 

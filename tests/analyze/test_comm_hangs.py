@@ -35,7 +35,7 @@ def test_a_ranks_dataloader_worker_does_not_stand_for_it(tmp_path):
     paths, _ = bench_ranks().write_job(tmp_path, 2, 5, hang=(2, 1))
     worker = tmp_path / "train-rank1-20001.pfw.gz"
     bench_ranks().write_rank_trace(worker, 1, 2, [], pid=20_001, cut="end")
-    from dynascope.analyze.summarize import summarize_files
+    from dynascope.analyze.pipeline import summarize_files
 
     s = summarize_files([str(p) for p in [*paths, worker]])
     never = s.hangs.filter(pl.col("state") == "never issued").row(0, named=True)
@@ -67,7 +67,7 @@ def test_a_trace_that_began_late_is_no_hang(tmp_path):
     kept = [ln for ln in text if not ('"cat":"comm"' in ln and any(e in ln for e in early))]
     assert len(kept) == len(text) - 8  # four markers and four completions
     paths[1].write_bytes(gzip.compress("".join(kept).encode()))
-    from dynascope.analyze.summarize import summarize_files
+    from dynascope.analyze.pipeline import summarize_files
 
     s = summarize_files([str(p) for p in paths])
     assert s.collectives.filter(pl.col("seq") < 4).get_column("ranks").to_list() == [1] * 4

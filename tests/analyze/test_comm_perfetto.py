@@ -48,7 +48,7 @@ def test_perfetto_binds_each_collective_across_ranks(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
     from render_cdp import HeadlessChromium, find_chromium
 
-    from dynascope.render.command_view import find_viewer
+    from dynascope.cli.view import find_viewer
 
     if find_chromium() is None or find_viewer() is None:
         pytest.skip("needs chromium on PATH and vizviewer (the `view` extra)")

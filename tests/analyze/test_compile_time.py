@@ -12,9 +12,9 @@ import pytest
 import synth
 
 from dynascope.analyze.partial import charge_compile_time
-from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.explain.model import CompileTime, compile_times_heading, observation_lines, with_wall_times
-from dynascope.explain.records import apply_phases
+from dynascope.explain.torch_records import apply_phases
 
 
 def _brute(starts, ends, ids):

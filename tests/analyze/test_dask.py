@@ -9,8 +9,8 @@ pytest.importorskip("distributed")
 
 from test_summarize import assert_same
 
-from dynascope.analyze.reader import read_trace
-from dynascope.analyze.summarize import summarize, summarize_files
+from dynascope.analyze.pipeline import summarize, summarize_files
+from dynascope.analyze.read.reader import read_trace
 
 
 def test_dask_local_cluster_equals_single_machine(tmp_path):

@@ -1,4 +1,4 @@
-"""The fast path (analyze/fastpath.py, its scanner analyze/_scan.py) gives exactly the general reader's summaries.
+"""The fast path (analyze/fastpath.py, its scanner analyze/read/_scan.py) gives exactly the general reader's summaries.
 
 Traces are written line by line in the writer's exact layout (trace/layout.py): graph calls
 naming their OH record, op events that refer to attribution through their graph call
@@ -17,10 +17,11 @@ import pytest
 from polars.testing import assert_frame_equal
 from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
 
-import dynascope.analyze.lines as _lines
 import dynascope.analyze.partial as P
-import dynascope.analyze.summarize as S
-from dynascope.analyze import _inflate, _scan, fastpath
+import dynascope.analyze.pipeline as S
+import dynascope.analyze.read.lines as _lines
+from dynascope.analyze import fastpath
+from dynascope.analyze.read import _inflate, _scan
 
 TABLES = ["by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_file"]
 

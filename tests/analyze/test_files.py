@@ -9,12 +9,13 @@ import step_trace as st
 from polars.testing import assert_frame_equal
 from trace_fixtures import GEN_A
 
-import dynascope.analyze.lines as _lines
 import dynascope.analyze.partial as P
-from dynascope.analyze import _inflate, fastpath
+import dynascope.analyze.read.lines as _lines
+from dynascope.analyze import fastpath
 from dynascope.analyze.files import BY_FILE_COLUMNS, file_table
-from dynascope.analyze.reader import read_trace
-from dynascope.analyze.summarize import finish, merge, summarize, summarize_files
+from dynascope.analyze.pipeline import finish, merge, summarize, summarize_files
+from dynascope.analyze.read import _inflate
+from dynascope.analyze.read.reader import read_trace
 
 
 def _summary(paths):

@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 import dynascope
 import dynascope.analyze.partial as P
-from dynascope.analyze.summarize import finish, merge, summarize_files
+from dynascope.analyze.pipeline import finish, merge, summarize_files
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the run needs torch")
 

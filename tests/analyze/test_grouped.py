@@ -1,4 +1,4 @@
-"""Reading a file as events and groups (analyze/grouped.py, what the converter writes from) gives the
+"""Reading a file as events and groups (analyze/read/grouped.py, what the converter writes from) gives the
 same rows and values as reading it whole (`read_file`), on every file of the shared fixture set and on
 a multi-chunk trace read through the fast path."""
 
@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from trace_fixtures import CASE_IDS, CASES, ours, write_case
 
-from dynascope.analyze import lines, reader
-from dynascope.analyze.grouped import read_file_grouped
-from dynascope.analyze.reader import read_file
+from dynascope.analyze.read import lines, reader
+from dynascope.analyze.read.grouped import read_file_grouped
+from dynascope.analyze.read.reader import read_file
 
 PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level")
 

@@ -11,7 +11,7 @@ import step_trace as st
 from test_ranks_steps import ranked
 
 from dynascope.analyze import ranks as R
-from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.render.terminal import summary_text
 
 

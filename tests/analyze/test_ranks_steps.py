@@ -10,7 +10,7 @@ import warnings
 import polars as pl
 import step_trace as st
 
-from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.render.terminal import summary_text
 
 STEPS = 6

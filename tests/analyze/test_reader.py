@@ -12,7 +12,7 @@ import pytest
 import synth
 from trace_fixtures import CASE_IDS, CASES, GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER, begin_end_events, write_case
 
-from dynascope.analyze.reader import TraceWarning, read_trace, read_trace_with_info
+from dynascope.analyze.read.reader import TraceWarning, read_trace, read_trace_with_info
 from dynascope.errors import DynascopeError, TraceFormatError
 
 
@@ -294,7 +294,7 @@ def test_pretty_printed_array_and_directory_with_other_json(tmp_path):
 
 @pytest.mark.parametrize("where", ["start", "end", "middle", "spread"])
 def test_lines_at_finds_the_misfit_lines(where):
-    from dynascope.analyze.templates import lines_at
+    from dynascope.analyze.read.line_shapes import lines_at
 
     n = 5000
     lines = [b'{"i":%d}' % i for i in range(n)]
@@ -306,8 +306,8 @@ def test_lines_at_finds_the_misfit_lines(where):
 
 
 def test_shapes_are_learned_again_when_a_file_changes(tmp_path, monkeypatch):
-    from dynascope.analyze import lines, reader
-    from dynascope.analyze.templates import LineTemplates
+    from dynascope.analyze.read import lines, reader
+    from dynascope.analyze.read.line_shapes import LineTemplates
 
     monkeypatch.setattr(lines, "CHUNK_BYTES", 64 << 10)
     monkeypatch.setattr(reader, "FAST_MIN_LINES", 100)

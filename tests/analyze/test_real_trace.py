@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 from test_summarize import assert_same  # noqa: E402
 
 import dynascope  # noqa: E402
-from dynascope.analyze.reader import read_trace  # noqa: E402
-from dynascope.analyze.summarize import summarize, summarize_files  # noqa: E402
+from dynascope.analyze.pipeline import summarize, summarize_files  # noqa: E402
+from dynascope.analyze.read.reader import read_trace  # noqa: E402
 
 
 class _MLP(torch.nn.Module):

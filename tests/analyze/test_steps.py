@@ -11,12 +11,13 @@ import step_trace as st
 import synth
 from polars.testing import assert_frame_equal
 
-import dynascope.analyze.lines as _lines
 import dynascope.analyze.partial as P
-from dynascope.analyze import _inflate, fastpath
-from dynascope.analyze.reader import read_trace
+import dynascope.analyze.read.lines as _lines
+from dynascope.analyze import fastpath
+from dynascope.analyze.pipeline import finish, merge, summarize, summarize_files
+from dynascope.analyze.read import _inflate
+from dynascope.analyze.read.reader import read_trace
 from dynascope.analyze.stepparts import PART_COLUMNS
-from dynascope.analyze.summarize import finish, merge, summarize, summarize_files
 
 TABLES = [
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "step_stats",

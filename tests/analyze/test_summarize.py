@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 import synth
 
-from dynascope.analyze.diff import diff_summaries
-from dynascope.analyze.reader import TraceWarning, read_trace, read_trace_with_info
-from dynascope.analyze.summarize import file_partial, finish, merge, summarize, summarize_files
+from dynascope.analyze.pipeline import file_partial, finish, merge, summarize, summarize_files
+from dynascope.analyze.read.reader import TraceWarning, read_trace, read_trace_with_info
+from dynascope.analyze.summary_diff import diff_summaries
 
 TABLES = ("by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops")
 
@@ -265,7 +265,7 @@ def test_innermost_segments_disjoint_and_nested_agree_with_brute_force():
 def test_count_in_segments_agrees_with_binary_search_in_any_op_order():
     import random
 
-    from dynascope.analyze._scan import count_in_segments
+    from dynascope.analyze.read._scan import count_in_segments
 
     rnd = random.Random(7)
     bounds = np.array(sorted(rnd.sample(range(400), 40)), dtype=np.int64)

@@ -288,8 +288,8 @@ def test_extern_and_fallback_kernels_take_their_own_ops_layer(tmp_path, cache_di
 
 
 def test_kernel_table_layer_table_and_both_readers_agree(tail_run):
-    from dynascope.analyze.reader import read_trace_with_info
-    from dynascope.analyze.summarize import summarize, summarize_files
+    from dynascope.analyze.pipeline import summarize, summarize_files
+    from dynascope.analyze.read.reader import read_trace_with_info
 
     summary = summarize_files([tail_run.path])
     kernels = summary.by_kernel

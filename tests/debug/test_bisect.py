@@ -236,8 +236,8 @@ def test_stages_can_be_limited_to_skip_one_known_to_be_broken(capsys):
 
 
 def test_the_compilations_of_the_inductor_narrowing_are_counted(tmp_path, monkeypatch):
-    from dynascope.debug import bisect as bisect_module
-    from dynascope.debug.stages import resolve
+    from dynascope.debug.bisect import search as bisect_module
+    from dynascope.debug.bisect.stages import resolve
 
     def narrowing(tries):
         def narrow(gm, inputs, fails):

@@ -16,7 +16,7 @@ import torch
 import dynascope
 from dynascope import _torch
 from dynascope.cli import main as cli_main
-from dynascope.debug.profile import ProfileError
+from dynascope.debug.compile_profile import ProfileError
 
 FILE = os.path.abspath(planted.__file__)
 

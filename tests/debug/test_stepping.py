@@ -25,8 +25,8 @@ import explain_helpers as helpers  # noqa: E402
 import test_decompile_dynamo as dyn  # noqa: E402
 
 import dynascope  # noqa: E402
-from dynascope.debug import equivalence  # noqa: E402
 from dynascope.debug.stepping import Stepping, _compile_function, _decompiled  # noqa: E402
+from dynascope.decompiler import equivalence  # noqa: E402
 
 SRC = os.path.join(HERE, "..", "..", "src")
 VERIFIED = equivalence.VERSION in equivalence.VERIFIED
@@ -397,5 +397,5 @@ def test_cli_debug_keeps_a_breakpoint_line_added_to_the_file_and_steps_into_resu
 def test_cli_lists_debug():
     from dynascope.cli import COMMANDS
 
-    assert COMMANDS["debug"][0] == "dynascope.debug.stepping_command"
+    assert COMMANDS["debug"][0] == "dynascope.cli.debug"
     assert dynascope.stepping is not None

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynascope.explain.decompiler import decompile_or_dis
+from dynascope.decompiler import decompile_or_dis
 
 CALL_TIMEOUT_S = 5.0
 SAMPLES: list[Sample] = []

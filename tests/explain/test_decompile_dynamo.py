@@ -21,7 +21,7 @@ from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print brea
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  (tests may use private API)
 
 from dynascope import _torch  # noqa: E402
-from dynascope.explain.decompiler import decompile, decompile_or_dis  # noqa: E402
+from dynascope.decompiler import decompile, decompile_or_dis  # noqa: E402
 
 
 def returns_forward(gm, example_inputs):

@@ -15,8 +15,8 @@ from pathlib import Path
 import probe_corpus as probe
 import pytest
 
+from dynascope.decompiler import DecompileError, decompile, decompile_or_dis
 from dynascope.errors import DynascopeError
-from dynascope.explain.decompiler import DecompileError, decompile, decompile_or_dis
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROBE_CORPUS = Path(__file__).resolve().parent / "probe_corpus.py"

@@ -1,7 +1,7 @@
 """Readable guard text from torch 2.13's guard strings (recorded), no compile needed."""
 
 from dynascope.explain.guards import group_guards, readable_check, readable_source
-from dynascope.explain.records import graph_break, parse_failure, split_reasons
+from dynascope.explain.torch_records import graph_break, parse_failure, split_reasons
 
 
 def test_readable_sources():

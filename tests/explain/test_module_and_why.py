@@ -139,9 +139,9 @@ def test_decompiler_failure_falls_back_to_dis(monkeypatch):
     import sys
     import types
 
-    fake = types.ModuleType("dynascope.explain.decompiler")
+    fake = types.ModuleType("dynascope.decompiler")
     fake.decompile_or_dis = boom
-    monkeypatch.setitem(sys.modules, "dynascope.explain.decompiler", fake)
+    monkeypatch.setitem(sys.modules, "dynascope.decompiler", fake)
     opt = torch.compile(toy_example, backend="eager")
     opt(torch.randn(10), torch.randn(10))
     view = explain(opt).cache_entries[0].code

@@ -20,8 +20,8 @@ import polars as pl
 import pytest
 
 from dynascope.analyze.comm import hang_lines
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.stepparts import PART_COLUMNS
-from dynascope.analyze.summarize import summarize_files
 from dynascope.render.chrome import convert
 
 from .launch import BIN, program, ranks_env, torchrun

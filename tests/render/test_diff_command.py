@@ -8,12 +8,12 @@ import polars as pl
 import pytest
 from render_fixtures import build_trace, make_summary
 
+from dynascope.cli import diff as command_diff
 from dynascope.cli import main as cli_main
-from dynascope.render import command_diff
-from dynascope.render.diff import diff_tables, render_diff
+from dynascope.render.diff_tables import diff_tables, render_diff
 from dynascope.render.terminal import make_console
 
-HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.summarize") is not None
+HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.pipeline") is not None
 
 
 def after_change():
@@ -76,7 +76,7 @@ def test_cli_diff_json(monkeypatch, tmp_path, capsys):
     assert "Ops (largest 1 of 5 changes)" in out
 
 
-@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.summarize has not landed yet")
+@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")
 def test_cli_diff_real_traces(tmp_path, capsys):
     a = build_trace(steps=2).write(tmp_path / "a-1.pfw.gz")
     b = build_trace(steps=4).write(tmp_path / "b-1.pfw.gz")

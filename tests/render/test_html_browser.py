@@ -91,7 +91,7 @@ def test_click_sorts_table(loaded_page):
     assert page.console_errors == []
 
 
-@pytest.mark.skipif(importlib.util.find_spec("dynascope.analyze.summarize") is None, reason="analysis has not landed")
+@pytest.mark.skipif(importlib.util.find_spec("dynascope.analyze.pipeline") is None, reason="analysis has not landed")
 def test_report_from_a_real_trace_via_cli(browser, tmp_path):
     """trace file → `dynascope report --html` (reader, summarize, explanation beside it) → Chromium."""
     trace = build_trace(steps=3).write(tmp_path / "train-4242.pfw.gz")

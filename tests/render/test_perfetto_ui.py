@@ -18,7 +18,7 @@ import pytest
 from render_cdp import HeadlessChromium, find_chromium
 from render_fixtures import build_trace
 
-from dynascope.render.command_view import find_viewer
+from dynascope.cli.view import find_viewer
 
 pytestmark = [
     pytest.mark.slow,

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from trace_fixtures import CASE_IDS, CASES, write_case
 
-from dynascope.analyze.reader import read_trace_with_info
+from dynascope.analyze.read.reader import read_trace_with_info
 from dynascope.render._analysis import summarize_paths
 from dynascope.render.chrome import convert
 

@@ -2,7 +2,7 @@
 
 The first group stubs the analysis boundary with a Summary of known numbers (render behaviour: JSON,
 CSV, HTML, terminal); the second runs the real reader and summarize on a synthetic trace and is skipped
-until analysis provides `dynascope.analyze.summarize`.
+until analysis provides `dynascope.analyze.pipeline`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import pytest
 from render_fixtures import EVIL, make_explanation, make_summary
 
 from dynascope.cli import main as cli_main
-from dynascope.render import command_report
+from dynascope.cli import report as command_report
 
-HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.summarize") is not None
+HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.pipeline") is not None
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_bad_options_are_one_line_errors(stub, trace_file, tmp_path, capsys):
         cli_main(["report", str(trace_file), "--workers", "2", "--scheduler", "x"])
 
 
-@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.summarize has not landed yet")
+@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")
 def test_end_to_end_real_analysis(trace_file, tmp_path, capsys):
     out = tmp_path / "r.html"
     assert cli_main(["report", str(trace_file), "--json", "--html", str(out)]) == 0
@@ -109,7 +109,7 @@ def test_end_to_end_real_analysis(trace_file, tmp_path, capsys):
     assert "function.addmm.default" in html and "alert('x')</script>" not in html
 
 
-@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.summarize has not landed yet")
+@pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")
 def test_piped_subprocess_output_is_plain_and_wide(trace_file):
     import subprocess
     import sys
@@ -126,7 +126,7 @@ def test_piped_subprocess_output_is_plain_and_wide(trace_file):
 def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
     from render_fixtures import build_trace
 
-    from dynascope.analyze.paths import expand_paths
+    from dynascope.analyze.read.paths import expand_paths
     from dynascope.errors import TraceFormatError
 
     run = tmp_path / "run"

@@ -92,8 +92,8 @@ def test_render_never_imports_torch():
 
     code = (
         "import sys, dynascope.render.html, dynascope.render.chrome, dynascope.render.terminal, "
-        "dynascope.render.diff, dynascope.render.command_report, dynascope.render.command_convert, "
-        "dynascope.render.command_view, dynascope.render.command_diff; print('torch' in sys.modules)"
+        "dynascope.render.diff_tables, dynascope.cli.report, dynascope.cli.convert, "
+        "dynascope.cli.view, dynascope.cli.diff; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from dynascope.cli import main as cli_main
-from dynascope.render import command_view
+from dynascope.cli import view as command_view
 
 
 def test_print_converts_and_says_how_to_open(trace_file, capsys):

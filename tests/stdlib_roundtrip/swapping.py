@@ -15,7 +15,7 @@ import sys
 import types
 from pathlib import Path
 
-from dynascope.explain.decompiler import DecompileError, decompile
+from dynascope.decompiler import DecompileError, decompile
 
 FUTURE_FLAGS = functools.reduce(operator.or_, (getattr(__future__, f).compiler_flag for f in __future__.all_feature_names))
 SOURCE_DIR = "STDLIB_ROUNDTRIP_SOURCES"  # environment variable: where decompiled sources are written

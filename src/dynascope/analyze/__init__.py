@@ -18,14 +18,14 @@ from __future__ import annotations
 from dynascope._lazy import lazy_exports
 
 _EXPORTS = {
-    "read_trace": "dynascope.analyze.reader",
-    "read_trace_with_info": "dynascope.analyze.reader",
-    "ReadInfo": "dynascope.analyze.readinfo",
-    "TraceWarning": "dynascope.analyze.readinfo",
-    "summarize": "dynascope.analyze.summarize",
-    "summarize_files": "dynascope.analyze.summarize",
+    "read_trace": "dynascope.analyze.read.reader",
+    "read_trace_with_info": "dynascope.analyze.read.reader",
+    "ReadInfo": "dynascope.analyze.read.readinfo",
+    "TraceWarning": "dynascope.analyze.read.readinfo",
+    "summarize": "dynascope.analyze.pipeline",
+    "summarize_files": "dynascope.analyze.pipeline",
     "Summary": "dynascope.analyze.summary",
-    "diff_summaries": "dynascope.analyze.diff",
+    "diff_summaries": "dynascope.analyze.summary_diff",
 }
 
 __all__ = list(_EXPORTS)

@@ -33,7 +33,7 @@ from collections import defaultdict
 import numpy as np
 import polars as pl
 
-from dynascope.analyze.columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
+from dynascope.analyze.read.columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
 
 __all__ = ["BREAK_KEYS", "CALL_KEYS", "ENTRY_KEYS", "FRAME_COLUMNS", "SCHEMAS", "frame_tables"]
 

@@ -48,7 +48,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from dynascope.analyze.columns import (
+from dynascope.analyze.read.columns import (
     AUTOGRAD_CAT,
     COMPILE_CAT,
     DATA_CAT,
@@ -158,7 +158,9 @@ def _functional_rows(hist: pl.DataFrame | None) -> pl.DataFrame:
     files = hist.filter(names.str.contains(FUNCTIONAL_OP).fill_null(False)).get_column("trace_file")
     out = []
     for path in files.cast(pl.String).drop_nulls().unique().sort().to_list():
-        from dynascope.analyze.reader import read_file  # here: the reader imports the partial that imports this module
+        from dynascope.analyze.read.reader import (
+            read_file,  # here: the reader imports the partial that imports this module
+        )
 
         try:
             rows, _ = read_file(path, columns=_FUNCTIONAL_COLUMNS)

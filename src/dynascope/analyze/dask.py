@@ -15,8 +15,8 @@ import warnings
 from dynascope.analyze.fastpath import file_partial
 from dynascope.analyze.finish import finish
 from dynascope.analyze.partial import merge
-from dynascope.analyze.paths import expand_paths
-from dynascope.analyze.readinfo import TraceWarning
+from dynascope.analyze.read.paths import expand_paths
+from dynascope.analyze.read.readinfo import TraceWarning
 from dynascope.analyze.summary import Summary
 from dynascope.errors import ConfigError
 

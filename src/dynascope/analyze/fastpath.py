@@ -25,11 +25,11 @@ import numpy as np
 import orjson
 import polars as pl
 
-from dynascope.analyze import _inflate, _scan
-from dynascope.analyze import lines as _lines
 from dynascope.analyze.partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
-from dynascope.analyze.reader import FileReader
-from dynascope.analyze.readinfo import FileLog, ReadInfo
+from dynascope.analyze.read import _inflate, _scan
+from dynascope.analyze.read import lines as _lines
+from dynascope.analyze.read.reader import FileReader
+from dynascope.analyze.read.readinfo import FileLog, ReadInfo
 
 __all__ = ["FastRead", "file_partial", "read_fast"]
 

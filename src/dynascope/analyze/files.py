@@ -31,7 +31,7 @@ import os
 import numpy as np
 import polars as pl
 
-from dynascope.analyze.columns import COMPILE_CAT, DATA_CAT, POSIX_CAT, TORCH_IO_CAT
+from dynascope.analyze.read.columns import COMPILE_CAT, DATA_CAT, POSIX_CAT, TORCH_IO_CAT
 
 __all__ = ["BY_FILE_COLUMNS", "FILE_COUNTS", "FILE_SCHEMA", "GROUPS", "file_group", "file_table", "finish_files"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from dynascope.analyze.columns import AUTOGRAD_CAT, DATA_CAT, DEVICE_PAUSED, GPU_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
+from dynascope.analyze.read.columns import AUTOGRAD_CAT, DATA_CAT, DEVICE_PAUSED, GPU_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
 from dynascope.analyze.stepparts import interval_union
 
 # `part`: for an activity no traced op launched, the training-step event its launch fell in (launched_in)

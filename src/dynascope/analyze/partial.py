@@ -24,10 +24,10 @@ import numpy as np
 import polars as pl
 
 from dynascope.analyze import breaks, comm, gpu
-from dynascope.analyze.columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
 from dynascope.analyze.files import FILE_SCHEMA, file_table
-from dynascope.analyze.reader import FileReader, ReadInfo, read_file_reduced
-from dynascope.analyze.resolve import graph_refs, norm_hash
+from dynascope.analyze.read.columns import COMPILE_CAT, GRAPH_CAT, OP_CAT
+from dynascope.analyze.read.reader import FileReader, ReadInfo, read_file_reduced
+from dynascope.analyze.read.resolve import graph_refs, norm_hash
 from dynascope.analyze.stepparts import (
     COMM_NUMBER_COLUMNS,
     LIST_COLUMNS,

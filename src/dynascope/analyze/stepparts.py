@@ -44,7 +44,7 @@ from typing import cast
 import numpy as np
 import polars as pl
 
-from dynascope.analyze.columns import (
+from dynascope.analyze.read.columns import (
     AUTOGRAD_CAT,
     COMPILE_CAT,
     DATA_CAT,

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 
-from dynascope.analyze.columns import NON_REGION_CATS
+from dynascope.analyze.read.columns import NON_REGION_CATS
 
 __all__ = ["TIME_COLUMNS", "innermost_segments", "ops_per_region", "regions"]
 
@@ -34,7 +34,7 @@ def ops_per_region(regions: pl.DataFrame, ops: pl.DataFrame) -> tuple[np.ndarray
     """(op_us, op_count) per region row: each op counted in the innermost region that covers its start,
     on its own thread. One compiled pass over the ops per thread, along its segments: no sort of the
     ops (millions of them) and no join."""
-    from dynascope.analyze._scan import count_in_segments
+    from dynascope.analyze.read._scan import count_in_segments
 
     op_us = np.zeros(regions.height, dtype=np.int64)
     op_count = np.zeros(regions.height, dtype=np.int64)

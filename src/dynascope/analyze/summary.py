@@ -3,7 +3,7 @@
 The Summary dataclass is the contract between analysis and rendering (terminal, HTML, JSON, CSV).
 Durations are microseconds; `share` is a fraction in [0, 1] of the table's total.
 Columns after the documented ones were added later; renderers may ignore them.
-Conventions (what counts as an op, a region, compile time) are in `dynascope.analyze.summarize`.
+Conventions (what counts as an op, a region, compile time) are in `dynascope.analyze.pipeline`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 from dynascope import _torch
 from dynascope.analyze.fixes import recompile_fix
 from dynascope.errors import DynascopeError
-from dynascope.explain import records
+from dynascope.explain import torch_records as records
 from dynascope.explain.api import explain_code, globals_for_code, resolve
 from dynascope.explain.guards import user_line_of
 from dynascope.explain.model import GuardGroup, RecompileFailure

@@ -6,7 +6,7 @@ to `<out_dir>/<code name>_<n>.py`, and compiled from that file, so the code obje
 numbers are the file's: pdb's `b file:line`, an IDE's breakpoints (sys.settrace) and `breakpoint()`
 lines added to the file stop there when the compiled function runs, with its locals.
 
-A decompiled function is installed in Dynamo's cache entry only when debug/equivalence.py finds it
+A decompiled function is installed in Dynamo's cache entry only when decompiler/equivalence.py finds it
 does the same observable things in the same order as Dynamo's bytecode; otherwise Dynamo's own code
 runs, the file says why at its top, and the result lists it as not installed. A decompiler mistake
 can therefore not change what the program computes.
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dynascope import _torch
-from dynascope.debug import equivalence
+from dynascope.decompiler import equivalence
 from dynascope.errors import ConfigError, DynascopeError, TorchVersionError
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
@@ -188,7 +188,7 @@ def _decompiled(new_code: types.CodeType) -> str:
     Dynamo's frame evaluation copies the frame's local variables into the transformed code's frame by
     position, so the code installed must keep Dynamo's variable order: `if False: a = b = None` makes
     the compiler number those names first and compiles to nothing but a NOP."""
-    from dynascope.explain.decompiler import decompile
+    from dynascope.decompiler import decompile
 
     source = decompile(new_code)
     tree = ast.parse(source)

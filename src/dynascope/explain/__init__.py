@@ -27,7 +27,7 @@ _EXPORTS = {
     "start_observing": "dynascope.explain.observer",
     "stop_observing": "dynascope.explain.observer",
     "Observer": "dynascope.explain.observer",
-    "decompile": "dynascope.explain.decompiler",
+    "decompile": "dynascope.decompiler",
 }
 
 __all__ = list(_EXPORTS)

@@ -24,7 +24,7 @@ def dis_text(code: types.CodeType, why: str | None = None) -> str:
 def decompile_code(code: types.CodeType) -> tuple[str, bool]:
     """(source, True) from our decompiler, or (annotated dis, False) if it is missing or fails."""
     try:
-        from dynascope.explain.decompiler import decompile_or_dis
+        from dynascope.decompiler import decompile_or_dis
     except Exception as exc:  # noqa: BLE001 - a decompiler that cannot load must not take the report down
         return dis_text(code, f"decompiler unavailable ({type(exc).__name__})"), False
     try:

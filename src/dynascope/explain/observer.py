@@ -23,7 +23,8 @@ from typing import Any
 
 from dynascope import _torch
 from dynascope.errors import DynascopeError, TorchVersionError
-from dynascope.explain import records
+from dynascope.explain import torch_records as records
+from dynascope.explain.active_observer import SESSION
 from dynascope.explain.api import explain_code, globals_for_code
 from dynascope.explain.model import (
     CacheLimitHit,
@@ -35,7 +36,6 @@ from dynascope.explain.model import (
     Recompile,
     Report,
 )
-from dynascope.explain.session import SESSION
 from dynascope.trace.spans import OpenSpans
 from dynascope.userframes import first_user_frame, is_library_file
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from dynascope.analyze.summarize import summarize_files
+from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.summary import Summary
 from dynascope.errors import ConfigError
 from dynascope.render._fmt import TABLES

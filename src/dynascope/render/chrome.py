@@ -3,7 +3,7 @@
     stats = convert(["run/trace-71.pfw.gz"], "run/trace.json")
 
 Reading (paths, gzip, layouts, B/E pairs, integer `ph`, hashes and OH attribution) is the analysis
-reader's job (`dynascope.analyze.reader.read_trace_with_info`); this module keeps only what is Chrome's.
+reader's job (`dynascope.analyze.read.reader.read_trace_with_info`); this module keeps only what is Chrome's.
 Every row `read_trace` returns is in the output: complete events as `X` slices, the DFTracer `start` and
 `end` records as process-wide instants; the input's instants, counters and other metadata pass through.
 
@@ -46,9 +46,9 @@ import orjson
 import polars as pl
 
 from dynascope.analyze.comm import functional_collectives
-from dynascope.analyze.grouped import read_file_grouped
-from dynascope.analyze.paths import expand_paths
-from dynascope.analyze.readinfo import ReadInfo
+from dynascope.analyze.read.grouped import read_file_grouped
+from dynascope.analyze.read.paths import expand_paths
+from dynascope.analyze.read.readinfo import ReadInfo
 from dynascope.errors import DynascopeError
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]

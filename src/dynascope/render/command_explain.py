@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from dynascope.analyze.summarize import EXPLANATION_FILE
+from dynascope.analyze.pipeline import EXPLANATION_FILE
 from dynascope.errors import ConfigError
 from dynascope.explain import command as run_and_explain
 from dynascope.explain.model import Report
@@ -88,7 +88,7 @@ def _explain_saved(saved: Path) -> int:
 def _summary_beside(directory: Path, explanation: dict):
     """The run's summary from the traces beside the explanation; for a rank's folder of a job
     (OUT/rank<R>/), from that rank's traces in OUT (`<stem>-rank<R>-<pid>.pfw.gz`)."""
-    from dynascope.analyze.paths import is_trace_file
+    from dynascope.analyze.read.paths import is_trace_file
     from dynascope.render._analysis import summarize_paths
 
     traces = [p for p in directory.iterdir() if p.is_file() and is_trace_file(p)]

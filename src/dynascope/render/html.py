@@ -22,7 +22,7 @@ import orjson
 import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
-from dynascope.analyze.summarize import EXPLANATION_FILE, find_beside
+from dynascope.analyze.pipeline import EXPLANATION_FILE, find_beside
 from dynascope.analyze.summary import Summary
 from dynascope.explain.model import CompileTime, Report, compile_times_heading, with_wall_times
 from dynascope.render._fmt import (

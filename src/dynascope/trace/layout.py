@@ -1,5 +1,5 @@
 """The byte layout of op-event and graph-call lines: defined here once. The writer's compiled formatter
-(oplines.py) and the decoder's line heads (decode.py) write it; analyze/_scan.py matches it byte for
+(oplines.py) and the decoder's line heads (decode.py) write it; analyze/read/_scan.py matches it byte for
 byte. Pure constants and one function: importing this module costs nothing and needs neither torch
 nor numba.
 

@@ -1,0 +1,157 @@
+"""Summaries of traces: the entry points.
+
+`summarize(frame)` = `finish(partial(frame))`. Many files (or Dask partitions) give
+`finish(merge([file_partial(f) for f in files]))`, which is identical (see `partial` for why).
+
+Conventions:
+
+- op events: `cat == "dynamo"`; graph calls: `"dynamo.graph"`; compile phases: `"dynamo.compile"`;
+  user regions: any other cat except `dftracer`/`dynascope`.
+- percentiles are nearest-rank: p50 is the smallest duration d such that at least 50% of the op's
+  events last <= d.
+- an op belongs to the innermost user region that has an `epoch` or `step` arg on the same
+  (trace_file, pid, tid) and whose [ts, ts+dur] interval contains the op's start (`steps`).
+- a thread without such regions has automatic steps when it has `optimizer.step` events, and every
+  step's wall time is split into parts (data, forward, backward, optimizer, io, compile, other) that add
+  up to it exactly (`stepparts`; docs/trace-format.md, "Steps"); `stepstats` gives their median, p95
+  and share over the steps and names the slowest steps with why.
+- compile time per process is the union of its compile-phase intervals on every thread (nested or
+  overlapping phases are not counted twice), each instant charged to one compile id (compile workers'
+  events without an id to the compile they serve: partial.charge_compile_time), so the per-id rows add
+  up to it. Run time per process is the sum of its graph calls, or of its op events when it has no
+  graph events.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+
+import orjson
+import polars as pl
+
+from dynascope.analyze.fastpath import file_partial
+from dynascope.analyze.finish import finish
+from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial, merge, partial
+from dynascope.analyze.read.paths import expand_paths, map_files
+from dynascope.analyze.read.readinfo import ReadInfo, TraceWarning
+from dynascope.analyze.summary import Summary
+
+__all__ = [
+    "EXPLANATION_FILE", "SUMMARY_COLUMNS", "Partial", "file_partial", "find_beside", "finish", "merge", "partial",
+    "rank_explanations", "read_explanation", "summarize", "summarize_files",
+]  # fmt: skip
+
+EXPLANATION_FILE = "explanation.json"  # what `dynascope run` and `dynascope explain --out` write beside the trace
+
+
+def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None,
+              explanation: dict | str | os.PathLike | None = None) -> Summary:  # fmt: skip
+    """Summarise a frame from `read_trace` (see the module docstring for the conventions); `info` (from
+    `read_trace_with_info`) carries the files' dropped lines and warnings into `meta`; `explanation` (the
+    run's explanation.json, a path or its dict) adds why to the graph-break and recompile tables."""
+    return finish(partial(frame, info), top=top, explanation=read_explanation(explanation))
+
+
+def summarize_files(
+    paths,
+    top: int = 20,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    threads: int | None = None,
+    explanation: dict | str | os.PathLike | None = None,
+    explanations: dict[int, dict | str | os.PathLike] | None = None,
+    explanation_beside: bool = False,
+) -> Summary:
+    """Summarise trace files without holding them all in memory: one partial per file, merged.
+
+    With `scheduler` (a Dask scheduler address) or `workers` (a local Dask cluster of N workers) the
+    files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
+    `explanation`: the run's explanation.json (a path, or its dict) for why each graph break, eager
+    function and recompile happened; "auto" takes the one beside the traces, if any (and so does
+    `explanation_beside`, or an explanation dict with "_beside": the one given was found beside the traces).
+    Ranks' traces: every
+    rank's explanation is read (`explanations`, rank -> dict or path, else `rank_explanations` finds them)
+    for the per-rank and divergence tables (docs/ranks.md); with `explanation` not given, the job's
+    graph-break and recompile tables come from all of them.
+    """
+    auto = explanation == "auto"
+    if auto:
+        explanation = find_beside(paths, EXPLANATION_FILE)
+    explained = read_explanation(explanation)
+    beside = auto or explanation_beside or bool(isinstance(explained, dict) and explained.get("_beside"))
+    if isinstance(explained, dict) and "_beside" in explained:
+        explained = {k: v for k, v in explained.items() if k != "_beside"}
+    if scheduler is not None or workers is not None:
+        from dynascope.analyze.dask import summarize_files_dask
+
+        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained)
+    files = expand_paths(paths)
+    parts = map_files(file_partial, files, threads=threads)
+    ranked = rank_explanations(paths, files, parts, explanations)
+    if beside and len(ranked) > 1:
+        if explained is not None and explained.get("library_frames"):
+            ranked = {r: {**e, "library_frames": True} for r, e in ranked.items()}
+        explained = None  # the job's tables come from every rank's explanation, not one found beside a trace
+    result = finish(merge(parts), top=top, explanation=explained, explanations=ranked)
+    _emit_warnings(result.meta["warnings"])
+    return result
+
+
+def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Partial],
+                      given: Mapping[int, dict | str | os.PathLike] | None = None) -> dict[int, dict]:  # fmt: skip
+    """Every rank's explanation.json, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside
+    a rank's own trace (one directory per rank); `given` (rank -> dict or path) first. Empty for a trace
+    without ranks."""
+    from dynascope.analyze.ranks import rank_explanation_paths
+
+    file_ranks: dict[str, int] = {}
+    for f, p in zip(files, parts, strict=True):
+        r = p.proc_file.get_column("rank").drop_nulls()
+        if r.len():
+            file_ranks[os.fspath(f)] = int(r.min())  # type: ignore[arg-type]
+    out: dict[int, dict] = {}
+    for rank, e in (given or {}).items():
+        read = read_explanation(e)
+        if read is not None:
+            out[int(rank)] = read
+    if not file_ranks:
+        return out
+    for rank, path in rank_explanation_paths(paths if isinstance(paths, (list, tuple)) else [paths],
+                                             file_ranks).items():  # fmt: skip
+        if rank not in out:
+            read = read_explanation(path)
+            if read is not None:
+                out[rank] = {**read, "_path": path}
+    return dict(sorted(out.items()))
+
+
+def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:
+    """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning."""
+    if explanation is None or isinstance(explanation, dict):
+        return explanation
+    try:
+        with open(explanation, "rb") as f:
+            data = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        warnings.warn(f"could not read the explanation {os.fspath(explanation)}: {exc}; the graph-break and "
+                      "recompile tables give what the trace alone says", TraceWarning, stacklevel=3)  # fmt: skip
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def find_beside(paths, name: str) -> str | None:
+    """`name` (e.g. explanation.json) in the directory given, or beside the first trace that has one."""
+    for raw in [paths] if isinstance(paths, (str, os.PathLike)) else list(paths):
+        p = os.fspath(raw)
+        for d in ([p] if os.path.isdir(p) else []) + [os.path.dirname(os.path.abspath(p))]:
+            candidate = os.path.join(d, name)
+            if os.path.isfile(candidate):
+                return candidate
+    return None
+
+
+def _emit_warnings(msgs: Iterable[str]) -> None:
+    for m in msgs:
+        warnings.warn(m, TraceWarning, stacklevel=3)
