@@ -6,7 +6,7 @@ import site
 
 import dynascope
 from dynascope.explain.guards import charge_to_user_frames, first_uses
-from dynascope.explain.model import Guard, GuardGroup, UserLine
+from dynascope.artifacts.explanation import Guard, GuardGroup, UserLine
 from dynascope.userframes import first_user_frame, is_library_file, library_text
 
 PACKAGES = site.getsitepackages()[0]

@@ -21,7 +21,7 @@ _EXPORTS = {
     "compile": "dynascope.capture.backend",
     # explaining
     "explain": "dynascope.explain.api",
-    "Explanation": "dynascope.explain.model",
+    "Explanation": "dynascope.artifacts.explanation",
     "decompile": "dynascope.decompiler",
     "observe": "dynascope.explain.observer",
     "why_recompile": "dynascope.explain.api",

@@ -13,7 +13,8 @@ import synth
 
 from dynascope.analyze.partial import charge_compile_time
 from dynascope.analyze.pipeline import summarize_files
-from dynascope.explain.model import CompileTime, compile_times_heading, observation_lines, with_wall_times
+from dynascope.artifacts.explanation import CompileTime, with_wall_times
+from dynascope.render.explanation_text import compile_times_heading, observation_lines
 from dynascope.explain.torch_records import apply_phases
 
 
@@ -129,7 +130,7 @@ def test_lazily_compiled_backward_is_part_of_the_compile_time():
 
 
 def _lines(times, wall=None):
-    from dynascope.explain.model import Report
+    from dynascope.artifacts.explanation import Report
 
     return observation_lines(Report(compile_times=times), None, wall).rows
 
@@ -180,7 +181,7 @@ def fmt_share_of(us: int, summary) -> str:
 def test_html_compile_times_are_the_traces(tmp_path):
     """The HTML's compile-time section and card show the trace's per-id figures (the report's), not torch's
     timers from the explanation, and say so; a compile id only the trace has gets its own row."""
-    from dynascope.explain.model import Report
+    from dynascope.artifacts.explanation import Report
     from dynascope.render.html import render_html
 
     s = summarize_files([_inductor_like_trace(tmp_path)])
@@ -195,7 +196,7 @@ def test_html_compile_times_are_the_traces(tmp_path):
 def test_wall_times_applied_twice_keep_torchs_timers():
     """`dynascope run` writes explanation.json with the trace's figures (apply_wall_times); its readers apply
     the trace again: torch's own figure stays in timers_s, and each function's explanation agrees too."""
-    from dynascope.explain.model import Explanation, FunctionRef, Report, apply_wall_times
+    from dynascope.artifacts.explanation import Explanation, FunctionRef, Report, apply_wall_times
 
     times = [CompileTime(compile_id="0/0", function="forward", total_s=4.0),
              CompileTime(compile_id="1/0", function="resume", total_s=0.5)]  # fmt: skip

@@ -120,7 +120,8 @@ def test_explanation_counts_the_lazily_compiled_backward(run):
     assert first["total_s"] == traced
     # torch's timers and the trace's clock measure the same compile (frame and lazy backward), not exactly alike
     assert first["timers_s"] == pytest.approx(traced, rel=0.05)
-    from dynascope.explain.model import Report, observation_lines
+    from dynascope.artifacts.explanation import Report
+    from dynascope.render.explanation_text import observation_lines
 
     for ct in data["compile_times"]:  # as torch timed them (an explanation written without a trace)
         ct["total_s"], ct["timers_s"] = ct["timers_s"], None

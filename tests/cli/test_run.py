@@ -97,7 +97,7 @@ print("not reached")
 
 
 def test_ctrl_c_gives_130_and_readable_outputs_in_run_and_explain(tmp_path):
-    from dynascope.explain.model import Report
+    from dynascope.artifacts.explanation import Report
 
     script = tmp_path / "interrupted.py"
     script.write_text(INTERRUPTED_SCRIPT)

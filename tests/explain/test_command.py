@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dynascope.explain.model import Report
+from dynascope.artifacts.explanation import Report
 from dynascope.scriptrun import ScriptError, run_script
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -58,7 +58,7 @@ def test_toy_example_three_frames_with_resume_markers():
 
 
 def test_report_lines_carry_their_roles_for_the_terminal():
-    from dynascope.explain.model import HEADING, NOTE, RESUME, explanation_lines
+    from dynascope.render.explanation_text import HEADING, NOTE, RESUME, explanation_lines
 
     expl = explain(run_toy(n=20))
     lines = explanation_lines(expl)

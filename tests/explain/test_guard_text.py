@@ -107,7 +107,8 @@ def test_graph_break_payload_parsed(tmp_path):
 
 
 def test_terminal_guard_limit_counts_the_rest():
-    from dynascope.explain.model import CacheEntry, Guard, GuardGroup, render_guards
+    from dynascope.artifacts.explanation import CacheEntry, Guard, GuardGroup
+    from dynascope.render.explanation_text import render_guards
 
     entry = CacheEntry(index=1, compile_id="0/0", backend=None, guard_count=5, guards=[
         GuardGroup("self", "L['self']", [Guard("TYPE_MATCH", f"check {i}", "raw") for i in range(5)])])

@@ -21,11 +21,11 @@ from typing import Any
 
 from dynascope import _torch
 from dynascope.analyze.fixes import recompile_fix
+from dynascope.artifacts.explanation import GuardGroup, RecompileFailure
 from dynascope.errors import DynascopeError
 from dynascope.explain import torch_records as records
 from dynascope.explain.api import explain_code, globals_for_code, resolve
 from dynascope.explain.guards import user_line_of
-from dynascope.explain.model import GuardGroup, RecompileFailure
 
 __all__ = ["RecompileError", "RecompileFact", "no_recompiles", "recompiles"]
 

@@ -14,12 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynascope import _torch
+from dynascope.artifacts.explanation import (
+    CacheEntry,
+    CodeView,
+    Explanation,
+    FunctionRef,
+    ResumeFunction,
+    Subgraph,
+    UserLine,
+)
 from dynascope.errors import DynascopeError, TorchVersionError
 from dynascope.explain import torch_records as records
 from dynascope.explain.active_observer import SESSION
 from dynascope.explain.code import decompile_code, line_at_offset, source_with_marker
 from dynascope.explain.guards import charge_to_user_frames, group_flat, group_guards
-from dynascope.explain.model import CacheEntry, CodeView, Explanation, FunctionRef, ResumeFunction, Subgraph, UserLine
 from dynascope.trace import probes
 
 MAX_DEPTH = 12

@@ -7,7 +7,7 @@ import inspect
 import linecache
 import types
 
-from dynascope.explain.model import RESUME_MARKER
+from dynascope.artifacts.explanation import RESUME_MARKER
 
 
 def dis_text(code: types.CodeType, why: str | None = None) -> str:

@@ -14,17 +14,10 @@ import os
 import re
 import sys
 
+from dynascope.artifacts.explanation import CacheEntry, Explanation, Report
 from dynascope.console import make_console, print_lines, print_rule, say, script_exit_status
 from dynascope.errors import ConfigError
-from dynascope.explain.model import (
-    CacheEntry,
-    Explanation,
-    Report,
-    explanation_lines,
-    observation_lines,
-    render_guards,
-    render_observations,
-)
+from dynascope.render.explanation_text import explanation_lines, observation_lines, render_guards, render_observations
 from dynascope.scriptrun import trailing_options
 
 TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them

@@ -11,7 +11,7 @@ import os
 import re
 from typing import Any
 
-from dynascope.explain.model import Guard, GuardGroup, UserLine
+from dynascope.artifacts.explanation import Guard, GuardGroup, UserLine
 from dynascope.userframes import is_library_file
 
 GLOBAL_STATE = "global state"

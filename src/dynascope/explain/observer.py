@@ -22,11 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dynascope import _torch
-from dynascope.errors import DynascopeError, TorchVersionError
-from dynascope.explain import torch_records as records
-from dynascope.explain.active_observer import SESSION
-from dynascope.explain.api import explain_code, globals_for_code
-from dynascope.explain.model import (
+from dynascope.artifacts.explanation import (
     CacheLimitHit,
     CompileTime,
     DdpSplit,
@@ -36,6 +32,10 @@ from dynascope.explain.model import (
     Recompile,
     Report,
 )
+from dynascope.errors import DynascopeError, TorchVersionError
+from dynascope.explain import torch_records as records
+from dynascope.explain.active_observer import SESSION
+from dynascope.explain.api import explain_code, globals_for_code
 from dynascope.trace.spans import OpenSpans
 from dynascope.userframes import first_user_frame, is_library_file
 

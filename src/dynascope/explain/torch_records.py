@@ -10,9 +10,7 @@ import re
 from typing import Any
 
 from dynascope import _torch
-from dynascope.explain.code import excerpt
-from dynascope.explain.guards import _strip_comment, readable_check
-from dynascope.explain.model import (
+from dynascope.artifacts.explanation import (
     CacheLimitHit,
     CompileTime,
     DdpBucket,
@@ -22,6 +20,8 @@ from dynascope.explain.model import (
     Recompile,
     RecompileFailure,
 )
+from dynascope.explain.code import excerpt
+from dynascope.explain.guards import _strip_comment, readable_check
 from dynascope.userframes import first_user_frame
 
 _CID = re.compile(r"^\s*(?P<cid>\[?!?\d+/\d+(?:_\d+)?\]?):\s*(?P<rest>.*)$", re.S)

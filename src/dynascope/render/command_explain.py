@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from dynascope.analyze.pipeline import EXPLANATION_FILE
+from dynascope.artifacts.explanation import Report
 from dynascope.errors import ConfigError
 from dynascope.explain import command as run_and_explain
-from dynascope.explain.model import Report
 
 _RANK_DIR = re.compile(r"rank(\d+)")
 

@@ -24,7 +24,7 @@ from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_aut
 
 from dynascope.analyze.pipeline import EXPLANATION_FILE, find_beside
 from dynascope.analyze.summary import Summary
-from dynascope.explain.model import CompileTime, Report, compile_times_heading, with_wall_times
+from dynascope.artifacts.explanation import CompileTime, Report, with_wall_times
 from dynascope.render._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
@@ -48,6 +48,7 @@ from dynascope.render._fmt import (
     summary_top,
     table_rows,
 )
+from dynascope.render.explanation_text import compile_times_heading
 from dynascope.userframes import library_text
 
 __all__ = [
