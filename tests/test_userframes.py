@@ -5,8 +5,8 @@ import os
 import site
 
 import dynascope
-from dynascope.explain.guards import charge_to_user_frames, first_uses
 from dynascope.artifacts.explanation import Guard, GuardGroup, UserLine
+from dynascope.explain.guards import charge_to_user_frames, first_uses
 from dynascope.userframes import first_user_frame, is_library_file, library_text
 
 PACKAGES = site.getsitepackages()[0]

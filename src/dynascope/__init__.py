@@ -32,7 +32,7 @@ _EXPORTS = {
     "recompiles": "dynascope.debug.recompiles",
     "RecompileError": "dynascope.debug.recompiles",
     "compile_profile": "dynascope.debug.compile_profile",
-    "CompileProfile": "dynascope.debug.compile_profile",
+    "CompileProfile": "dynascope.artifacts.compile_profile",
     "stepping": "dynascope.debug.stepping",
     "Stepping": "dynascope.debug.stepping",
     "compare_eager": "dynascope.debug.compare_eager",

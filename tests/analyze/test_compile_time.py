@@ -14,8 +14,8 @@ import synth
 from dynascope.analyze.partial import charge_compile_time
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.artifacts.explanation import CompileTime, with_wall_times
-from dynascope.render.explanation_text import compile_times_heading, observation_lines
 from dynascope.explain.torch_records import apply_phases
+from dynascope.render.explanation_text import compile_times_heading, observation_lines
 
 
 def _brute(starts, ends, ids):

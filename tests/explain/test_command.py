@@ -90,7 +90,7 @@ def test_missing_script_is_one_line_error(tmp_path):
 
 
 def test_script_exit_code_is_passed_through(tmp_path, capsys):
-    from dynascope.explain.command import main
+    from dynascope.cli.explain import main
 
     script = tmp_path / "exit3.py"
     script.write_text("import sys\nsys.exit(3)\n")

@@ -8,7 +8,8 @@ import pytest
 from render_fixtures import make_explanation, make_summary
 
 from dynascope.analyze.summary import Summary
-from dynascope.render.html import find_explanation, load_explanation, render_html, write_html
+from dynascope.artifacts.files import find_explanation, load_explanation
+from dynascope.render.html import render_html, write_html
 
 
 def test_escapes_every_user_string():
@@ -197,7 +198,7 @@ def test_compile_profile_section(tmp_path):
 
 
 def test_find_compile_profile_beside_trace(tmp_path):
-    from dynascope.render.html import find_compile_profile
+    from dynascope.artifacts.files import find_compile_profile
 
     trace = tmp_path / "t-1.pfw.gz"
     trace.write_bytes(b"")

@@ -28,7 +28,6 @@ import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 
-import orjson
 import polars as pl
 
 from dynascope.analyze.fastpath import file_partial
@@ -37,14 +36,12 @@ from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial, merge, partial
 from dynascope.analyze.read.paths import expand_paths, map_files
 from dynascope.analyze.read.readinfo import ReadInfo, TraceWarning
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.files import EXPLANATION_FILE, find_beside, load_explanation
 
 __all__ = [
-    "EXPLANATION_FILE", "SUMMARY_COLUMNS", "Partial", "file_partial", "find_beside", "finish", "merge", "partial",
+    "SUMMARY_COLUMNS", "Partial", "file_partial", "finish", "merge", "partial",
     "rank_explanations", "read_explanation", "summarize", "summarize_files",
 ]  # fmt: skip
-
-EXPLANATION_FILE = "explanation.json"  # what `dynascope run` and `dynascope explain --out` write beside the trace
-
 
 def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None,
               explanation: dict | str | os.PathLike | None = None) -> Summary:  # fmt: skip
@@ -128,28 +125,16 @@ def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Par
 
 
 def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:
-    """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning."""
+    """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning, and
+    the tables then give what the trace alone says."""
     if explanation is None or isinstance(explanation, dict):
         return explanation
-    try:
-        with open(explanation, "rb") as f:
-            data = orjson.loads(f.read())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        warnings.warn(f"could not read the explanation {os.fspath(explanation)}: {exc}; the graph-break and "
-                      "recompile tables give what the trace alone says", TraceWarning, stacklevel=3)  # fmt: skip
+    data = load_explanation(explanation)
+    if data.get("_unreadable"):
+        warnings.warn(f"{data['notes'][0]}; the graph-break and recompile tables give what the trace alone says",
+                      TraceWarning, stacklevel=3)  # fmt: skip
         return None
-    return data if isinstance(data, dict) else None
-
-
-def find_beside(paths, name: str) -> str | None:
-    """`name` (e.g. explanation.json) in the directory given, or beside the first trace that has one."""
-    for raw in [paths] if isinstance(paths, (str, os.PathLike)) else list(paths):
-        p = os.fspath(raw)
-        for d in ([p] if os.path.isdir(p) else []) + [os.path.dirname(os.path.abspath(p))]:
-            candidate = os.path.join(d, name)
-            if os.path.isfile(candidate):
-                return candidate
-    return None
+    return {k: v for k, v in data.items() if k != "_path"}
 
 
 def _emit_warnings(msgs: Iterable[str]) -> None:

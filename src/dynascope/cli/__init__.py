@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run a script with every torch.compile traced and explained; write trace, explanation, HTML",
     ),
     "explain": (
-        "dynascope.render.command_explain",
+        "dynascope.cli.explain",
         "run a script and explain what Dynamo did to each compiled function (or show a run's saved explanation)",
     ),
     "report": ("dynascope.cli.report", "summarise traces: terminal tables, --json, --csv, --html"),

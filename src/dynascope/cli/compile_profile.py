@@ -11,10 +11,8 @@ import os
 import re
 import sys
 
-import orjson
-
+from dynascope.artifacts.compile_profile import CompileProfile, save_compile_profile
 from dynascope.console import make_console, say, script_exit_status
-from dynascope.debug.compile_profile import CompileProfile
 from dynascope.errors import ConfigError
 from dynascope.render._fmt import fmt_us
 from dynascope.render._table import Column, FitTable, fit_table
@@ -71,22 +69,12 @@ def main(argv: list[str]) -> int:
     sys.stdout.flush()
     print_profile(result, top=ns.top)
     if ns.json:
-        write_json(result, ns.json)
+        save_compile_profile(result, ns.json)
         say("compile-profile", f"wrote {ns.json}")
     if ns.pstats:
         result.write_pstats(ns.pstats)
         say("compile-profile", f"wrote {ns.pstats} (python -m pstats {ns.pstats}, or snakeviz {ns.pstats})")
     return script_exit_status("compile-profile", script, error)
-
-
-def write_json(result: CompileProfile, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(path, "wb") as out:
-            out.write(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2))
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def print_profile(result: CompileProfile, top: int = 10) -> None:

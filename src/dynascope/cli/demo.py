@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from dynascope import demo
 from dynascope.cli import run as runner
 
 
@@ -18,7 +19,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--backend", choices=runner.BACKEND_CHOICES, default="auto")
     ns = parser.parse_args(argv)
-    script = os.path.join(os.path.dirname(__file__), "train.py")
+    script = os.path.join(os.path.dirname(demo.__file__), "train.py")  # the demo program
     return runner.main(
         ["--out", ns.out, "--backend", ns.backend, script, "--epochs", str(ns.epochs), "--steps", str(ns.steps)]
     )

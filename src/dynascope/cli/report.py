@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from dynascope.errors import ConfigError
-from dynascope.render._analysis import summarize_paths, summary_to_dict, write_csv
+from dynascope.render._analysis import summary_to_dict, write_csv
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,23 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _eager_beside(traces: list[str]) -> Path | None:
-    """The eager/ directory a `dynascope run --compare-eager` wrote, under a directory given or beside a trace."""
-    from dynascope.analyze.read.paths import EAGER_DIR
-
-    for raw in traces:
-        p = Path(raw)
-        for d in ([p] if p.is_dir() else []) + [p.parent]:
-            if (d / EAGER_DIR).is_dir() and any((d / EAGER_DIR).glob("*.pfw*")):
-                return d / EAGER_DIR
-    return None
-
-
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be at least 1 (got {args.workers})")
-    from dynascope.render.html import find_compile_profile, find_explanation, load_explanation
+    from dynascope.render.outputs import load_run, summarize_run
 
     if args.explanation is not None and not args.explanation.is_file():
         raise ConfigError(
@@ -88,40 +76,25 @@ def main(argv: list[str]) -> int:
     if args.eager is not None and not args.eager.exists():
         raise ConfigError(f"--eager {args.eager}: no such directory; give the eager/ directory that "
                           "`dynascope run --compare-eager` wrote, or traces of an eager run")  # fmt: skip
-    source = args.explanation or find_explanation(args.traces)
-    explanation = load_explanation(source) if source is not None else None
-    if explanation is not None and args.library_frames:
-        explanation["library_frames"] = True
-    if args.explanation is None and explanation is not None:
-        explanation["_beside"] = True  # found beside the traces: a job's gives way to every rank's (docs/ranks.md)
-    summary = summarize_paths(args.traces, top=args.top, scheduler=args.scheduler, workers=args.workers,
-                              explanation=explanation)  # fmt: skip
-    if explanation is not None:
-        explanation.pop("_beside", None)
-    if args.explanation is None and len(summary.explanations) > 1:  # a job: every rank's explanation was read
-        from dynascope.analyze.ranks import merged_explanation
-
-        explanation = merged_explanation(summary.explanations)
-        source = f"ranks {', '.join(str(r) for r in summary.explanations)}"
+    if args.compile_profile is not None and not args.compile_profile.is_file():
+        raise ConfigError(
+            f"--compile-profile {args.compile_profile}: no such file; "
+            "give the compile_profile.json that `dynascope compile-profile --json` wrote"
+        )
+    run = load_run(args.traces, explanation=args.explanation, eager=args.eager,
+                   compile_profile=args.compile_profile, library_frames=args.library_frames)  # fmt: skip
+    summary = summarize_run(run, top=args.top, scheduler=args.scheduler, workers=args.workers)
+    explanation, source = run.explanation, run.explanation_source
     notes: list[str] = []
-    eager = args.eager or _eager_beside(args.traces)
-    if eager is not None:
-        from dynascope.analyze.payoff import with_eager
-
-        summary = with_eager(summary, summarize_paths([eager], top=args.top))
-        notes.append(f"compared with the eager run in {eager}")
+    if run.eager:
+        notes.append(f"compared with the eager run in {run.eager[0]}")
     if args.csv is not None:
         written = write_csv(summary, args.csv)
         notes.append(f"wrote {len(written)} CSV file(s): {', '.join(str(p) for p in written)}")
     if args.html is not None:
         from dynascope.render.html import write_html
 
-        if args.compile_profile is not None and not args.compile_profile.is_file():
-            raise ConfigError(
-                f"--compile-profile {args.compile_profile}: no such file; "
-                "give the compile_profile.json that `dynascope compile-profile --json` wrote"
-            )
-        profile = args.compile_profile or find_compile_profile(args.traces)
+        profile = run.compile_profile
         out = write_html(summary, args.html, explanation=explanation, title=args.title, compile_profile=profile)
         notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else "")
                      + (f" (with the compile profile from {profile})" if profile else ""))

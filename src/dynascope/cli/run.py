@@ -12,16 +12,13 @@ import contextlib
 import functools
 import glob
 import os
-import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
-from dynascope.analyze.read.paths import EAGER_DIR
+from dynascope.artifacts.files import EAGER_DIR
+from dynascope.capture.backend_choice import BACKEND_CHOICES, tracing_compiles
 from dynascope.console import say, script_exit_status
 from dynascope.errors import ConfigError
-
-BACKEND_CHOICES = ("auto", "aot_eager", "eager", "inductor")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,54 +63,6 @@ def _parser() -> argparse.ArgumentParser:
                                        "python -m torch.distributed.run ARGS: each rank traced)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return parser
-
-
-def _substitute(requested: Any, choice: str, record_shapes: bool, notes: list[str]) -> Any:
-    """The backend to give torch.compile instead of `requested`."""
-    from dynascope.capture.backend import TracingBackend
-
-    if isinstance(requested, TracingBackend):
-        return requested
-    name = requested if isinstance(requested, str) else getattr(requested, "compiler_name", None)
-    if choice == "inductor":
-        return TracingBackend(inner="inductor", record_shapes=record_shapes)
-    if choice == "eager" or (choice == "auto" and name == "eager"):
-        return TracingBackend(autograd=False, record_shapes=record_shapes)
-    if choice == "aot_eager" or (choice == "auto" and name == "aot_eager"):
-        return TracingBackend(autograd=True, record_shapes=record_shapes)
-    if name in (None, "inductor"):  # what the script runs: inductor's kernels (--backend aot_eager: ATen ops)
-        return TracingBackend(inner="inductor", record_shapes=record_shapes)
-    _note_once(
-        notes, f"backend {name!r} is not traced (dynascope traces eager, aot_eager and inductor); it runs as asked"
-    )
-    return requested
-
-
-def _note_once(notes: list[str], text: str) -> None:
-    if text not in notes:
-        notes.append(text)
-        say("run", f"note: {text}")
-
-
-@contextlib.contextmanager
-def tracing_compiles(choice: str, record_shapes: bool, notes: list[str]) -> Iterator[None]:
-    """Make every torch.compile call in the block use a tracing backend."""
-    import torch
-
-    original = torch.compile
-
-    @functools.wraps(original)
-    def traced_compile(model: Any = None, *args: Any, backend: Any = "inductor", mode: Any = None,
-                       options: Any = None, **kwargs: Any) -> Any:  # fmt: skip
-        chosen = _substitute(backend, choice, record_shapes, notes)
-        # mode/options reach the tracing backend, which hands them to inductor (or says once they do not apply)
-        return original(model, *args, backend=chosen, mode=mode, options=options, **kwargs)
-
-    torch.compile = traced_compile
-    try:
-        yield
-    finally:
-        torch.compile = original
 
 
 def _recompile_guard(on: bool) -> Any:
@@ -214,9 +163,13 @@ def main(argv: list[str]) -> int:
         say("run", "note: --compare-eager skipped: the script did not finish, so there is nothing to compare")
     sys.stdout.flush()
     if rank is None:
-        _write_outputs(out_dir, stem, script, observer, error, ns, profiler)
+        from dynascope.render import outputs
+
+        outputs.write_run_outputs(out_dir, stem, script, observer, error, ns, profiler)
     else:
-        _rank_outputs(out_dir, stem, rank, script, observer, error, ns, profiler)
+        from dynascope.render import outputs
+
+        outputs.write_rank_outputs(out_dir, stem, rank, script, observer, error, ns, profiler)
     return script_exit_status("run", script, error)
 
 
@@ -245,179 +198,7 @@ def _eager_pass(script: str, args: list[str], trace: str, config: Any, run: Any 
         say("run", f"note: the eager run raised {type(error).__name__}: {error}; its numbers cover what ran")
 
 
-def _write_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: argparse.Namespace,
-                   profiler: Any = None) -> dict:
-    from dynascope.render._analysis import summarize_paths
-    from dynascope.render.terminal import render_short
-
-    written: dict[str, Any] = {"traces": sorted(glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")))}
-    explanation = None
-    if observer is not None:
-        from dynascope.explain.command import write_outputs
-
-        report = observer.report(script=script, error=error)
-        write_outputs(report, out_dir)
-        explanation = os.path.join(out_dir, "explanation.json")
-        written["explanation"] = explanation
-    profile = None
-    if profiler is not None and profiler.result is not None:
-        from dynascope.cli.compile_profile import write_json
-        from dynascope.render.html import COMPILE_PROFILE_FILE
-
-        profile = os.path.join(out_dir, COMPILE_PROFILE_FILE)
-        write_json(profiler.result, profile)
-        written["compile_profile"] = profile
-    from dynascope.render.html import load_explanation
-
-    explained = load_explanation(explanation) if explanation else None
-    if explained is not None and ns.library_frames:
-        explained["library_frames"] = True
-    summary = summarize_paths(written["traces"], top=max(ns.top, 1), explanation=explained)
-    if explanation:
-        _explanation_with_wall_times(report, summary, explanation)
-    eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
-    if eager:
-        from dynascope.analyze.payoff import with_eager
-
-        summary = with_eager(summary, summarize_paths(list(eager), top=max(ns.top, 1)))
-        written["eager"] = eager
-    if not ns.no_html:
-        from dynascope.render.html import write_html
-
-        written["html"] = str(write_html(summary, os.path.join(out_dir, "report.html"), explanation,
-                                         title=f"dynascope run {os.path.basename(script)}",
-                                         compile_profile=profile))  # fmt: skip
-    print()
-    render_short(summary, top=ns.top)
-    print()
-    for trace in written["traces"]:
-        print(f"trace        {trace}")
-    for trace in written.get("eager", []):
-        print(f"eager run    {trace}")
-    if explanation:
-        print(f"explanation  {explanation}  (one .py per compiled function beside it)")
-    if profile:
-        print(f"compile      {profile}  (dynascope compile-profile prints the same)")
-    if "html" in written:
-        print(f"report       {written['html']}")
-    traces = written["traces"]
-    target = traces[0] if len(traces) == 1 else out_dir  # several processes (DataLoader workers): all of them
-    print(f"next         dynascope report {target}   ·   "
-          f"dynascope convert ... -o trace.json (for Perfetto)")  # fmt: skip
-    return written
-
-
-def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
-    """Rewrite the run's explanation.json with each compile's time as the trace measured it (the report's
-    compile_vs_run figures, torch's own kept as timers_s): every reader of the file (`dynascope explain DIR`,
-    the HTML, a user's script) then shows the same figures as the report."""
-    from dynascope.artifacts.explanation import apply_wall_times
-    from dynascope.render.html import compile_wall_us
-
-    wall = compile_wall_us(summary)
-    if not wall:
-        return
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(apply_wall_times(report, wall).to_json())
-        fh.write("\n")
-
-
 # -- many ranks (launch.py; README "Many ranks") --------------------------------------------------------
-
-
-def _rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any, error: Any,
-                  ns: argparse.Namespace, profiler: Any = None) -> None:  # fmt: skip
-    """One rank's files: its explanation (and compile profile) in OUT/rank<R>/; then its marker, and the
-    job report if this rank is the last to finish (or one short line: the outer dynascope run, or the
-    last rank, writes the report)."""
-    from dynascope import launch as _launch
-    from dynascope.render._analysis import summarize_paths
-
-    own_dir = _launch.rank_dir(out_dir, rank)
-    os.makedirs(own_dir, exist_ok=True)
-    traces = sorted(glob.glob(os.path.join(glob.escape(out_dir), f"{glob.escape(stem)}-*.pfw*")))
-    explanation = None
-    if observer is not None:
-        from dynascope.explain.command import write_outputs
-        from dynascope.render.html import load_explanation
-
-        report = observer.report(script=script, error=error)
-        write_outputs(report, own_dir)
-        explanation = os.path.join(own_dir, "explanation.json")
-        try:
-            summary = summarize_paths(list[Any](traces), top=max(ns.top, 1), explanation=load_explanation(explanation))
-            _explanation_with_wall_times(report, summary, explanation)
-        except Exception as exc:  # noqa: BLE001 - the explanation keeps torch's own compile times
-            say("run", f"note: rank {rank.rank}: compile times from torch's timers ({type(exc).__name__}: {exc})")
-    if profiler is not None and profiler.result is not None:
-        from dynascope.cli.compile_profile import write_json
-        from dynascope.render.html import COMPILE_PROFILE_FILE
-
-        write_json(profiler.result, os.path.join(own_dir, COMPILE_PROFILE_FILE))
-    outer = os.environ.get(_launch.OUTER_VAR)
-    last = _launch.mark_done(out_dir, rank, {"traces": traces, "explanation": explanation, "pid": os.getpid(),
-                                             "failed": error is not None})  # fmt: skip
-    if last and not outer:
-        base = stem[: stem.rfind("-rank")]
-        _job_report(out_dir, base, os.path.basename(script), ns)
-        return
-    then = "the job report follows when the launcher is done" if outer else (
-        "the job report comes from the last rank to finish")
-    print(f"dynascope run: rank {rank.rank}: trace {', '.join(traces) or '(none)'}; {then}", file=sys.stderr)
-
-
-def _job_report(out_dir: str, stem: str, script_name: str, ns: argparse.Namespace) -> None:
-    """The report of every rank's traces in out_dir: report.html and the terminal summary, once per job."""
-    from dynascope import launch as _launch
-    from dynascope.render._analysis import summarize_paths
-    from dynascope.render.terminal import render_short
-
-    traces: list[Any] = _launch.rank_traces(out_dir, stem)
-    if not traces:
-        say("run", f"note: no rank's trace in {out_dir}; no job report")
-        return
-    explanations = sorted(glob.glob(os.path.join(glob.escape(out_dir), "rank*", "explanation.json")),
-                          key=lambda p: int(re.sub(r"\D", "", os.path.basename(os.path.dirname(p))) or 0))  # fmt: skip
-    explained: Any = None
-    if explanations:
-        from dynascope.render.html import load_explanation
-
-        explained = load_explanation(explanations[0])
-        if ns.library_frames:
-            explained["library_frames"] = True
-    summary = summarize_paths(traces, top=max(ns.top, 1), explanation=explained, explanation_beside=True)
-    html_explanation: Any = explained
-    if len(summary.explanations) > 1:  # every rank's explanation was read
-        from dynascope.analyze.ranks import merged_explanation
-
-        html_explanation = merged_explanation(summary.explanations)
-    eager_glob = os.path.join(glob.escape(out_dir), EAGER_DIR, f"{glob.escape(stem)}-rank*-*.pfw*")
-    eager: list[Any] = sorted(glob.glob(eager_glob))
-    if eager:
-        from dynascope.analyze.payoff import with_eager
-
-        summary = with_eager(summary, summarize_paths(eager, top=max(ns.top, 1)))
-    html = None
-    if not ns.no_html:
-        from dynascope.render.html import write_html
-
-        ranks = len({re.sub(r"-\d+\.pfw(\.gz)?$", "", os.path.basename(t)) for t in traces})
-        html = write_html(summary, os.path.join(out_dir, "report.html"), html_explanation,
-                          title=f"dynascope run {script_name} ({ranks} ranks)")  # fmt: skip
-    print()
-    render_short(summary, top=ns.top)
-    print()
-    for i, trace in enumerate(traces):
-        if i == 8 and len(traces) > 9:
-            print(f"trace        ... and {len(traces) - 8} more in {out_dir}")
-            break
-        print(f"trace        {trace}")
-    if explanations:
-        shown = explanations[0] if len(explanations) == 1 else os.path.join(out_dir, "rank*", "explanation.json")
-        print(f"explanation  {shown}  ({len(explanations)} rank(s); one .py per compiled function beside each)")
-    if html is not None:
-        print(f"report       {html}")
-    print(f"next         dynascope report {out_dir}   ·   dynascope convert ... -o trace.json (for Perfetto)")
 
 
 def _our_options(argv: list[str], out_dir: str) -> list[str]:
@@ -474,7 +255,9 @@ def _run_launcher(argv: list[str], ns: argparse.Namespace, launcher: list[str]) 
         signal.signal(signal.SIGTERM, previous)
     sys.stdout.flush()
     if _launch.rank_traces(out_dir, job.stem):
-        _job_report(out_dir, job.stem, job.stem, ns)
+        from dynascope.render import outputs
+
+        outputs.write_job_report(out_dir, job.stem, job.stem, ns)
     else:
         say("run", f"note: the launcher left no rank's trace in {out_dir}")
     if status < 0:  # the launcher died of a signal: so do we

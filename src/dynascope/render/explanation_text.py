@@ -18,6 +18,7 @@ from dynascope.artifacts.explanation import (
     _plural,
     with_wall_times,
 )
+from dynascope.console import make_console, print_lines, print_rule
 from dynascope.userframes import library_text
 
 HEADING, NOTE, RESUME = "heading", "note", "resume"  # roles of report lines (Lines); dynascope.console styles them
@@ -318,3 +319,33 @@ def render_report(report: Report) -> str:
     parts = [render_text(e) for e in report.explanations]
     parts.append(render_observations(report))
     return "\n\n".join(p for p in parts if p.strip())
+
+
+# ------------------------------------------------------------------------------------------------
+# The terminal (colour through dynascope.console)
+# ------------------------------------------------------------------------------------------------
+
+TERMINAL_GUARD_LIMIT = 40  # checks shown per variable on the terminal; --out files have all of them
+
+
+def print_report(report: Report, costs: dict[str, str] | None = None, wall_us: dict[str, int] | None = None) -> None:
+    """The report on the terminal; `costs`: each graph break's run-time cost by compile id, `wall_us`: each
+    compile id's compile time (see observation_lines), where a trace of the same run is at hand."""
+    console = make_console(soft_wrap=True)
+    if not report.explanations:
+        console.print("No function was compiled by torch.compile (or every cache entry was cleared).", markup=False)
+    for expl in report.explanations:
+        fn = expl.function
+        print_rule(console, f"{fn.qualname or fn.name}  ({fn.where()})")
+        print_lines(console, explanation_lines(_without_records(expl), guard_limit=TERMINAL_GUARD_LIMIT).rows)
+        console.print()
+    obs = observation_lines(report, costs, wall_us)
+    if obs:
+        print_rule(console, "What happened while the script ran")
+        print_lines(console, obs.rows)
+
+
+def _without_records(expl: Explanation) -> Explanation:
+    """The per-function text without the observations (printed once for the whole run)."""
+    return Explanation(function=expl.function, source=expl.source, kind=expl.kind,
+                       cache_entries=expl.cache_entries, notes=expl.notes)

@@ -14,17 +14,15 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import secrets
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import polars as pl
 from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_autoescape
 
-from dynascope.analyze.pipeline import EXPLANATION_FILE, find_beside
 from dynascope.analyze.summary import Summary
 from dynascope.artifacts.explanation import CompileTime, Report, with_wall_times
+from dynascope.artifacts.files import load_compile_profile, load_explanation
 from dynascope.render._fmt import (
     SPEC_BY_ATTR,
     STEP_PARTS,
@@ -51,12 +49,8 @@ from dynascope.render._fmt import (
 from dynascope.render.explanation_text import compile_times_heading
 from dynascope.userframes import library_text
 
-__all__ = [
-    "COMPILE_PROFILE_FILE", "EXPLANATION_FILE", "find_compile_profile", "find_explanation", "load_compile_profile",
-    "load_explanation", "render_html", "write_html",
-]
+__all__ = ["render_html", "write_html"]
 
-COMPILE_PROFILE_FILE = "compile_profile.json"  # what `dynascope compile-profile --json` / `run --compile-profile` write
 TEMPLATES = Path(__file__).with_name("templates")
 HTML_ROWS = 200  # rows per table in the HTML (the terminal shows Summary.top)
 KERNEL_CODE_ROWS = 60  # kernels whose code the HTML shows (the slowest first)
@@ -536,23 +530,6 @@ def _compile_time_chart(times: list[CompileTime]) -> dict | None:
 # ------------------------------------------------------------------------------------ explanation
 
 
-def find_explanation(trace_paths: Iterable[str | Path], name: str = EXPLANATION_FILE) -> Path | None:
-    """`explanation.json` (or `name`) beside the first trace that has one (in its directory, or the
-    directory itself)."""
-    found = find_beside(list(trace_paths), name)
-    return Path(found) if found else None
-
-
-def find_compile_profile(trace_paths: Iterable[str | Path]) -> Path | None:
-    """`compile_profile.json` beside the first trace that has one."""
-    return find_explanation(trace_paths, COMPILE_PROFILE_FILE)
-
-
-def load_compile_profile(path: str | Path) -> dict:
-    """Read compile_profile.json (plain data: the profile section reads its keys, missing ones empty)."""
-    return _load_json_object(path, "compile profile skipped")
-
-
 def _profile_view(profile: dict | None, rows: int) -> dict | None:
     """The compile-profile section: its tables cut to `rows`, lists that are not lists left empty."""
     if not isinstance(profile, dict):
@@ -564,25 +541,6 @@ def _profile_view(profile: dict | None, rows: int) -> dict | None:
         view[key] = items if key in ("frames", "notes") else items[:rows]
         view[f"{key}_count"] = len(items)
     return view
-
-
-def load_explanation(path: str | Path) -> dict:
-    """Read explanation.json. A file that is not readable JSON becomes a report with one note."""
-    return _load_json_object(path, "explanation sections skipped")
-
-
-def _load_json_object(path: str | Path, skipped: str) -> dict:
-    """A JSON object file beside a trace, with its path as `_path`; one that cannot be read becomes
-    an object holding one note (the report is written without that section)."""
-    path = Path(path)
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        return {"notes": [f"could not read {path}: {exc}"], "_path": str(path)}
-    if not isinstance(data, dict):
-        return {"notes": [f"{path} does not hold a JSON object; {skipped}"], "_path": str(path)}
-    data.setdefault("_path", str(path))
-    return data
 
 
 def _library(user_line: Any) -> str | None:

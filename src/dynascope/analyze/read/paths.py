@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from dynascope.analyze.read._inflate import GZIP_MAGIC
+from dynascope.artifacts.files import EAGER_DIR, EXPLANATION_FILE
 from dynascope.errors import TraceFormatError
 
-__all__ = ["CONVERTED_SUFFIXES", "EAGER_DIR", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
+__all__ = ["CONVERTED_SUFFIXES", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
 
 TRACE_SUFFIXES = (".pfw", ".pfw.gz", ".json", ".json.gz")
 CONVERTED_SUFFIXES = (".chrome.json", ".chrome.json.gz")  # what `dynascope convert` writes by default
-_NOT_TRACES = ("explanation.json",)
-EAGER_DIR = "eager"  # under a run's output directory: the eager comparison run's traces
+_NOT_TRACES = (EXPLANATION_FILE,)
 
 T = TypeVar("T")
 

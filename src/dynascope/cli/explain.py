@@ -1,4 +1,4 @@
-"""`dynascope explain`: run a script and explain what Dynamo did (explain/command.py), or, given a run's
+"""`dynascope explain`: run a script and explain what Dynamo did, or, given a run's
 output directory or its explanation.json, print that saved explanation again, with what each graph break
 and recompile cost at run time when the run's trace is beside it (`dynascope run` writes both).
 
@@ -6,19 +6,106 @@ and recompile cost at run time when the run's trace is beside it (`dynascope run
     dynascope explain dynascope-out       # the saved explanation, costed from the trace beside it
     dynascope explain job-out             # a job of many ranks: each rank's (job-out/rank<R>/), in rank order
     dynascope explain job-out/rank1       # one rank's, costed from that rank's traces in job-out
+
+Our options go before the script path, or after it as `--out DIR` / `--out=DIR`; put `--` after the
+script to pass everything that follows (an `--out` included) to the script untouched.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import re
 import sys
 from pathlib import Path
 
-from dynascope.analyze.pipeline import EXPLANATION_FILE
 from dynascope.artifacts.explanation import Report
+from dynascope.artifacts.files import EXPLANATION_FILE
+from dynascope.console import say, script_exit_status
 from dynascope.errors import ConfigError
-from dynascope.explain import command as run_and_explain
+from dynascope.render.explanation_files import write_explanation
+from dynascope.render.explanation_text import print_report
+from dynascope.scriptrun import trailing_options
+
+USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]  |  dynascope explain RUN_DIR"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dynascope explain", usage=USAGE,
+        description="Run a script, observe every torch.compile in it, and explain what Dynamo did to each "
+                    "compiled function: cache entries, guards, transformed code, subgraphs, resume functions, "
+                    "graph breaks, recompiles and compile times. Given a run's output directory (or its "
+                    "explanation.json) instead, print that saved explanation, with what each graph break and "
+                    "recompile cost when the run's trace is beside it.",
+    )
+    p.add_argument("--out", metavar="DIR", help="also write one .py file per function and DIR/explanation.json")
+    p.add_argument("--quiet", action="store_true", help="do not print the report (use with --out)")
+    p.add_argument("script", help="the Python script to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    return p
+
+
+def script_of(argv: list[str]) -> str | None:
+    """The script (or run directory) `argv` names, its options skipped; None where it names none."""
+    if {"-h", "--help"} & set(argv):
+        return None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            ns, _ = _parser().parse_known_args(argv)
+    except SystemExit:  # no script: main() says so in one line
+        return None
+    return ns.script
+
+
+def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if script_of(argv) is None and not {"-h", "--help"} & set(argv):
+        raise ConfigError(f"give the script to run: {USAGE}")
+    ns = _parser().parse_args(argv)
+    values, script_args = trailing_options(list(ns.args), ("--out",), USAGE)
+    ns.out = values.get("--out", ns.out)
+    return ns, script_args
+
+
+def _run_and_explain(argv: list[str]) -> int:
+    ns, script_args = _split_args(argv)
+    from dynascope.explain.observer import Observer
+    from dynascope.scriptrun import check_script, run_script
+
+    script = check_script(ns.script)
+    out_dir = None
+    if ns.out:
+        out_dir = os.path.abspath(ns.out)
+        from dynascope.launch import rank_dir, this_rank
+
+        rank = this_rank()
+        if rank is not None:  # one explanation per rank: DIR/rank<R>/ (README "Many ranks")
+            out_dir = rank_dir(out_dir, rank)
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create --out directory {ns.out}: {exc.strerror or exc}") from exc
+
+    obs = Observer().start()
+    try:
+        error = run_script(script, script_args)
+    finally:
+        obs.stop()
+    sys.stdout.flush()
+    report = obs.report(script=script, error=error)
+
+    if not ns.quiet:
+        print_report(report)
+    if out_dir is not None:
+        written = write_explanation(report, out_dir)
+        print(file=sys.stderr)
+        say("explain", f"wrote {len(written)} files to {out_dir} (explanation.json and one .py per function)")
+
+    return script_exit_status("explain", script, error)
+
+
 
 _RANK_DIR = re.compile(r"rank(\d+)")
 
@@ -33,7 +120,7 @@ def _rank_dirs(path: Path) -> list[Path]:
 def _saved(argv: list[str]) -> list[Path] | None:
     """The explanation.json files the arguments name (a file, a directory holding one, or a job's directory
     holding one per rank), or None: a script."""
-    target = run_and_explain.script_of(argv)
+    target = script_of(argv)
     if target is None:
         return None
     path = Path(target)
@@ -52,7 +139,7 @@ def _saved(argv: list[str]) -> list[Path] | None:
 def main(argv: list[str]) -> int:
     saved = _saved(argv)
     if saved is None:
-        return run_and_explain.main(argv)
+        return _run_and_explain(argv)
     if len(saved) == 1:
         return _explain_saved(saved[0])
     print(f"{len(saved)} ranks, each rank's explanation in turn (`dynascope report {saved[0].parent.parent}` "
@@ -65,7 +152,8 @@ def main(argv: list[str]) -> int:
 
 
 def _explain_saved(saved: Path) -> int:
-    from dynascope.render.html import compile_wall_us, load_explanation
+    from dynascope.artifacts.files import load_explanation
+    from dynascope.render.html import compile_wall_us
 
     data = load_explanation(saved)
     if "schema" not in data and "explanations" not in data:
@@ -73,7 +161,7 @@ def _explain_saved(saved: Path) -> int:
     report = Report.from_dict(data)
     summary = _summary_beside(saved.parent, data)
     costs = _costs_by_compile_id(summary) if summary is not None else None
-    run_and_explain.print_report(report, costs, compile_wall_us(summary) if summary is not None else None)
+    print_report(report, costs, compile_wall_us(summary) if summary is not None else None)
     if summary is not None:
         from dynascope.console import make_console
         from dynascope.render.terminal import render_costs
