@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
 	# compile the numba kernels (trace writer, analysis scanner) once, now, instead of on first use
-	$(PY) -c "from dynascope.trace import oplines; from dynascope.analyze import _scan; oplines.warm_up(); _scan.warm_up()"
+	$(PY) -c "from dynascope.trace import oplines; from dynascope.analyze.read import _scan; oplines.warm_up(); _scan.warm_up()"
 	touch $(STAMP)
 
 demo: $(STAMP)
