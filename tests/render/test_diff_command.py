@@ -10,7 +10,7 @@ from render_fixtures import build_trace, make_summary
 
 from dynascope.cli import diff as command_diff
 from dynascope.cli import main as cli_main
-from dynascope.render.diff_tables import diff_tables, render_diff
+from dynascope.render.diff_view import diff_tables, render_diff
 from dynascope.render.terminal import make_console
 
 HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.pipeline") is not None

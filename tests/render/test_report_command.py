@@ -16,7 +16,7 @@ import pytest
 from render_fixtures import EVIL, make_explanation, make_summary
 
 from dynascope.cli import main as cli_main
-from dynascope.cli import report as command_report
+from dynascope.render import _analysis as render_analysis
 
 HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.pipeline") is not None
 
@@ -30,7 +30,7 @@ def stub(monkeypatch):
                       "explanation": explanation})
         return make_summary(top=top)
 
-    monkeypatch.setattr(command_report, "summarize_paths", fake)
+    monkeypatch.setattr(render_analysis, "summarize_paths", fake)  # the one pipeline (render/outputs.py) calls it
     return calls
 
 

@@ -92,7 +92,7 @@ def test_render_never_imports_torch():
 
     code = (
         "import sys, dynascope.render.html, dynascope.render.chrome, dynascope.render.terminal, "
-        "dynascope.render.diff_tables, dynascope.cli.report, dynascope.cli.convert, "
+        "dynascope.render.diff_view, dynascope.cli.report, dynascope.cli.convert, "
         "dynascope.cli.view, dynascope.cli.diff; print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=False, text=True, timeout=60)

@@ -8,7 +8,7 @@ import sys
 import orjson
 
 from dynascope.render._analysis import summarize_paths
-from dynascope.render.diff_tables import diff_tables, diff_to_dict, render_diff
+from dynascope.render.diff_view import diff_tables, diff_to_dict, render_diff
 
 
 def build_parser() -> argparse.ArgumentParser:
