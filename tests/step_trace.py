@@ -1,7 +1,7 @@
 """Synthetic traces with the whole training step's events (the issue-15 event spec: dataloader, autograd,
 optimizer, torch.io, POSIX), for the analysis and render tests.
 
-Op events and graph calls are written in the writer's exact line layout (trace/layout.py), so the fast
+Op events and graph calls are written in the writer's exact line layout (trace/format.py), so the fast
 path's scanner takes them; every other event is a complete event as the decoder writes it. A training
 process is laid out iteration by iteration as segments one after another, each known to belong to one
 part, so the expected parts of every step are the segments' sums (`Loop.expected`).
@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dynascope.trace import layout
+from dynascope.trace import format as layout
 
 HH = "9c1185a5c5e9fc54"
 T0 = 1_795_294_435_000_000

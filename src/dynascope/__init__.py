@@ -7,9 +7,9 @@ stays cheap and analysis works on machines without torch.
 from __future__ import annotations
 
 from dynascope._lazy import lazy_exports
+from dynascope._version import __version__
 from dynascope.errors import DynascopeError
-
-__version__ = "0.1.0"
+from dynascope.trace import installers as _installers
 
 _EXPORTS = {
     # tracing
@@ -49,3 +49,12 @@ __all__ = ["DynascopeError", "__version__", *_EXPORTS]  # noqa: PLE0604 - the ke
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+def _capture_installers() -> list:
+    from dynascope.capture.installers import torch_side_installers
+
+    return torch_side_installers()
+
+
+_installers.register(_capture_installers)  # what a trace session installs where torch is imported

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 from comm_synth import job
 
-from dynascope.analyze.comm import hang_lines
+from dynascope.analyze.comm_job import hang_lines
 
 
 def test_sigterm_cut_names_the_waiting_rank_and_where_the_other_was(tmp_path):

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 import synth
 
-from dynascope.analyze.partial import charge_compile_time
+from dynascope.analyze.partial_build import charge_compile_time
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.artifacts.explanation import CompileTime, with_wall_times
 from dynascope.explain.torch_records import apply_phases

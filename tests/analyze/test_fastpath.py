@@ -1,6 +1,6 @@
 """The fast path (analyze/fastpath.py, its scanner analyze/read/_scan.py) gives exactly the general reader's summaries.
 
-Traces are written line by line in the writer's exact layout (trace/layout.py): graph calls
+Traces are written line by line in the writer's exact layout (trace/format.py): graph calls
 naming their OH record, op events that refer to attribution through their graph call
 (id = p_idx + 1 + k), regions, compile events, several threads, a forked child; chunks and blocks are
 made tiny so that chunk cuts fall everywhere, including between a graph call and its ops.
@@ -459,8 +459,8 @@ def test_bad_digit_in_a_long_field(tmp_path, tiny):
 
 
 def test_scanner_takes_the_writers_layout():
-    """The lines trace/layout.py defines (what the writer formats) are the lines the scanner takes."""
-    from dynascope.trace import layout
+    """The lines trace/format.py defines (what the writer formats) are the lines the scanner takes."""
+    from dynascope.trace import format as layout
 
     graph = layout.head('"g.forward"', layout.GRAPH_CAT, 7, 8, 1, 2, hhash=HH, attribution=layout.OP + "3") + layout.tail(-1, 10, 500, 80)
     op = layout.head('"function.mm.default"', layout.OP_CAT, 7, 8, 1, 3) + layout.tail(10, 11, 510, 5)

@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from dynascope.analyze.comm import hang_lines
+from dynascope.analyze.comm_job import hang_lines
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.stepparts import PART_COLUMNS
 from dynascope.render.chrome import convert

@@ -22,7 +22,7 @@ from render_fixtures import build_trace
 
 from dynascope.cli import main as cli_main
 from dynascope.render import _fmt
-from dynascope.render._fmt import SPEC_BY_ATTR, STEP_PARTS, TableSpec
+from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, TableSpec
 
 WIDTHS = (60, 80, 100, 120)
 

@@ -1,7 +1,7 @@
 """Fast path for dynascope's own traces (docs/trace-format.md): op and graph-call lines are taken by a
 compiled byte scanner (`_scan`), every other line goes through the general reader unchanged.
 
-Op events are the bulk of a trace and all have the one line layout of trace/layout.py.
+Op events are the bulk of a trace and all have the one line layout of trace/format.py.
 Their identity needs no JSON parsing: op k of a graph call has id = p_idx + 1 + k, and its attribution
 is the OH record with graph_op = the parent graph event's `op` and index = k. The scanner keys each op
 by (pid, graph op, k) and counts it in a per-file duration histogram, in exactly the shape the
@@ -25,11 +25,13 @@ import numpy as np
 import orjson
 import polars as pl
 
-from dynascope.analyze.partial import SUMMARY_COLUMNS, OpReducer, Partial, general_file_partial, partial_of_file
+from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial
+from dynascope.analyze.partial_build import OpReducer, general_file_partial, partial_of_file
 from dynascope.analyze.read import _inflate, _scan
 from dynascope.analyze.read import lines as _lines
 from dynascope.analyze.read.reader import FileReader
 from dynascope.analyze.read.readinfo import FileLog, ReadInfo
+from dynascope.trace.format import GRAPH_CAT
 
 __all__ = ["FastRead", "file_partial", "read_fast"]
 
@@ -165,7 +167,7 @@ class _FileScan:
         frame = pl.DataFrame(
             {
                 "name": pl.Series([self._name(k) for k in ids.tolist()], dtype=pl.String).gather(where),
-                "cat": pl.Series(["dynamo.graph"], dtype=pl.String).gather(zeros),
+                "cat": pl.Series([GRAPH_CAT], dtype=pl.String).gather(zeros),
                 "pid": g[0], "tid": g[1], "id": g[2], "ts": g[3], "dur": g[4], "p_idx": g[5],
                 "level": g[6], "grad_enabled": g[7], "op": g[8],
                 "hhash": pl.Series([self.scanner.host_hash()], dtype=pl.String).gather(zeros),

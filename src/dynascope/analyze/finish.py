@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dynascope.analyze import comm, gpu, ranks
+from dynascope.analyze import comm_job, gpu, ranks
 from dynascope.analyze.costs import cost_tables
 from dynascope.analyze.files import finish_files
 from dynascope.analyze.partial import KERNEL_KEYS, Partial
@@ -134,7 +134,7 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None,
         by_rank=ranks.by_rank(p.proc_file, p.process, by_rank_step, explanations),
         divergence=ranks.divergence(by_rank_step, explanations, p.comm_seq, rank_ids),
         explanations=explanations,
-        **comm.finish_tables(p.comm, p.comm_proc, m.ts_min),
+        **comm_job.finish_tables(p.comm, p.comm_proc, m.ts_min),
     )
 
 

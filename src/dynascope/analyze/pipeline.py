@@ -32,7 +32,8 @@ import polars as pl
 
 from dynascope.analyze.fastpath import file_partial
 from dynascope.analyze.finish import finish
-from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial, merge, partial
+from dynascope.analyze.partial import SUMMARY_COLUMNS, Partial, merge
+from dynascope.analyze.partial_build import partial
 from dynascope.analyze.read.paths import expand_paths, map_files
 from dynascope.analyze.read.readinfo import ReadInfo, TraceWarning
 from dynascope.analyze.summary import Summary

@@ -54,8 +54,7 @@ from dynascope.analyze.read.columns import (
     TORCH_IO_CAT,
 )
 from dynascope.analyze.steps import regions
-
-COMM_CAT = "comm"  # a collective (docs/trace-format.md, "Collectives")
+from dynascope.trace.format import COMM_CAT
 
 __all__ = [
     "COMM_NUMBER_COLUMNS",

@@ -22,6 +22,7 @@ from dynascope.capture.instrument import instrument, traced_nodes, uses_cuda
 from dynascope.errors import ConfigError, TorchVersionError
 from dynascope.trace import buffers, fileio
 from dynascope.trace.config import env_flag, tracing_enabled
+from dynascope.trace.format import GRAPH_CAT
 from dynascope.trace.ops import TABLE, OpSpec
 from dynascope.trace.session import current_session, ensure_session
 
@@ -249,7 +250,7 @@ class TracingBackend:
         ]
         graph = OpSpec.make(
             f"{context.graph}.{phase}",
-            "dynamo.graph",
+            GRAPH_CAT,
             grad,
             {"kind": "graph", **shared, "n_ops": len(ops), **context.ddp, **self.labels},
         )
@@ -383,7 +384,7 @@ class TracingBackend:
         grad = context.grad_enabled and phase != "backward"
         specs = [OpSpec.make(name, "dynamo", grad, {**shared, **own, **self.labels}) for name, own in ops]
         graph_fields = {"kind": "graph", **shared, "n_ops": len(specs), **context.ddp, **self.labels}
-        return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", "dynamo.graph", grad, graph_fields), specs)
+        return TABLE.register_graph(OpSpec.make(f"{context.graph}.{phase}", GRAPH_CAT, grad, graph_fields), specs)
 
 
 _noted: set[str] = set()

@@ -19,6 +19,7 @@ import orjson
 
 from dynascope import _torch
 from dynascope.trace.buffers import emit, now_ns
+from dynascope.trace.format import COMPILE_CAT
 from dynascope.trace.spans import OpenSpans
 
 _installed = False
@@ -81,7 +82,7 @@ def _on_record(record: dict, payload: str | None) -> None:
             if "compile_id" in span.args:  # the id it began with (or the compile it serves) stays
                 end_args.pop("compile_id", None)
             span.args.update(end_args)
-            emit(("P", name, "dynamo.compile", span.start, span.end, span.args))
+            emit(("P", name, COMPILE_CAT, span.start, span.end, span.args))
 
 
 def install() -> None:

@@ -36,6 +36,7 @@ import torch
 from dynascope import _torch
 from dynascope.trace import session as _session
 from dynascope.trace.buffers import emit, now_ns
+from dynascope.trace.format import AUTOGRAD_CAT, DATA_CAT, OPTIMIZER_CAT, TORCH_IO_CAT
 
 __all__ = ["WorkerStart", "install", "install_worker", "installed", "uninstall"]
 
@@ -102,7 +103,7 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
         return
     start = _step_started.pop(id(optimizer), None)
     if start is not None:
-        emit(("P", "optimizer.step", "optimizer", start, now_ns(), _optimizer_args(optimizer)))
+        emit(("P", "optimizer.step", OPTIMIZER_CAT, start, now_ns(), _optimizer_args(optimizer)))
 
 
 def _install_optimizer() -> None:
@@ -122,7 +123,7 @@ def _install_optimizer() -> None:
             try:
                 return original(self, *args, **kwargs)
             finally:
-                emit(("P", "optimizer.zero_grad", "optimizer", start, now_ns(), _optimizer_args(self)))
+                emit(("P", "optimizer.zero_grad", OPTIMIZER_CAT, start, now_ns(), _optimizer_args(self)))
 
         return zero_grad
 
@@ -135,7 +136,7 @@ def _install_optimizer() -> None:
             try:
                 return original(self, *args, **kwargs)
             finally:
-                emit(("P", "module.zero_grad", "optimizer", start, now_ns(), {"module": type(self).__name__}))
+                emit(("P", "module.zero_grad", OPTIMIZER_CAT, start, now_ns(), {"module": type(self).__name__}))
 
         return zero_grad
 
@@ -152,7 +153,7 @@ def _install_backward() -> None:
         def backward(*args: Any, **kwargs: Any) -> Any:
             if _is_compiling():
                 return original(*args, **kwargs)
-            emit(("B", "backward", "autograd", _NO_ARGS, now_ns()))
+            emit(("B", "backward", AUTOGRAD_CAT, _NO_ARGS, now_ns()))
             try:
                 return original(*args, **kwargs)
             finally:
@@ -201,7 +202,7 @@ def _serialization(name: str, file_arg: int) -> Callable[[Callable], Callable]:
             if path:
                 details["__path"] = path
             before = _position(f)
-            emit(("B", name, "torch.io", details, now_ns()))
+            emit(("B", name, TORCH_IO_CAT, details, now_ns()))
             try:
                 return original(*args, **kwargs)
             finally:
@@ -248,7 +249,7 @@ def _install_dataloader() -> None:
             if _is_compiling():
                 return original(self)
             details = {"loader": _loader_key(self), "batch": None, "workers": _torch.dataloader_workers(self)}
-            emit(("B", "dataloader.next", "dataloader", details, now_ns()))
+            emit(("B", "dataloader.next", DATA_CAT, details, now_ns()))
             try:
                 data = original(self)
                 details["batch"] = _torch.dataloader_batch_index(self)
@@ -318,7 +319,7 @@ def _traced_fetch(original: Callable) -> Callable:
     def fetch(self: Any, possibly_batched_index: Any) -> Any:
         batch = _torch.worker_task_index(sys._getframe(1))
         details = {"loader": _worker.get("loader"), "batch": batch, "worker": _worker.get("worker")}
-        emit(("B", "dataloader.fetch", "dataloader", details, now_ns()))
+        emit(("B", "dataloader.fetch", DATA_CAT, details, now_ns()))
         try:
             return original(self, possibly_batched_index)
         finally:

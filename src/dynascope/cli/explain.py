@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
 
 def _explain_saved(saved: Path) -> int:
     from dynascope.artifacts.files import load_explanation
-    from dynascope.render.html import compile_wall_us
+    from dynascope.render.html_views import compile_wall_us
 
     data = load_explanation(saved)
     if "schema" not in data and "explanations" not in data:

@@ -15,7 +15,7 @@ import polars as pl
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.summary import Summary
 from dynascope.errors import ConfigError
-from dynascope.render._fmt import TABLES
+from dynascope.render.table_specs import TABLES
 
 __all__ = ["SUMMARY_TABLES", "summarize_paths", "summary_to_dict", "write_csv"]
 

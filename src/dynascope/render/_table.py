@@ -18,7 +18,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dynascope.console import wrap_text
-from dynascope.render._fmt import Col, FitCol, fit_widths, min_widths, table_width
+from dynascope.render._fmt import FitCol, fit_widths, min_widths, table_width
+from dynascope.render.table_specs import Col
 
 NUMERIC_KINDS = ("id", "int", "us", "share", "ratio", "float", "bytes")
 

@@ -50,6 +50,7 @@ from dynascope.analyze.read.grouped import read_file_grouped
 from dynascope.analyze.read.paths import expand_paths
 from dynascope.analyze.read.readinfo import ReadInfo
 from dynascope.errors import DynascopeError
+from dynascope.trace.format import COMPILE_CAT, DATA_CAT, GPU_CAT, GRAPH_CAT
 
 __all__ = ["CNAMES", "ConvertError", "ConvertStats", "convert"]
 
@@ -285,9 +286,9 @@ def _meta(name: str, pid: Any, tid: Any, args: dict) -> bytes:
 def _kind_of(cat: str, phase: str, kind: str) -> tuple[str, str]:
     """(kind, phase): op / graph / compile / region / other."""
     c = cat.split(",", maxsplit=1)[0]
-    if c == "dynamo.compile":
+    if c == COMPILE_CAT:
         return "compile", ""
-    if c == "dynamo.graph" or kind == "graph":
+    if c == GRAPH_CAT or kind == "graph":
         return "graph", phase
     if c == "dynamo":
         return "op", phase
@@ -418,7 +419,7 @@ def _loader_events(events: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.DataF
     rows = pl.concat([events.select("pid", "tid", "ts", "dur", "name"), facts.gather(events.get_column("__s"))],
                      how="horizontal")  # fmt: skip
     rows = rows.filter(
-        (pl.col("__cat") == "dataloader") & pl.col("name").is_in([_FETCH, _NEXT])
+        (pl.col("__cat") == DATA_CAT) & pl.col("name").is_in([_FETCH, _NEXT])
         & pl.col("loader").is_not_null() & pl.col("batch").is_not_null()
     ).select(
         "name", pl.col("host").fill_null(""), pl.col("pid").cast(pl.Int64, strict=False), "tid",
@@ -457,7 +458,7 @@ def _batch_flows(reads: list[_FileRead], tracks: _Tracks) -> list[bytes]:
     out = []
     for i, r in enumerate(linked.iter_rows(named=True)):
         args = {"loader": r["loader"], "batch": r["batch"]}
-        common = {"name": "batch", "cat": "dataloader", "id": i + 1, "args": args}
+        common = {"name": "batch", "cat": DATA_CAT, "id": i + 1, "args": args}
         # "s" at the fetch's start (its slice is the deepest open there), "f" just before the next's end
         # (bound to the enclosing slice, "bp":"e"), never before the "s"
         out.append(orjson.dumps({**common, "ph": "s", "pid": r["w_pid"], "tid": r["w_tid"], "ts": r["w_ts"]}))
@@ -473,7 +474,7 @@ def _gpu_launches(events: pl.DataFrame, read: pl.DataFrame, groups: pl.DataFrame
     if "ltid" not in groups.columns or "launch" not in read.columns or events.height == 0:
         return None
     facts = groups.select(
-        (pl.col("cat").cast(pl.String) == "gpu").fill_null(False).alias("__gpu"),
+        (pl.col("cat").cast(pl.String) == GPU_CAT).fill_null(False).alias("__gpu"),
         pl.col("ltid").cast(pl.Int64, strict=False),
     )
     rows = pl.concat([events.select("pid", "tid", "ts"), read.select(pl.col("launch").cast(pl.Int64, strict=False)),

@@ -148,7 +148,7 @@ def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
     compile_vs_run figures, torch's own kept as timers_s): every reader of the file (`dynascope explain DIR`,
     the HTML, a user's script) then shows the same figures as the report."""
     from dynascope.artifacts.explanation import apply_wall_times
-    from dynascope.render.html import compile_wall_us
+    from dynascope.render.html_views import compile_wall_us
 
     wall = compile_wall_us(summary)
     if not wall:

@@ -24,10 +24,6 @@ from dynascope.analyze.stepstats import step_rows, step_stats
 from dynascope.analyze.summary import Summary
 from dynascope.console import PIPE_WIDTH, Prose, make_console
 from dynascope.render._fmt import (
-    SPEC_BY_ATTR,
-    STEP_PARTS,
-    Col,
-    TableSpec,
     compile_files_line,
     compile_run_totals,
     file_view,
@@ -47,6 +43,7 @@ from dynascope.render._fmt import (
     table_rows,
 )
 from dynascope.render._table import NUMERIC_KINDS, Column, FitTable, fit_table
+from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col, TableSpec
 
 __all__ = [
     "StepTable", "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary",
@@ -657,7 +654,7 @@ def render_ranks(summary: Summary, console: Console) -> bool:
 def hang_text(summary: Summary) -> list[str]:
     """The hang finding, one line per collective ranks were stopped waiting in: who waits, since when, who
     never issued it and where it was instead."""
-    from dynascope.analyze.comm import hang_lines
+    from dynascope.analyze.comm_job import hang_lines
 
     return [f"Hang: {line}" for line in hang_lines(summary.table("hangs"))]
 

@@ -32,16 +32,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
-from dynascope.trace import layout
+from dynascope.trace import format as layout
 from dynascope.trace.buffers import MARK
 from dynascope.trace.hashing import hash16
-from dynascope.trace.launches import GPU_CAT, DeviceRecord, LaunchIndex, by_thread, device_args, gpu_tid
+from dynascope.trace.launches import DeviceRecord, LaunchIndex, by_thread, device_args, gpu_tid
 from dynascope.trace.ops import TABLE
 from dynascope.trace.probes import CALL_CAT, FRAME_CAT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
-IO_CAT = "POSIX"
+IO_CAT = layout.POSIX_CAT
+GPU_CAT = layout.GPU_CAT
 _LINES_PER_PIECE = 4096
 Emit = Callable[[bytes | memoryview], None]  # takes whole lines
 

@@ -22,7 +22,6 @@ import numpy as np
 
 from dynascope.trace.ops import TABLE
 
-GPU_CAT = "gpu"
 _GPU_TID_BASE = 1 << 40  # far above any OS thread id; Chrome export renumbers tracks anyway
 
 

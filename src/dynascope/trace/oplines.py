@@ -22,7 +22,7 @@ import threading
 import numba
 import numpy as np
 
-from dynascope.trace import layout
+from dynascope.trace import format as layout
 
 DONE, BUFFER_FULL, HELD = 0, 1, 2  # why `format_calls` stopped
 LINE_TAIL_MAX = 128  # bytes after a head: the literals below and four integers of up to 20 digits and a sign

@@ -20,9 +20,8 @@ import types
 import weakref
 
 from dynascope.trace.buffers import _state, now_ns
+from dynascope.trace.format import CALL_CAT, FRAME_CAT  # noqa: F401 - re-exported for capture/frames.py
 
-FRAME_CAT = "dynamo.frame"  # a compiled frame's start or return (capture/frames.py)
-CALL_CAT = "dynamo.call"  # a compiled function's call begins or ends
 TARGET = _state  # `TARGET.extend` is the current thread's buffer (or a sink that keeps nothing)
 CLOCK = now_ns
 

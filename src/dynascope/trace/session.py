@@ -8,7 +8,6 @@ on their way out. A forked child opens a file of its own.
 from __future__ import annotations
 
 import atexit
-import importlib
 import os
 import signal
 import socket
@@ -20,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from dynascope import __version__
+from dynascope._version import __version__
 from dynascope.errors import SessionError
-from dynascope.trace import buffers, fileio
+from dynascope.trace import buffers, fileio, installers
 from dynascope.trace.config import TraceConfig, env
 from dynascope.trace.decode import Decoder
 from dynascope.trace.hashing import hash16
@@ -368,30 +367,22 @@ def open_in_child(spec: tuple) -> TraceSession | None:
 
 
 def _torch_side_events(action: str, session: TraceSession) -> None:
-    """Install (or remove) the automatic training-step events (capture/training.py), the frame probes
-    (capture/frames.py) and the GPU activity (capture/device.py) where torch is already imported.
-    Imported by name: this package stays torch-free, and a process without torch never loads them. A
-    session opened before torch was imported gets them at the first compile."""
+    """Install (or remove) the torch-side events that capture/ registered (trace/installers.py: the
+    automatic training-step events, frame probes, GPU activity, collectives) where torch is already
+    imported: this package stays torch-free, and a process without torch never loads them. A session
+    opened before torch was imported gets them at the first compile."""
     if "torch" not in sys.modules:
         return
-    config = session.config
-    wanted: list[tuple[str, bool, dict[str, Any], str]] = [
-        ("dynascope.capture.training", config.step_events, {"io": not config.disable_io}, "automatic step events"),
-        ("dynascope.capture.frames", config.frame_events, {}, "frame events (graph-break costs)"),
-        ("dynascope.capture.device", config.device_time, {"session": session}, "device times (GPU)"),
-        ("dynascope.capture.collectives", config.step_events, {}, "collective events (torch.distributed)"),
-    ]
-    for module, on, install_options, what in wanted:
-        if not on:
+    for installer in installers.installers():
+        if not installer.enabled(session.config):
             continue
         try:
-            events = importlib.import_module(module)
             if action == "install":
-                events.install(**install_options)
+                installer.install(session)
             else:
-                events.uninstall()
+                installer.uninstall()
         except Exception as exc:  # noqa: BLE001 - the trace goes on without them, and says so
-            print(f"dynascope: no {what} ({type(exc).__name__}: {exc})", file=sys.stderr)
+            print(f"dynascope: no {installer.what} ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 # -- exit, signals, fork --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Compiled byte scanner for the op and graph-call lines of dynascope's own traces.
 
-It recognises exactly the two line layouts that trace/layout.py defines (op events and graph calls),
+It recognises exactly the two line layouts that trace/format.py defines (op events and graph calls),
 byte for byte, followed by a newline. Integers are JSON integers of 1 to 18 digits (no leading zero);
 only a graph call's PARENT may be negative; HASH is 16 hex digits; NAME is whatever lies between
 `{"name":` and the fixed text after it (a line is matched from its end, so a name may hold anything; it
@@ -26,7 +26,7 @@ import numba
 import numba.core.cpu
 import numpy as np
 
-from dynascope.trace import layout
+from dynascope.trace import format as layout
 
 # numba's `_nrt=False` (no reference counting of the arrays the kernels pass each other) makes the scan
 # about 3x faster. It is an underscore option, so without it a numba release still compiles the scanner.

@@ -5,6 +5,21 @@ from __future__ import annotations
 import orjson
 import polars as pl
 
+from dynascope.trace.format import (  # noqa: F401 - the categories, re-exported for the analyses
+    AUTOGRAD_CAT,
+    CALL_CAT,
+    COMM_CAT,
+    COMPILE_CAT,
+    DATA_CAT,
+    FRAME_CAT,
+    GPU_CAT,
+    GRAPH_CAT,
+    OP_CAT,
+    OPTIMIZER_CAT,
+    POSIX_CAT,
+    TORCH_IO_CAT,
+)
+
 __all__ = ["dict_columns_frame", "dtype_for", "empty_frame", "standard_types"]
 
 INT_COLUMNS = {
@@ -20,17 +35,6 @@ CAT_COLUMNS = {
 }  # fmt: skip
 # event categories: op events, graph calls, compile phases, the whole step's automatic events (data
 # loading, backward, optimizer, file I/O); any other cat but these is a user region
-OP_CAT = "dynamo"
-GRAPH_CAT = "dynamo.graph"
-COMPILE_CAT = "dynamo.compile"
-DATA_CAT = "dataloader"
-AUTOGRAD_CAT = "autograd"
-OPTIMIZER_CAT = "optimizer"
-TORCH_IO_CAT = "torch.io"
-POSIX_CAT = "POSIX"
-FRAME_CAT = "dynamo.frame"  # a compiled frame starts or returns (an instant; trace/probes.py)
-CALL_CAT = "dynamo.call"  # a call of a torch.compile'd function begins or ends
-GPU_CAT = "gpu"  # what ran on a device, on its own track (trace/launches.py)
 DEVICE_PAUSED = "device time paused"  # a stretch with no device activity collected (capture/device.py)
 NON_REGION_CATS = [
     OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,

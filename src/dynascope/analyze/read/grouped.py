@@ -19,6 +19,7 @@ from dynascope.analyze.read.columns import dict_columns_frame, empty_frame
 from dynascope.analyze.read.reader import FileReader, read_file_reduced
 from dynascope.analyze.read.readinfo import ReadInfo
 from dynascope.analyze.read.resolve import norm_hash, op_refs
+from dynascope.trace.format import GRAPH_CAT
 
 __all__ = ["GroupedRead", "read_file_grouped"]
 
@@ -107,7 +108,7 @@ def _with_op_refs(events: pl.DataFrame, groups: pl.DataFrame, reader: FileReader
     group = events.get_column("group")
     facts = groups.select(
         pl.col("pid").cast(pl.Int64) if "pid" in groups.columns else pl.lit(None, dtype=pl.Int64).alias("pid"),
-        pl.when((_col(groups, "cat") == "dynamo.graph") & _col(groups, "op").is_not_null())
+        pl.when((_col(groups, "cat") == GRAPH_CAT) & _col(groups, "op").is_not_null())
         .then(norm_hash_or_null(groups)).cast(pl.Categorical).alias("graph_op"),
         ((_col(groups, "cat") == "dynamo") & _col(groups, "op").is_null()).fill_null(False).alias("needs_ref"),
     )

@@ -15,6 +15,7 @@ import polars as pl
 
 from dynascope.analyze.read.columns import dict_columns_frame
 from dynascope.analyze.read.records import FileTables
+from dynascope.trace.format import GRAPH_CAT
 
 __all__ = ["graph_refs", "index_table", "norm_hash", "normalize_times", "resolve"]
 
@@ -99,7 +100,7 @@ def graph_refs(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("pid").cast(pl.Int64),
         pl.col("id").cast(pl.Int64).alias("p_idx"),
         norm_hash("op", frame).alias("__gop"),
-        ((pl.col("cat") == "dynamo.graph") & pl.col("op").is_not_null()).alias("__is_graph"),
+        ((pl.col("cat") == GRAPH_CAT) & pl.col("op").is_not_null()).alias("__is_graph"),
     ).filter("__is_graph").drop("__is_graph")
 
 
@@ -120,7 +121,7 @@ def derive_op_refs(frame: pl.DataFrame, tables: FileTables) -> pl.DataFrame:
     op = norm_hash("op", frame)
     narrow = frame.select(
         pl.col("pid"), pl.col("p_idx"), pl.col("id"),
-        pl.when((pl.col("cat") == "dynamo.graph") & op.is_not_null()).then(op).alias("graph_op"),
+        pl.when((pl.col("cat") == GRAPH_CAT) & op.is_not_null()).then(op).alias("graph_op"),
         ((pl.col("cat") == "dynamo") & pl.col("op").is_null()).alias("needs_ref"),
     )  # fmt: skip
     ref = op_refs(narrow, tables)

@@ -1,7 +1,8 @@
-"""The byte layout of op-event and graph-call lines: defined here once. The writer's compiled formatter
-(oplines.py) and the decoder's line heads (decode.py) write it; analyze/read/_scan.py matches it byte for
-byte. Pure constants and one function: importing this module costs nothing and needs neither torch
-nor numba.
+"""The trace file's vocabulary, defined here once: the event categories every writer (trace/, capture/)
+and reader (analyze/, render/) uses, and the byte layout of op-event and graph-call lines. The writer's
+compiled formatter (oplines.py) and the decoder's line heads (decode.py) write it; analyze/read/_scan.py
+matches it byte for byte. Pure constants and one function: importing this module costs nothing and
+needs neither torch nor numba.
 
     op event:
     {"name":NAME,"cat":"dynamo","pid":P,"tid":T,"ph":"X","args":{"grad_enabled":G,"level":L,"p_idx":PARENT},"id":ID,"ts":TS,"dur":DUR}
@@ -16,8 +17,21 @@ A line is a head (static per node and thread: everything up to and including `le
 
 from __future__ import annotations
 
+# event categories (docs/trace-format.md): op events, graph calls, compile phases, compiled frames and
+# calls, the whole step's automatic events (data loading, backward, optimizer, file I/O), collectives and
+# device activity; any other category is a user region
 OP_CAT = "dynamo"
 GRAPH_CAT = "dynamo.graph"
+COMPILE_CAT = "dynamo.compile"
+FRAME_CAT = "dynamo.frame"  # a compiled frame starts or returns (an instant; trace/probes.py)
+CALL_CAT = "dynamo.call"  # a call of a torch.compile'd function begins or ends
+DATA_CAT = "dataloader"
+AUTOGRAD_CAT = "autograd"
+OPTIMIZER_CAT = "optimizer"
+TORCH_IO_CAT = "torch.io"  # torch.save / torch.load
+POSIX_CAT = "POSIX"  # file I/O (trace/fileio.py)
+COMM_CAT = "comm"  # a collective (capture/collectives.py)
+GPU_CAT = "gpu"  # what ran on a device, on its own track (trace/launches.py)
 
 # the literal text before each field, in line order
 NAME = '{"name":'
