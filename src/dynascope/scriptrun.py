@@ -77,32 +77,6 @@ def _run_main(argv: list[str], first_on_path: str, run: Callable[[], object]) ->
     return None
 
 
-def trailing_options(args: list[str], names: tuple[str, ...], usage: str) -> tuple[dict[str, str], list[str]]:
-    """Our options given after the script's arguments (`script.py a b --out DIR`, or `--out=DIR`):
-    their values, and the script's arguments without them. What follows `--` goes to the script
-    untouched. Each of `names` takes a value."""
-    from dynascope.errors import ConfigError
-
-    ours, theirs = (args[: args.index("--")], args[args.index("--") + 1 :]) if "--" in args else (args, [])
-    values: dict[str, str] = {}
-    rest: list[str] = []
-    i = 0
-    while i < len(ours):
-        name, eq, value = ours[i].partition("=")
-        if name not in names:
-            rest.append(ours[i])
-            i += 1
-            continue
-        if not eq:
-            if i + 1 >= len(ours):
-                raise ConfigError(f"{name} needs a value: {usage}")
-            value = ours[i + 1]
-            i += 1
-        values[name] = value
-        i += 1
-    return values, rest + theirs
-
-
 def run_script(path: str, args: list[str]) -> BaseException | None:
     """Run `path` as __main__ with sys.argv = [path, *args] and its directory first on sys.path.
 

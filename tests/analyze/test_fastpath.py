@@ -18,6 +18,7 @@ from polars.testing import assert_frame_equal
 from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
 
 import dynascope.analyze.partial as P
+import dynascope.analyze.partial_build as PB
 import dynascope.analyze.pipeline as S
 import dynascope.analyze.read.lines as _lines
 from dynascope.analyze import fastpath
@@ -144,7 +145,7 @@ def tiny(monkeypatch):
 
 
 def _general(paths, top=20):
-    return S.finish(S.merge([P.general_file_partial(p) for p in paths]), top=top)
+    return S.finish(S.merge([PB.general_file_partial(p) for p in paths]), top=top)
 
 
 def _fast(paths, top=20, threads=None):
@@ -192,7 +193,7 @@ def test_fast_path_takes_the_op_lines(tmp_path):
     paths = _write_ours(tmp_path)
     text = gzip.decompress(paths[0].read_bytes()).decode()
     expect = sum(1 for ln in text.splitlines() if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
-    fast_read = fastpath.read_fast(paths[0], P.SUMMARY_COLUMNS, P.OpReducer())
+    fast_read = fastpath.read_fast(paths[0], P.SUMMARY_COLUMNS, PB.OpReducer())
     assert fast_read.ops_taken == expect > 300
     assert fast_read.graphs_taken == sum(1 for ln in text.splitlines() if '"cat":"dynamo.graph",' in ln) > 50
 
@@ -320,7 +321,7 @@ def test_many_small_members(tmp_path, torn):
         text += lines[-5][:40].encode()
     p = tmp_path / "t-81.pfw.gz"
     p.write_bytes(_gz_members(text, 25))
-    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, P.OpReducer())
+    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, PB.OpReducer())
     expect = sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
     assert fast_read.ops_taken == expect
     fast, general = _fast([p]), _general([p])
@@ -422,7 +423,7 @@ def test_pieces_cut_lines_anywhere(tmp_path, monkeypatch):
     q.write_bytes(text.replace(b'"pid":91', b'"pid":92'))
     monkeypatch.setattr(_lines, "CHUNK_BYTES", 500)
     fast = _fast([p, q])
-    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, P.OpReducer())
+    fast_read = fastpath.read_fast(p, P.SUMMARY_COLUMNS, PB.OpReducer())
     assert fast_read.ops_taken == sum(1 for ln in lines if '"cat":"dynamo",' in ln and '"p_idx":-1' not in ln)
     assert_same(fast, _general([p, q]))
 

@@ -10,6 +10,7 @@ from polars.testing import assert_frame_equal
 from trace_fixtures import GEN_A
 
 import dynascope.analyze.partial as P
+import dynascope.analyze.partial_build as PB
 import dynascope.analyze.read.lines as _lines
 from dynascope.analyze import fastpath
 from dynascope.analyze.files import BY_FILE_COLUMNS, file_table
@@ -62,7 +63,7 @@ def test_fast_path_general_reader_and_whole_frame_agree(tmp_path, monkeypatch):
     monkeypatch.setattr(fastpath, "_GRAPH_BATCH", 7)
     paths = _training(tmp_path, steps=30)
     fast = _summary(paths)
-    general = finish(merge([P.general_file_partial(p) for p in paths]))
+    general = finish(merge([PB.general_file_partial(p) for p in paths]))
     assert_frame_equal(fast.by_file, general.by_file, check_exact=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -18,7 +18,7 @@ from corpus.invariants import assert_invariants
 from polars.testing import assert_frame_equal
 
 import dynascope
-import dynascope.analyze.partial as P
+import dynascope.analyze.partial_build as PB
 from dynascope.analyze.pipeline import finish, merge, summarize_files
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the run needs torch")
@@ -60,7 +60,7 @@ def test_files_of_a_real_training_run(tmp_path):
         assert r["bytes_written"] == (data / f"checkpoint-{epoch}.pt").stat().st_size
     assert abs(s.by_file.get_column("share").sum() - 1.0) < 1e-9
     # the general reader agrees with the fast path on the real files
-    general = finish(merge([P.general_file_partial(p) for p in traces]))
+    general = finish(merge([PB.general_file_partial(p) for p in traces]))
     assert_frame_equal(s.by_file, general.by_file, check_exact=True)
 
 
@@ -110,7 +110,7 @@ def test_the_programs_files_first_on_a_nanogpt_style_run(tmp_path, backend):
     assert by_group["python"]["files"] >= 10 and by_group["python"]["reads"] >= 10
     assert by_group["dynascope"]["fname"].startswith("(dynascope: ")
     # the groups add up to the files' own numbers
-    files = merge([P.general_file_partial(p) for p in traces]).file
+    files = merge([PB.general_file_partial(p) for p in traces]).file
     for c in ("events", "reads", "bytes_read", "writes", "bytes_written", "total_us", "compile_events", "compile_us"):
         assert s.by_file.get_column(c).sum() == files.get_column(c).sum(), c
     assert s.by_file.get_column("files").sum() == files.height

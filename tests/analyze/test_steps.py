@@ -12,6 +12,7 @@ import synth
 from polars.testing import assert_frame_equal
 
 import dynascope.analyze.partial as P
+import dynascope.analyze.partial_build as PB
 import dynascope.analyze.read.lines as _lines
 from dynascope.analyze import fastpath
 from dynascope.analyze.pipeline import finish, merge, summarize, summarize_files
@@ -32,7 +33,7 @@ def _summary(paths):
 
 
 def _general(paths):
-    return finish(merge([P.general_file_partial(p) for p in paths]))
+    return finish(merge([PB.general_file_partial(p) for p in paths]))
 
 
 def _assert_same(a, b):

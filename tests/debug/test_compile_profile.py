@@ -119,7 +119,7 @@ def test_agrees_with_torchs_dynamo_profiler(capsys):
 
 def test_cli(tmp_path, capsys):
     out, prof_file = tmp_path / "p.json", tmp_path / "p.prof"
-    status = cli_main(["compile-profile", planted.__file__, "--json", str(out), "--pstats", str(prof_file)])
+    status = cli_main(["compile-profile", "--json", str(out), "--pstats", str(prof_file), planted.__file__])
     assert status == 0
     text = capsys.readouterr().out
     assert "user functions, by Dynamo tracing time" in text

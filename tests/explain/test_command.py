@@ -25,7 +25,7 @@ def run_cli(*args, cwd=ROOT):
 
 def test_explain_toy_example_script_with_out(tmp_path):
     out = tmp_path / "out"
-    proc = run_cli("examples/toy_example.py", "--out", str(out))
+    proc = run_cli("--out", str(out), "examples/toy_example.py")
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     assert "This function is optimized by Dynamo. It has 1 cache entry." in text
@@ -69,7 +69,7 @@ def test_script_that_raises_reports_then_exits_with_its_error(tmp_path):
         fail()
     '''))
     out = tmp_path / "out"
-    proc = run_cli(str(script), "first", "--out", str(out))
+    proc = run_cli("--out", str(out), str(script), "first")
     assert proc.returncode == 1
     assert "args: ['first']" in proc.stdout
     assert "This function is optimized by Dynamo. It has 1 cache entry." in proc.stdout

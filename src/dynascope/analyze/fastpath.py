@@ -5,10 +5,10 @@ Op events are the bulk of a trace and all have the one line layout of trace/form
 Their identity needs no JSON parsing: op k of a graph call has id = p_idx + 1 + k, and its attribution
 is the OH record with graph_op = the parent graph event's `op` and index = k. The scanner keys each op
 by (pid, graph op, k) and counts it in a per-file duration histogram, in exactly the shape the
-summaries' op reducer (`partial.OpReducer`) builds from the general reader's rows; it keeps each op's
+summaries' op reducer (`partial_build.OpReducer`) builds from the general reader's rows; it keeps each op's
 (pid, tid, ts, dur) for the step attribution and hands graph calls over as rows. Metadata, regions,
 compile events, ops at top level and lines of any other layout go to the general reader, so the Partial
-is identical to `partial.general_file_partial` (tests/analyze/test_fastpath.py).
+is identical to `partial_build.general_file_partial` (tests/analyze/test_fastpath.py).
 
 The inflated text is scanned piece by piece where it lies (no copy), only a line cut by a piece boundary
 is copied. The scanner releases the GIL, as do inflating and polars: files read in threads use the cores.
@@ -248,7 +248,7 @@ def file_partial(path: str | os.PathLike) -> Partial:
     """Read one file (only the columns summaries need) and pre-aggregate it.
 
     dynascope's own op and graph-call lines are found and parsed at the byte level; everything else goes
-    through the general reader. The same Partial as `partial.general_file_partial(path)`.
+    through the general reader. The same Partial as `partial_build.general_file_partial(path)`.
     """
     reducer = OpReducer()
     try:

@@ -17,7 +17,7 @@ Conventions:
   and share over the steps and names the slowest steps with why.
 - compile time per process is the union of its compile-phase intervals on every thread (nested or
   overlapping phases are not counted twice), each instant charged to one compile id (compile workers'
-  events without an id to the compile they serve: partial.charge_compile_time), so the per-id rows add
+  events without an id to the compile they serve: partial_build.charge_compile_time), so the per-id rows add
   up to it. Run time per process is the sum of its graph calls, or of its op events when it has no
   graph events.
 """

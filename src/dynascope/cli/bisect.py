@@ -8,6 +8,7 @@ import sys
 
 import orjson
 
+from dynascope.cli._script_line import parse_script_line
 from dynascope.console import make_console
 from dynascope.debug.bisect.result import BisectResult
 from dynascope.debug.bisect.search import bisect_script
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_script_line(build_parser(), argv)
     check_script(args.script)
     if args.calls < 1:
         from dynascope.errors import ConfigError

@@ -1,7 +1,6 @@
-"""`dynascope compile-profile SCRIPT [args] [--json OUT] [--pstats FILE] [--top N]`.
+"""`dynascope compile-profile [--json OUT] [--pstats FILE] [--top N] SCRIPT [args]`.
 
-Our options go before the script, or after its arguments; put `--` after the script to hand everything
-that follows to the script untouched.
+Our options go before the script; everything after it is the script's (cli/_script_line.py).
 """
 
 from __future__ import annotations
@@ -12,14 +11,13 @@ import re
 import sys
 
 from dynascope.artifacts.compile_profile import CompileProfile, save_compile_profile
+from dynascope.cli._script_line import parse_script_line
 from dynascope.console import make_console, say, script_exit_status
 from dynascope.errors import ConfigError
 from dynascope.render._fmt import fmt_us
 from dynascope.render._table import Column, FitTable, fit_table
-from dynascope.scriptrun import trailing_options
 
 USAGE = "dynascope compile-profile [--json OUT] [--pstats FILE] [--top N] script.py [script args]"
-_OURS = ("--json", "--pstats", "--top")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,17 +39,8 @@ def _parser() -> argparse.ArgumentParser:
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
         raise ConfigError(f"give the script to run: {USAGE}")
-    ns = _parser().parse_args(argv)
-    values, script_args = trailing_options(list(ns.args), _OURS, USAGE)
-    for name, value in values.items():
-        if name == "--top":
-            try:
-                ns.top = int(value)
-            except ValueError as exc:
-                raise ConfigError(f"--top takes a number of rows, not {value!r}") from exc
-        else:
-            setattr(ns, name[2:], value)
-    return ns, script_args
+    ns = parse_script_line(_parser(), argv)
+    return ns, ns.args
 
 
 def main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from dynascope.cli._script_line import parse_script_line
 from dynascope.console import make_console, say, script_exit_status
 from dynascope.debug.stepping import Stepping
 from dynascope.scriptrun import check_script, run_script
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_script_line(build_parser(), argv)
     script = check_script(args.script)
     stepping = Stepping(args.out)
     saved_hook = sys.breakpointhook

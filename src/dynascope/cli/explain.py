@@ -7,8 +7,7 @@ and recompile cost at run time when the run's trace is beside it (`dynascope run
     dynascope explain job-out             # a job of many ranks: each rank's (job-out/rank<R>/), in rank order
     dynascope explain job-out/rank1       # one rank's, costed from that rank's traces in job-out
 
-Our options go before the script path, or after it as `--out DIR` / `--out=DIR`; put `--` after the
-script to pass everything that follows (an `--out` included) to the script untouched.
+Our options go before the script; everything after it is the script's (cli/_script_line.py).
 """
 
 from __future__ import annotations
@@ -23,13 +22,13 @@ from pathlib import Path
 
 from dynascope.artifacts.explanation import Report
 from dynascope.artifacts.files import EXPLANATION_FILE
+from dynascope.cli._script_line import parse_script_line, split_script_line
 from dynascope.console import say, script_exit_status
 from dynascope.errors import ConfigError
 from dynascope.render.explanation_files import write_explanation
 from dynascope.render.explanation_text import print_report
-from dynascope.scriptrun import trailing_options
 
-USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args] [--out DIR]  |  dynascope explain RUN_DIR"
+USAGE = "dynascope explain [--out DIR] [--quiet] script.py [script args]  |  dynascope explain RUN_DIR"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,19 +53,17 @@ def script_of(argv: list[str]) -> str | None:
         return None
     try:
         with contextlib.redirect_stderr(io.StringIO()):
-            ns, _ = _parser().parse_known_args(argv)
+            _, script, _, _ = split_script_line(_parser(), argv)
     except SystemExit:  # no script: main() says so in one line
         return None
-    return ns.script
+    return script
 
 
 def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if script_of(argv) is None and not {"-h", "--help"} & set(argv):
         raise ConfigError(f"give the script to run: {USAGE}")
-    ns = _parser().parse_args(argv)
-    values, script_args = trailing_options(list(ns.args), ("--out",), USAGE)
-    ns.out = values.get("--out", ns.out)
-    return ns, script_args
+    ns = parse_script_line(_parser(), argv)
+    return ns, ns.args
 
 
 def _run_and_explain(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from dynascope.artifacts.files import EAGER_DIR
 from dynascope.capture.backend_choice import BACKEND_CHOICES, tracing_compiles
+from dynascope.cli._script_line import parse_script_line
 from dynascope.console import say, script_exit_status
 from dynascope.errors import ConfigError
 
@@ -82,15 +83,8 @@ def _stale_traces(out_dir: str, stem: str) -> None:
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, str | None]:
     """Our options and the script, or `-m MODULE` in its place (everything after it is the module's)."""
-    parser = _parser()
-    if "-m" in argv:
-        at = argv.index("-m")
-        if at + 1 < len(argv):
-            head = parser.parse_args([*argv[:at], "-"])
-            if head.script == "-" and not head.args:  # -m is ours, not an argument of a script before it
-                head.script, head.args = argv[at + 1], argv[at + 2 :]
-                return head, argv[at + 1]
-    return parser.parse_args(argv), None
+    ns = parse_script_line(_parser(), argv, module=True)
+    return ns, (ns.script if ns.module else None)
 
 
 def main(argv: list[str]) -> int:
