@@ -26,7 +26,7 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -n 2 -q -m ''
 
-# ruff (lint), mypy (types, src/) and lint-imports (DESIGN's import layering), all configured in
+# ruff (lint), mypy (types, src/) and lint-imports (the import layering of docs/architecture.md), all configured in
 # pyproject.toml; all three run, and any finding fails the target.
 lint: $(STAMP)
 	@status=0; \

@@ -110,7 +110,7 @@ def synthetic_trace(path: str, events: int, ops_per_graph: int = 0) -> int:
     """A trace of `events` events: calls of a function with one graph break (call, frame and resume
     probes and two graph calls: 8 events a call), each graph call with `ops_per_graph` op events in the
     layout dynascope writes. Returns the events written."""
-    from dynascope.trace import layout
+    from dynascope.trace import format as layout
 
     lines = ["["]
     oh = {}

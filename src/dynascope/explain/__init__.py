@@ -36,6 +36,10 @@ __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
+# Kept on purpose (issue 27 weighed renaming the package instead): `from dynascope.explain import explain,
+# why_recompile, observe` is public API, and `dynascope.explain(fn)` is the one call users learn first. Once
+# this package is imported, Python binds it as the attribute `explain` of `dynascope`, hiding the function
+# of that name; a callable package keeps both meanings, at the cost of this one class swap.
 class _CallablePackage(types.ModuleType):
     def __call__(self, fn: Any, **kwargs: Any) -> Any:
         return importlib.import_module("dynascope.explain.api").explain(fn, **kwargs)
