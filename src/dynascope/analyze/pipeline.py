@@ -128,14 +128,14 @@ def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Par
 def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:
     """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning, and
     the tables then give what the trace alone says."""
-    if explanation is None or isinstance(explanation, dict):
-        return explanation
-    data = load_explanation(explanation)
+    if explanation is None:
+        return None
+    data = explanation if isinstance(explanation, dict) else load_explanation(explanation)
     if data.get("_unreadable"):
         warnings.warn(f"{data['notes'][0]}; the graph-break and recompile tables give what the trace alone says",
                       TraceWarning, stacklevel=3)  # fmt: skip
         return None
-    return {k: v for k, v in data.items() if k != "_path"}
+    return data if isinstance(explanation, dict) else {k: v for k, v in data.items() if k != "_path"}
 
 
 def _emit_warnings(msgs: Iterable[str]) -> None:

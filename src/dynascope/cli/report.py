@@ -86,6 +86,8 @@ def main(argv: list[str]) -> int:
     summary = summarize_run(run, top=args.top, scheduler=args.scheduler, workers=args.workers)
     explanation, source = run.explanation, run.explanation_source
     notes: list[str] = []
+    if explanation is not None and explanation.get("_unreadable"):
+        notes.append(f"{explanation['notes'][0]}; the graph-break and recompile tables give what the trace alone says")
     if run.eager:
         notes.append(f"compared with the eager run in {run.eager[0]}")
     if args.csv is not None:
