@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from dynascope.cli import compile_profile, explain, run
+from dynascope.cli import bisect, compile_profile, explain, run
 from dynascope.cli._script_line import parse_script_line, split_script_line
+from dynascope.errors import ConfigError
 
 
 def test_after_the_script_everything_is_the_scripts_even_our_own_option_names():
@@ -28,10 +29,14 @@ def test_a_double_dash_ends_our_options_and_minus_m_names_a_module():
     assert (ns.script, ns.module, ns.args) == ("pkg.train", True, ["-m", "x"])
 
 
-def test_an_unknown_option_and_a_missing_script_are_argparses_one_line_errors(capsys):
+def test_an_unknown_option_is_argparses_one_line_error(capsys):
     with pytest.raises(SystemExit) as exc:
         parse_script_line(explain._parser(), ["-m", "pkg"])  # -m is an option only where a command runs modules
     assert exc.value.code == 2 and "unrecognized arguments: -m" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
+
+
+def test_no_script_is_one_line_that_gives_the_usage():
+    with pytest.raises(ConfigError, match=r"give the script to run: dynascope compile-profile \[--json OUT\]"):
         parse_script_line(compile_profile._parser(), ["--top", "3"])
-    assert exc.value.code == 2 and "required: script" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"give the script to run: dynascope bisect \[options\] script.py"):
+        parse_script_line(bisect.build_parser(), ["--json", "x.json"])

@@ -9,62 +9,40 @@ from typing import Any
 from dynascope.trace.installers import Installer
 
 
-def _training(session: Any) -> None:
+def _training() -> Any:
     from dynascope.capture import training
 
-    training.install(io=not session.config.disable_io)
+    return training
 
 
-def _training_off() -> None:
-    from dynascope.capture import training
-
-    training.uninstall()
-
-
-def _frames(session: Any) -> None:
+def _frames() -> Any:
     from dynascope.capture import frames
 
-    frames.install()
+    return frames
 
 
-def _frames_off() -> None:
-    from dynascope.capture import frames
-
-    frames.uninstall()
-
-
-def _device(session: Any) -> None:
+def _device() -> Any:
     from dynascope.capture import device
 
-    device.install(session=session)
+    return device
 
 
-def _device_off() -> None:
-    from dynascope.capture import device
-
-    device.uninstall()
-
-
-def _collectives(session: Any) -> None:
+def _collectives() -> Any:
     from dynascope.capture import collectives
 
-    collectives.install()
-
-
-def _collectives_off() -> None:
-    from dynascope.capture import collectives
-
-    collectives.uninstall()
+    return collectives
 
 
 INSTALLERS = [
-    Installer("automatic step events", lambda config: config.step_events, _training, _training_off),
-    Installer("frame events (graph-break costs)", lambda config: config.frame_events, _frames, _frames_off),
-    Installer("device times (GPU)", lambda config: config.device_time, _device, _device_off),
-    Installer(
-        "collective events (torch.distributed)", lambda config: config.step_events, _collectives, _collectives_off
-    ),
-]
+    Installer("automatic step events", lambda config: config.step_events,
+              lambda session: _training().install(io=not session.config.disable_io), lambda: _training().uninstall()),
+    Installer("frame events (graph-break costs)", lambda config: config.frame_events,
+              lambda session: _frames().install(), lambda: _frames().uninstall()),
+    Installer("device times (GPU)", lambda config: config.device_time,
+              lambda session: _device().install(session=session), lambda: _device().uninstall()),
+    Installer("collective events (torch.distributed)", lambda config: config.step_events,
+              lambda session: _collectives().install(), lambda: _collectives().uninstall()),
+]  # fmt: skip
 
 
 def torch_side_installers() -> list[Installer]:

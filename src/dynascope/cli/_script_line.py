@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from dynascope.errors import ConfigError
+
 
 def parse_script_line(parser: argparse.ArgumentParser, argv: list[str], module: bool = False) -> argparse.Namespace:
     """`parser`'s options from before the script; `ns.script` the script (or the module, with `ns.module`
@@ -14,7 +16,10 @@ def parse_script_line(parser: argparse.ArgumentParser, argv: list[str], module: 
     `script` and `args` (nargs=REMAINDER) positionals, which its --help shows."""
     options, script, rest, is_module = split_script_line(parser, argv, module)
     if script is None:
-        return parser.parse_args(options)  # --help, or argparse's one-line "the following arguments are required"
+        if not {"-h", "--help"} & set(options):
+            usage = parser.usage or f"{parser.prog} [options] script.py [script args] (options: {parser.prog} --help)"
+            raise ConfigError(f"give the script to run: {usage}")
+        return parser.parse_args(options)  # prints --help and exits
     ns = parser.parse_args([*options, "--", script])
     ns.args, ns.module = rest, is_module
     return ns

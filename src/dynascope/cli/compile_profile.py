@@ -13,7 +13,6 @@ import sys
 from dynascope.artifacts.compile_profile import CompileProfile, save_compile_profile
 from dynascope.cli._script_line import parse_script_line
 from dynascope.console import make_console, say, script_exit_status
-from dynascope.errors import ConfigError
 from dynascope.render._fmt import fmt_us
 from dynascope.render._table import Column, FitTable, fit_table
 
@@ -37,8 +36,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if not [a for a in argv if not a.startswith("-")] and not {"-h", "--help"} & set(argv):
-        raise ConfigError(f"give the script to run: {USAGE}")
     ns = parse_script_line(_parser(), argv)
     return ns, ns.args
 

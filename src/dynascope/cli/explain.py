@@ -13,8 +13,6 @@ Our options go before the script; everything after it is the script's (cli/_scri
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import re
 import sys
@@ -49,19 +47,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def script_of(argv: list[str]) -> str | None:
     """The script (or run directory) `argv` names, its options skipped; None where it names none."""
-    if {"-h", "--help"} & set(argv):
-        return None
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            _, script, _, _ = split_script_line(_parser(), argv)
-    except SystemExit:  # no script: main() says so in one line
-        return None
-    return script
+    return split_script_line(_parser(), argv)[1]
 
 
 def _split_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    if script_of(argv) is None and not {"-h", "--help"} & set(argv):
-        raise ConfigError(f"give the script to run: {USAGE}")
     ns = parse_script_line(_parser(), argv)
     return ns, ns.args
 
