@@ -76,7 +76,8 @@ def test_save_is_io_and_no_grad_calls_are_eval(run):
 def test_eval_is_a_part_in_every_output(run):
     traces, tmp = run["traces"], run["tmp"]
     # "time in steps: compile n%, ..., eval n%, ...", which may wrap (up to the slowest steps' lines)
-    shares = re.split(r"\n  step |\nI/O", run["stdout"].split("time in steps:", 1)[1])[0].replace("\n", "")
+    shares = re.split(r"\n  step |\nI/O", run["stdout"].split("time in steps:", 1)[1])[0]
+    shares = re.sub(r"\s+", " ", shares)  # a wrap falls between "eval" and its share: keep them apart
     assert re.search(r"\beval <?[0-9.]+%", shares), shares
     text = _cli("report", *traces)
     header = next(line for line in text.splitlines() if line.strip().startswith("step") and "wall" in line)
