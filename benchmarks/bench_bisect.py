@@ -1,4 +1,4 @@
-"""Backend bisect against torch's minifier, on a planted bug (benchmarks/planted_bugs.py).
+"""Backend bisect against torch's minifier, on a planted bug (benchmarks/fixtures/planted_bugs.py).
 
 Two models, each compiled with an AOT-level backend that gets one op wrong (its output x 1.5):
   linear   20 x (Linear(16,16), ReLU), batch 8: the 10th aten.relu (layer 19)
@@ -8,7 +8,7 @@ dynascope: `dynascope.bisect(model, x, backends=(planted,), repro=DIR)` in a fre
 time of that process (imports included), its own count of compilations, whether it names the layer.
 
 torch's minifier, in the same run, on the same bug, in fresh processes, each step the way a user
-takes it (minifier_case.py is the user's script):
+takes it (fixtures/minifier_case.py is the user's script):
   aot           TORCHDYNAMO_REPRO_AFTER=aot TORCHDYNAMO_REPRO_LEVEL=4, the backend as it is
   aot+hook      the same, the backend's forward compiler wrapped in wrap_compiler_debug (the hook
                 REPRO_AFTER=aot puts around inductor only), then the minifier_launcher.py it
@@ -38,11 +38,10 @@ import sys
 import tempfile
 import time
 
-from results_io import publish
+from support.results import publish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
 
 MINIFIER_TIMEOUT_S = 600
 
@@ -78,7 +77,7 @@ def _planted_node(lines: list[str]) -> str | None:
 
 def dynascope_worker(case: str, skip_inductor: bool, repro: str) -> None:
     """Runs in a fresh process: one bisect, its result as a JSON line."""
-    import planted_bugs
+    from fixtures import planted_bugs
 
     import dynascope
 
@@ -90,7 +89,7 @@ def dynascope_worker(case: str, skip_inductor: bool, repro: str) -> None:
 
 
 def run_dynascope(case: str, workdir: str, skip_inductor: bool = False) -> dict:
-    import planted_bugs
+    from fixtures import planted_bugs
 
     count_file = os.path.join(workdir, "count")
     repro = os.path.join(workdir, "repro")
@@ -142,7 +141,7 @@ def _how(skip_inductor: bool) -> str:
 
 
 def _user_run(case: str, how: str, after: str, workdir: str, count_file: str) -> tuple[float, int | None, str, dict]:
-    script = os.path.join(HERE, "minifier_case.py")
+    script = os.path.join(HERE, "fixtures", "minifier_case.py")
     env = _env(count_file, TORCHDYNAMO_REPRO_AFTER=after, TORCHDYNAMO_REPRO_LEVEL="4")
     wall, code, out = _run([sys.executable, script, case, how], workdir, env)
     lines = [line for line in out.splitlines() if line.startswith("{")]
@@ -195,7 +194,7 @@ def minifier_plain(case: str, workdir: str) -> dict:
 
 
 def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
-    import planted_bugs
+    from fixtures import planted_bugs
 
     count_file = os.path.join(workdir, "count")
     wall, _, _, outcome = _user_run(case, "wrapped", "aot", workdir, count_file)
@@ -215,7 +214,7 @@ def minifier_hooked(case: str, workdir: str, edit: bool) -> dict:
         with open(launcher) as handle:
             text = handle.read()
         at = text.index("\nimport torch\n") + len("\nimport torch\n")
-        patch = ("import planted_bugs\nimport torch._inductor.compile_fx\n"
+        patch = ("from fixtures import planted_bugs\nimport torch._inductor.compile_fx\n"
                  f"torch._inductor.compile_fx.compile_fx_inner = lambda gm, example_inputs, **kw: {fw}(gm, example_inputs)\n")  # fmt: skip
         with open(launcher, "w") as handle:
             handle.write(text[:at] + patch + text[at:])

@@ -25,7 +25,7 @@ import time
 
 import polars as pl
 import torch
-from results_io import publish
+from support.results import publish
 
 import dynascope
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import torch
-from results_io import publish
+from support.results import publish
 
 import dynascope
 from dynascope.trace import buffers

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from results_io import publish
+from support.results import publish
 
 
 def step_fn(model, opt, x):

@@ -2,81 +2,71 @@
 
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
-    python benchmarks/run.py --only capture  # or: inductor, warm_cache, analysis, compile_profile, stepping, bisect, io,
-                                             #     step, breaks, gpu, collectives, ranks
+    python benchmarks/run.py --only capture  # one of them (listed below, from BENCHMARKS)
+    python benchmarks/run.py --markdown      # run nothing: the latest results as the README's tables
+
+Layout: each benchmark is benchmarks/bench_<name>.py (also runnable on its own, `main(argv)`);
+support/ is what they share (writing results, the README's tables), fixtures/ their inputs (planted
+bugs, the minifier's script), gpu_validation/ the GPU checks (validate_gpu.py, gpu_check.sh), and
+results/ their JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import importlib
 import sys
+from typing import NamedTuple
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+class Benchmark(NamedTuple):
+    name: str  # what --only takes
+    module: str  # benchmarks/<module>.py, whose main(argv) runs it and returns its exit status
+    description: str
+    quick: tuple[str, ...] = ("--quick",)  # its arguments under --quick
+
+
+BENCHMARKS = [
+    Benchmark("capture", "bench_capture", "per-op tracing overhead and trace size; pydftracer and torch.profiler anchors"),
+    Benchmark("inductor", "bench_inductor", "kernel-level tracing under inductor: step and compile time"),
+    Benchmark("warm_cache", "bench_warm_cache", "a warm-cache run under `dynascope run` against the plain run"),
+    Benchmark("analysis", "bench_analysis", "read + summarise throughput and peak memory on a large trace",
+              quick=("--events", "1000000")),
+    Benchmark("compile_profile", "bench_compile_profile", "compile time with dynascope.compile_profile() on"),
+    Benchmark("stepping", "bench_stepping", "run time of decompiled code installed by stepping mode"),
+    Benchmark("bisect", "bench_bisect", "backend bisect against torch's minifier, on planted bugs"),
+    Benchmark("io", "bench_io", "time tracing adds to each raw Python file call"),
+    Benchmark("step", "bench_step", "cost of the whole-step events, per event and per training step"),
+    Benchmark("breaks", "bench_breaks", "run time per graph break hit, and the analysis time of the join"),
+    Benchmark("gpu", "bench_gpu", "cost of device time and kernel coverage (says so and stops without CUDA)"),
+    Benchmark("collectives", "bench_collectives", "time added per collective and to a compiled DDP step"),
+    Benchmark("ranks", "bench_ranks", "the job-wide report over many synthetic rank traces, serial and on Dask"),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    listing = "\n".join(f"  {b.name:<16} {b.module}.py: {b.description}" for b in BENCHMARKS)
+    parser = argparse.ArgumentParser(description=__doc__, epilog="benchmarks:\n" + listing,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--only", choices=("capture", "inductor", "warm_cache", "analysis", "compile_profile", "stepping", "bisect", "io", "step", "breaks",
-                                                "gpu", "collectives", "ranks"),
-                        help="run one benchmark")
+    parser.add_argument("--only", choices=[b.name for b in BENCHMARKS], help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="run nothing: print the latest results/*.json as the README's markdown tables")
     args = parser.parse_args(argv)
+    if args.markdown:
+        from support import markdown
+
+        return markdown.main()
     status = 0
-    if args.only in (None, "capture"):
-        import bench_capture
-
-        extra = ["--anchor-python", args.anchor_python] if args.anchor_python else []
-        status |= bench_capture.main((["--quick"] if args.quick else []) + extra)
-    if args.only in (None, "inductor"):
-        import bench_inductor
-
-        status |= bench_inductor.main(["--quick"] if args.quick else [])
-    if args.only in (None, "warm_cache"):
-        import bench_warm_cache
-
-        status |= bench_warm_cache.main(["--quick"] if args.quick else [])
-    if args.only in (None, "analysis"):
-        import bench_analysis
-
-        status |= bench_analysis.main(["--events", "1000000"] if args.quick else [])
-    if args.only in (None, "compile_profile"):
-        import bench_compile_profile
-
-        status |= bench_compile_profile.main(["--quick"] if args.quick else [])
-    if args.only in (None, "stepping"):
-        import bench_stepping
-
-        status |= bench_stepping.main(["--quick"] if args.quick else [])
-    if args.only in (None, "bisect"):
-        import bench_bisect
-
-        status |= bench_bisect.main(["--quick"] if args.quick else [])
-    if args.only in (None, "io"):
-        import bench_io
-
-        status |= bench_io.main(["--quick"] if args.quick else [])
-    if args.only in (None, "step"):
-        import bench_step
-
-        status |= bench_step.main(["--quick"] if args.quick else [])
-    if args.only in (None, "breaks"):
-        import bench_breaks
-
-        status |= bench_breaks.main(["--quick"] if args.quick else [])
-    if args.only in (None, "gpu"):
-        import bench_gpu
-
-        status |= bench_gpu.main(["--quick"] if args.quick else [])  # says so and stops without CUDA
-    if args.only in (None, "collectives"):
-        import bench_collectives
-
-        status |= bench_collectives.main(["--quick"] if args.quick else [])
-    if args.only in (None, "ranks"):
-        import bench_ranks
-
-        status |= bench_ranks.main(["--quick"] if args.quick else [])
+    for bench in BENCHMARKS:
+        if args.only not in (None, bench.name):
+            continue
+        argv_ = list(bench.quick) if args.quick else []
+        if bench.name == "capture" and args.anchor_python:
+            argv_ += ["--anchor-python", args.anchor_python]
+        # benchmarks/ is sys.path[0] when this file runs as a script: the modules import as top-level names
+        status |= importlib.import_module(bench.module).main(argv_)
     return status
 
 

@@ -1,6 +1,7 @@
-"""The GPU validation (benchmarks/validate_gpu.py) and the GPU benchmark, run on the CPU: CPU operator
-events stand in for kernels on both sides, so dynascope's device time per layer, through its join,
-meets an independent reference, torch.profiler with a range around each module of the eager model."""
+"""The GPU validation (benchmarks/gpu_validation/validate_gpu.py) and the GPU benchmark, run on the CPU:
+CPU operator events stand in for kernels on both sides, so dynascope's device time per layer, through
+its join, meets an independent reference, torch.profiler with a range around each module of the eager
+model."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
+sys.path[:0] = [str(BENCHMARKS), str(BENCHMARKS / "gpu_validation")]  # bench_gpu.py, validate_gpu.py
 
 import bench_gpu  # noqa: E402
 import validate_gpu  # noqa: E402

@@ -5,14 +5,15 @@
 # ./gpu-check-out), each part's JSON beside it; each part has a time limit of its own (the whole run
 # stays under about 7 minutes) and a part that fails or runs out of time does not stop the next.
 #
-#   bash benchmarks/gpu_check.sh [probe] [tests] [validate] [bench]     (none named: all four)
+#   bash benchmarks/gpu_validation/gpu_check.sh [probe] [tests] [validate] [bench]   (none named: all four;
+#                                                                                    from the repository root)
 #
-# probe: what CUPTI hands dynascope, raw (benchmarks/gpu_probe.py: thread ids, correlation ids of
-#        cudaLaunchKernel / cuLaunchKernel / cudaGraphLaunch, clock alignment)
+# probe: what CUPTI hands dynascope, raw (gpu_probe.py beside this script: thread ids, correlation ids
+#        of cudaLaunchKernel / cuLaunchKernel / cudaGraphLaunch, clock alignment)
 # tests: the `gpu`-marked tests (tests/capture/test_device.py)
-# validate: benchmarks/validate_gpu.py, ResNet-18 and GPT-2 each in a process (and a JSON) of its own
+# validate: validate_gpu.py beside this script, ResNet-18 and GPT-2 each in a process (and a JSON) of its own
 # bench: benchmarks/bench_gpu.py, traced against untraced steps and torch.profiler (a launch-bound step)
-# named only: cudagraph (benchmarks/gpu_cudagraph.py: reduce-overhead training loops, plain and traced),
+# named only: cudagraph (gpu_cudagraph.py beside this script: reduce-overhead training loops, plain and traced),
 #   bench-gpu-bound (the bench with batch 8192, a step the GPU's work bounds)
 set -u -o pipefail
 OUT=${OUT:-gpu-check-out}
@@ -64,12 +65,12 @@ EOF
 parts=${*:-probe tests validate bench}
 for part in $parts; do
     case $part in
-    probe) run 40 probe $PY benchmarks/gpu_probe.py --out "$OUT/gpu_probe.json" ;;
+    probe) run 40 probe $PY benchmarks/gpu_validation/gpu_probe.py --out "$OUT/gpu_probe.json" ;;
     tests) run 90 tests $PY -m pytest -m gpu -q tests/capture/test_device.py ;;
     validate)
-        run 105 validate-resnet18 $PY benchmarks/validate_gpu.py --model resnet18 --steps 5 --out "$OUT/validate_resnet18.json"
-        run 80 validate-gpt2 $PY benchmarks/validate_gpu.py --model gpt2 --steps 5 --out "$OUT/validate_gpt2.json" ;;
-    cudagraph) run 80 cudagraph $PY benchmarks/gpu_cudagraph.py --out "$OUT/gpu_cudagraph.json" ;;
+        run 105 validate-resnet18 $PY benchmarks/gpu_validation/validate_gpu.py --model resnet18 --steps 5 --out "$OUT/validate_resnet18.json"
+        run 80 validate-gpt2 $PY benchmarks/gpu_validation/validate_gpu.py --model gpt2 --steps 5 --out "$OUT/validate_gpt2.json" ;;
+    cudagraph) run 80 cudagraph $PY benchmarks/gpu_validation/gpu_cudagraph.py --out "$OUT/gpu_cudagraph.json" ;;
     bench-gpu-bound) run 100 bench-gpu-bound $PY benchmarks/bench_gpu.py --batch 8192 --steps 20 --repeats 5 --out "$OUT/bench_gpu_b8192.json" ;;
     bench) run 120 bench $PY benchmarks/bench_gpu.py --steps 50 --repeats 7 --out "$OUT/bench_gpu.json" ;;
     *) echo "gpu_check: unknown part '$part' (probe, tests, validate, bench, cudagraph, bench-gpu-bound)"; exit 2 ;;

@@ -34,8 +34,6 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-from results_io import publish
-
 MODULE_RANGE = "dynascope.layer:"
 EVALUATE = "autograd::engine::evaluate_function: "
 ROOT = "(root)"
@@ -350,14 +348,16 @@ def main(argv: list[str] | None = None) -> int:
     results = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": gpu, "steps": args.steps,
                "complete": False, "parts": parts}  # fmt: skip
     name = "validate_gpu.json" if where == "cuda" else "validate_gpu-cpu.json"
-    out = args.out or os.path.join(os.path.dirname(__file__), "results", name)
+    out = args.out or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results", name)
     for model in makers if args.model == "all" else [args.model]:
         for part in validate(model, makers[model], where, args.steps, backends):
             parts.append(part)
             write_json(results, out)  # what is done so far, in case the run is stopped before the end
             print(f"validate_gpu: {model}, {part['backend']} done in {part['seconds']:.0f} s", flush=True)
     results["complete"] = True
-    publish(render(results), results, out)
+    print(render(results))
+    write_json(results, out)
+    print(f"wrote {out}")
     return 0
 
 

@@ -1,12 +1,12 @@
-"""Print the latest benchmark results (benchmarks/results/*.json) as the README's markdown tables."""
+"""The latest benchmark results (benchmarks/results/*.json) as the README's markdown tables:
+`python benchmarks/run.py --markdown` prints them (`main`)."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 
 
 def load(name: str) -> dict | None:
@@ -165,10 +165,10 @@ def bisect_table(data: dict) -> str:
 
 
 def rendered(module: str, data: dict) -> str:
-    """A benchmark whose own table is already the README's (bench_io, bench_step)."""
+    """A benchmark whose own table is already the README's (bench_io, bench_step): its module, imported
+    from benchmarks/ (sys.path's first entry under run.py)."""
     import importlib
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     return importlib.import_module(module).render(data)
 
 
@@ -181,7 +181,6 @@ def main() -> int:
     if inductor:
         print(inductor_table(inductor), end="\n\n")
     if warm:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import bench_warm_cache
 
         print(bench_warm_cache.markdown(warm), end="\n\n")
@@ -200,7 +199,3 @@ def main() -> int:
     if breaks:
         print(rendered("bench_breaks", breaks))
     return 0 if capture or inductor or warm or analysis or profile or stepping or bisect or step or io or breaks else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
