@@ -68,7 +68,7 @@ class CpuStandInSource:
     """CPU operator events standing in for kernels, through the same profiler path as CuptiSource: each
     outermost `aten::` op of a thread (or each op named in `names`) is a "kernel" on device 0, stream
     `stream`, launched by its own thread when it began. It lets the join, the summaries and the GPU
-    validation run on machines without a GPU (tests, benchmarks/validate_gpu.py --device cpu)."""
+    validation run on machines without a GPU (tests, benchmarks/gpu_validation/validate_gpu.py --device cpu)."""
 
     def __init__(self, names: set[str] | None = None, stream: int = 7) -> None:
         self.names = names
