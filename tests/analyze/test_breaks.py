@@ -378,3 +378,13 @@ def test_the_break_behind_an_eager_function_is_one_row_and_the_fix_gives_the_exp
     assert "dynascope explain" not in known["fix"] and "no compile of it" in known["fix"]
     [bare] = summary_of(tr.write(tmp_path)).graph_breaks.to_dicts()  # no explanation at all: where to look
     assert "dynascope explain" in bare["fix"]
+
+
+def test_a_break_in_ddps_own_code_is_told_by_its_file_where_the_reason_does_not_say_so():
+    """torch 2.5.1 gives DDP's break an opaque reason; the library line torch names is DDP's file."""
+    from dynascope.analyze.fixes import DDP_OWN_CODE, break_fix
+
+    reason = "call_method UserDefinedObjectVariable(instancemethod) __call__ [] {}"
+    assert break_fix(reason, "out = self.module(x)", None, where="train.py torch/nn/parallel/distributed.py:1511") \
+        == DDP_OWN_CODE
+    assert break_fix(reason, "out = self.module(x)", None, where="train.py") != DDP_OWN_CODE

@@ -306,7 +306,7 @@ def _break_row(key: tuple, site: dict, tops: dict[tuple, _Top], steps: int, expl
         note = "every call compiled: warm-up included"
     return {
         "source": source_of(file, line), "reason": reason or "graph break",
-        "fix": break_fix(reason, site["code"], detail),
+        "fix": break_fix(reason, site["code"], detail, where=str(file or "")),
         "calls": hits, "total_us": total, "per_call_us": per_call, "per_step_us": per_step,
         "per_hit_us": per_hit, "share": share, "kind": "graph break",
         "function": ", ".join(_readable(f) or "" for f in site["frames"]), "file": file, "line": line,
@@ -503,7 +503,8 @@ class _Explained:
                 (file, line), lib = lib, None
             rows.append({
                 "source": source_of(file, line), "reason": b.get("reason") or "graph break",
-                "fix": break_fix(b.get("reason"), self.code_at(file, line), b.get("detail")), "calls": 0,
+                "fix": break_fix(b.get("reason"), self.code_at(file, line), b.get("detail"),
+                                 where=f"{b.get('file') or ''} {b.get('library') or ''}"), "calls": 0,
                 "total_us": 0, "per_call_us": None, "per_step_us": None, "per_hit_us": None, "share": None,
                 "kind": "graph break", "function": b.get("function"), "file": file, "line": line,
                 "code": self.code_at(file, line), "compile_ids": ids, "warmup_calls": 0, "warmup_us": 0,

@@ -32,10 +32,11 @@ def _hint(detail: str | None) -> str | None:
     return None
 
 
-def break_fix(reason: str | None, code: str | None, detail: str | None = None) -> str:
-    """What to change at a graph break's line."""
+def break_fix(reason: str | None, code: str | None, detail: str | None = None, where: str | None = None) -> str:
+    """What to change at a graph break's line; `where`: the files the break is placed in (its line's, and the
+    library line torch named), which tell DDP's own code where the reason does not (torch 2.5)."""
     why = (reason or "").lower()
-    text = f"{why}\n{(detail or '').lower()}"
+    text = f"{why}\n{(detail or '').lower()}\n{(where or '').lower()}"
     callee = _callee(code)
     if _in_ddp(text):
         return DDP_OWN_CODE
