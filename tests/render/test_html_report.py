@@ -8,7 +8,7 @@ import pytest
 from render_fixtures import make_explanation, make_summary
 
 from dynascope.analyze.summary import Summary
-from dynascope.artifacts.files import find_explanation, load_explanation
+from dynascope.artifacts.run_dir import find_explanation, load_explanation
 from dynascope.render.html import render_html, write_html
 
 
@@ -198,7 +198,7 @@ def test_compile_profile_section(tmp_path):
 
 
 def test_find_compile_profile_beside_trace(tmp_path):
-    from dynascope.artifacts.files import find_compile_profile
+    from dynascope.artifacts.run_dir import find_compile_profile
 
     trace = tmp_path / "t-1.pfw.gz"
     trace.write_bytes(b"")

@@ -37,7 +37,7 @@ from dynascope.analyze.partial_build import partial
 from dynascope.analyze.read.paths import expand_paths, map_files
 from dynascope.analyze.read.readinfo import ReadInfo, TraceWarning
 from dynascope.analyze.summary import Summary
-from dynascope.artifacts.files import EXPLANATION_FILE, find_beside, load_explanation
+from dynascope.artifacts.run_dir import EXPLANATION_FILE, find_beside, load_explanation
 
 __all__ = [
     "SUMMARY_COLUMNS", "Partial", "file_partial", "finish", "merge", "partial",

@@ -1,6 +1,6 @@
 """The compile profile, as plain data: what `dynascope compile-profile --json` and `dynascope run
 --compile-profile` write to compile_profile.json (docs/debug.md documents the JSON), with its save.
-Built by debug/compile_profile.py; read back as plain data by artifacts.files.load_compile_profile."""
+Built by debug/compile_profile.py; read back as plain data by artifacts.run_dir.load_compile_profile."""
 
 from __future__ import annotations
 

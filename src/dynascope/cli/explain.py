@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from dynascope.artifacts.explanation import Report
-from dynascope.artifacts.files import EXPLANATION_FILE
+from dynascope.artifacts.run_dir import EXPLANATION_FILE
 from dynascope.cli._script_line import parse_script_line, split_script_line
 from dynascope.console import say, script_exit_status
 from dynascope.errors import ConfigError
@@ -138,7 +138,7 @@ def main(argv: list[str]) -> int:
 
 
 def _explain_saved(saved: Path) -> int:
-    from dynascope.artifacts.files import load_explanation
+    from dynascope.artifacts.run_dir import load_explanation
     from dynascope.render.html_views import compile_wall_us
 
     data = load_explanation(saved)

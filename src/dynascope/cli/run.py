@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from dynascope.artifacts.files import EAGER_DIR
+from dynascope.artifacts.run_dir import EAGER_DIR
 from dynascope.capture.backend_choice import BACKEND_CHOICES, tracing_compiles
 from dynascope.cli._script_line import parse_script_line
 from dynascope.console import say, script_exit_status

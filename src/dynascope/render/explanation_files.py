@@ -8,7 +8,7 @@ import os
 import re
 
 from dynascope.artifacts.explanation import CacheEntry, Explanation, Report
-from dynascope.artifacts.files import EXPLANATION_FILE
+from dynascope.artifacts.run_dir import EXPLANATION_FILE
 from dynascope.render.explanation_text import render_guards, render_observations
 
 

@@ -22,7 +22,7 @@ from jinja2 import ChainableUndefined, Environment, FileSystemLoader, select_aut
 
 from dynascope.analyze.summary import Summary
 from dynascope.artifacts.explanation import CompileTime, Report, with_wall_times
-from dynascope.artifacts.files import load_compile_profile, load_explanation
+from dynascope.artifacts.run_dir import load_compile_profile, load_explanation
 from dynascope.render._fmt import (
     compile_run_totals,
     fmt_share,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dynascope.analyze.summary import Summary
-from dynascope.artifacts.files import (
+from dynascope.artifacts.run_dir import (
     COMPILE_PROFILE_FILE,
     EAGER_DIR,
     EXPLANATION_FILE,

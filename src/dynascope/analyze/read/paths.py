@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dynascope.analyze.read._inflate import GZIP_MAGIC
-from dynascope.artifacts.files import EAGER_DIR, EXPLANATION_FILE
+from dynascope.artifacts.run_dir import EAGER_DIR, EXPLANATION_FILE
 from dynascope.errors import TraceFormatError
 
 __all__ = ["CONVERTED_SUFFIXES", "TRACE_SUFFIXES", "expand_paths", "is_trace_file", "map_files"]
