@@ -36,7 +36,7 @@ lint: $(STAMP)
 	exit $$status
 
 # The version matrix (noxfile.py): oldest and newest torch, Python 3.10 to 3.13, in scratch venvs
-# under .nox/. One session: make matrix ARGS='-s torch_free-3.12'; list them: make matrix ARGS=-l
+# under .nox/. One session: make matrix ARGS="-s 'torch_free(3.12)'"; list them: make matrix ARGS=-l
 matrix: $(STAMP)
 	$(VENV)/bin/nox $(ARGS)
 
