@@ -1,8 +1,6 @@
 import importlib.util
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(__file__))  # tests/tracecheck.py and friends
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".venv", "inductor-cache"))
 
 
@@ -18,8 +16,8 @@ NEEDS_TORCH = [
     "cli/test_user_frames.py",
     "corpus/test_corpus.py",
     "debug",
+    "decompiler/test_decompile_dynamo.py",
     "explain/test_command.py",
-    "explain/test_decompile_dynamo.py",
     "explain/test_explain_toy.py",
     "explain/test_module_and_why.py",
     "explain/test_observer.py",

@@ -11,7 +11,7 @@ import json
 
 import polars as pl
 import pytest
-from frame_trace import FILE, Trace
+from support.frame_trace import FILE, Trace
 
 import dynascope
 from dynascope.analyze.fixes import break_fix, recompile_fix

@@ -4,10 +4,8 @@ rank, in rank order."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 from comm_synth import job
@@ -45,8 +43,7 @@ def test_one_flow_per_collective_with_an_instance_per_rank(tmp_path):
 def test_perfetto_binds_each_collective_across_ranks(tmp_path):
     """Perfetto's own trace processor (the UI vizviewer bundles, in headless Chromium) binds each collective's
     flow to its all_reduce slice on every rank: with 3 ranks, two links a collective (rank 0 -> 1 -> 2)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
-    from render_cdp import HeadlessChromium, find_chromium
+    from support.render_cdp import HeadlessChromium, find_chromium
 
     from dynascope.cli.view import find_viewer
 

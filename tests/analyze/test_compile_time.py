@@ -152,7 +152,7 @@ def test_explain_shows_the_traces_compile_times_when_it_has_one():
 def test_the_steps_line_says_when_steps_hold_less_than_the_compile_time(tmp_path):
     """A compile after the last step (an evaluation compiled once training is done) is in the run's compile
     time but in no step: the steps line says how much of it the steps hold, on the same line."""
-    import step_trace as st
+    from support import step_trace as st
 
     from dynascope.render._analysis import summarize_paths
     from dynascope.render._fmt import fmt_us

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 from polars.testing import assert_frame_equal
-from trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
+from support.trace_fixtures import GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER
 
 import dynascope.analyze.partial as P
 import dynascope.analyze.partial_build as PB

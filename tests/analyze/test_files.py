@@ -1,13 +1,13 @@
-"""by_file: the per-file I/O table (analyze/files.py) from POSIX and torch.io events (tests/step_trace.py)."""
+"""by_file: the per-file I/O table (analyze/files.py) from POSIX and torch.io events (tests/support/step_trace.py)."""
 
 from __future__ import annotations
 
 import warnings
 
 import polars as pl
-import step_trace as st
 from polars.testing import assert_frame_equal
-from trace_fixtures import GEN_A
+from support import step_trace as st
+from support.trace_fixtures import GEN_A
 
 import dynascope.analyze.partial as P
 import dynascope.analyze.partial_build as PB

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from corpus.invariants import assert_invariants
 from polars.testing import assert_frame_equal
+from support.invariants import assert_invariants
 
 import dynascope
 import dynascope.analyze.partial_build as PB

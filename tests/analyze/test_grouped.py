@@ -8,7 +8,7 @@ import warnings
 
 import polars as pl
 import pytest
-from trace_fixtures import CASE_IDS, CASES, ours, write_case
+from support.trace_fixtures import CASE_IDS, CASES, ours, write_case
 
 from dynascope.analyze.read import lines, reader
 from dynascope.analyze.read.grouped import read_file_grouped

@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 import polars as pl
-import step_trace as st
+from support import step_trace as st
 from test_ranks_steps import ranked
 
 from dynascope.analyze import ranks as R

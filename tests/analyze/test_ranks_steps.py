@@ -1,4 +1,4 @@
-"""Many ranks on synthetic traces (tests/step_trace.py, docs/trace-format.md): steps per rank, the job's step
+"""Many ranks on synthetic traces (tests/support/step_trace.py, docs/trace-format.md): steps per rank, the job's step
 as its slowest rank's (never the sum), the per-rank table, how each trace ended, and the slow step's why
 naming the rank that stood out and what the others waited in (analyze/ranks.py, stepstats.py)."""
 
@@ -8,7 +8,7 @@ import json
 import warnings
 
 import polars as pl
-import step_trace as st
+from support import step_trace as st
 
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.render.terminal import summary_text
@@ -185,11 +185,8 @@ def test_a_rank_without_its_explanation_is_said(tmp_path):
 
 
 def test_the_rank_invariants_hold_here_and_catch_the_ranks_steps_added_together(tmp_path):
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
-    from invariants import check_ranks
+    from support.invariants import check_ranks
 
     from dynascope.render._analysis import summary_to_dict
 

@@ -10,7 +10,7 @@ import warnings
 import polars as pl
 import pytest
 import synth
-from trace_fixtures import CASE_IDS, CASES, GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER, begin_end_events, write_case
+from support.trace_fixtures import CASE_IDS, CASES, GEN_A, GEN_C, GEN_C_NO_ARGS, PROFILER, begin_end_events, write_case
 
 from dynascope.analyze.read.reader import TraceWarning, read_trace, read_trace_with_info
 from dynascope.errors import DynascopeError, TraceFormatError

@@ -1,5 +1,5 @@
 """Steps without user regions and the parts of each step (analyze/stepparts.py, stepstats.py), on synthetic
-traces that follow the issue-15 event spec (tests/step_trace.py)."""
+traces that follow the issue-15 event spec (tests/support/step_trace.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import warnings
 
 import polars as pl
 import pytest
-import step_trace as st
 import synth
 from polars.testing import assert_frame_equal
+from support import step_trace as st
 
 import dynascope.analyze.partial as P
 import dynascope.analyze.partial_build as PB

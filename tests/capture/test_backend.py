@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tracecheck import attrs, check, load, op_events
+from support.tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dynascope.errors import ConfigError, DynascopeError, SessionError, TorchVersionError

@@ -15,7 +15,7 @@ import sys
 import textwrap
 
 import pytest
-from corpus.invariants import check, collect, report
+from support.invariants import check, collect, report
 
 from dynascope.render._fmt import fmt_us
 

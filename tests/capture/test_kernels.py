@@ -6,7 +6,7 @@ import types
 import polars as pl
 import pytest
 import torch
-from tracecheck import attrs, check, load, op_events
+from support.tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dynascope import _torch

@@ -14,8 +14,8 @@ import sys
 from collections import Counter
 
 import pytest
-import tracecheck
-from corpus.invariants import assert_invariants
+from support import tracecheck
+from support.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
 

@@ -3,7 +3,7 @@ correct results, one warning line, and a record in the trace of which graph ran 
 
 import pytest
 import torch
-from tracecheck import check, load, op_events
+from support.tracecheck import check, load, op_events
 
 import dynascope
 from dynascope import _torch

@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from tracecheck import attrs, check, load, op_events
+from support.tracecheck import attrs, check, load, op_events
 
 from dynascope import _torch
 

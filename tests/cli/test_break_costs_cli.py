@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from corpus.invariants import assert_invariants
+from support.invariants import assert_invariants
 
 HERE = os.path.dirname(__file__)
 PLANTED = os.path.join(HERE, "..", "capture", "planted_breaks.py")

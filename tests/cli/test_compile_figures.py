@@ -9,8 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from corpus.invariants import assert_invariants
-from tracecheck import trace_files
+from support.invariants import assert_invariants
+from support.tracecheck import trace_files
 
 SCRIPT = textwrap.dedent("""
     import torch

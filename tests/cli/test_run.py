@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-from corpus.invariants import assert_invariants
-from tracecheck import attrs, check, load, op_events, trace_files
+from support.invariants import assert_invariants
+from support.tracecheck import attrs, check, load, op_events, trace_files
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts_train.py")
 

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from corpus.invariants import assert_invariants
+from support.invariants import assert_invariants
 
 # torch before 2.9 records no guard's user line (a recompile row then names the recompiled function), and,
 # checked on 2.5.1, gives a break inside a package's own compiled frame no stack back to the user's call

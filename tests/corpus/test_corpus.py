@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from invariants import check, collect, report
+from support.invariants import check, collect, report
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -65,7 +65,7 @@ def run_under_dynascope(case: Case, cwd: Path, *options: str) -> tuple[subproces
 
 def check_run(case: Case, tmp_path: Path) -> None:
     result, out = run_under_dynascope(case, tmp_path)
-    (tmp_path / "run_stdout.txt").write_text(result.stdout)  # to re-check by hand: invariants.py out --stdout run_stdout.txt
+    (tmp_path / "run_stdout.txt").write_text(result.stdout)  # to re-check by hand: python -m support.invariants out --stdout run_stdout.txt
     assert result.returncode == 0, result.stderr[-4000:]
     for text in case.expect:
         assert text in result.stdout, result.stdout[-3000:]

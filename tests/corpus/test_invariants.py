@@ -7,7 +7,7 @@ import gzip
 import json
 
 import pytest
-from invariants import (
+from support.invariants import (
     Outputs,
     check,
     check_json_like,

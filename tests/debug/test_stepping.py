@@ -19,10 +19,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "explain"))
 
-import explain_helpers as helpers  # noqa: E402
-import test_decompile_dynamo as dyn  # noqa: E402
+from decompiler import test_decompile_dynamo as dyn  # noqa: E402
+from support import explain_helpers as helpers  # noqa: E402
 
 import dynascope  # noqa: E402
 from dynascope.debug.stepping import Stepping, _compile_function, _decompiled  # noqa: E402

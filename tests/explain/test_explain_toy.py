@@ -5,7 +5,7 @@ import re
 
 import pytest
 import torch
-from explain_helpers import assert_backend, line_of, toy_example
+from support.explain_helpers import assert_backend, line_of, toy_example
 
 import dynascope
 from dynascope import _torch
@@ -155,7 +155,7 @@ def test_toy_example_inductor():
 
 
 def test_nested_resume_functions_two_breaks():
-    from explain_helpers import two_breaks
+    from support.explain_helpers import two_breaks
 
     with observe() as obs:
         opt = torch.compile(two_breaks, backend="eager")

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from explain_helpers import MLP, assert_backend, scale, toy_example
+from support.explain_helpers import MLP, assert_backend, scale, toy_example
 
 from dynascope.explain import observe
 from dynascope.explain.api import NotCompiledError, explain, why_recompile

@@ -1,7 +1,7 @@
 """Graph breaks, recompiles, compile times and cache-limit hits as the observer records them."""
 
 import torch
-from explain_helpers import line_of, scale, toy_example, toy_print
+from support.explain_helpers import line_of, scale, toy_example, toy_print
 
 from dynascope.explain import observe, start_observing, stop_observing
 from dynascope.explain.api import explain

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import tracecheck
+from support import tracecheck
 
 from ranks.launch import program, torchrun
 

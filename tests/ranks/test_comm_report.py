@@ -11,13 +11,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import polars as pl
 import pytest
+from support.invariants import check, collect, report
 
 from dynascope.analyze.comm_job import hang_lines
 from dynascope.analyze.pipeline import summarize_files
@@ -25,9 +25,6 @@ from dynascope.analyze.stepparts import PART_COLUMNS
 from dynascope.render.chrome import convert
 
 from .launch import BIN, program, ranks_env, torchrun
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
-from invariants import check, collect, report
 
 SLEEP_S = 0.5
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from corpus.invariants import check, collect, report
+from support.invariants import check, collect, report
 
 from .launch import BIN, program, torchrun
 

@@ -6,15 +6,12 @@ step and guard (docs/ranks.md)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from support.invariants import check, collect, report
 
 from .launch import BIN, program, torchrun
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
-from invariants import check, collect, report
 
 STEPS = 5
 

@@ -7,7 +7,7 @@ import csv
 import io
 import re
 
-from frame_trace import FILE, Trace
+from support.frame_trace import FILE, Trace
 
 import dynascope
 from dynascope.console import make_console

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from render_fixtures import EVIL, build_trace
-from trace_fixtures import begin_end_events
+from support.trace_fixtures import begin_end_events
 
 from dynascope.cli import main as cli_main
 from dynascope.errors import TraceFormatError

@@ -1,5 +1,5 @@
 """The per-file I/O table in `dynascope report` (terminal, --json, --csv, --html) and the end-of-run
-summary, from a synthetic training trace (tests/step_trace.py): a checkpoint, samples read by two
+summary, from a synthetic training trace (tests/support/step_trace.py): a checkpoint, samples read by two
 DataLoader workers, inductor's temporary files and torch's own sources read inside a compile phase,
 installed packages' metadata read outside it, and a compile worker's pipe waited on."""
 
@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-import step_trace as st
+from support import step_trace as st
 
 from dynascope.cli import main as cli_main
 from dynascope.render._analysis import summarize_paths

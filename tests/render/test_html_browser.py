@@ -12,8 +12,8 @@ import os
 
 import orjson
 import pytest
-from render_cdp import HeadlessChromium, find_chromium
 from render_fixtures import EVIL, build_trace, make_explanation, make_summary
+from support.render_cdp import HeadlessChromium, find_chromium
 
 from dynascope.cli import main as cli_main
 from dynascope.render.html import write_html

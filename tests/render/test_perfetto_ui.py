@@ -15,8 +15,8 @@ import time
 import urllib.request
 
 import pytest
-from render_cdp import HeadlessChromium, find_chromium
 from render_fixtures import build_trace
+from support.render_cdp import HeadlessChromium, find_chromium
 
 from dynascope.cli.view import find_viewer
 
@@ -80,7 +80,7 @@ def test_perfetto_ui_loads_converted_trace(tmp_path):
 def test_perfetto_binds_the_batch_flows(tmp_path):
     """Each flow of the export (a worker's dataloader.fetch to the main process's dataloader.next) is bound
     by Perfetto's own trace processor to those two slices (asked through the UI's engine)."""
-    import step_trace as st
+    from support import step_trace as st
 
     main, _ = st.training_trace(pid=4242, steps=4, slow_data=None, recompile=None, save_after=None)
     traces = [main.write(tmp_path / "train-4242.pfw.gz", gz=True)]

@@ -1,5 +1,5 @@
 """The reader, the converter and the report agree on every file of the shared fixture set
-(tests/trace_fixtures.py): every row `read_trace` returns is in the Chrome-trace export (complete events
+(tests/support/trace_fixtures.py): every row `read_trace` returns is in the Chrome-trace export (complete events
 as slices, `start`/`end` as process instants) and nothing else is a slice; the report counts the same
 events and the same skipped lines."""
 
@@ -12,7 +12,7 @@ from collections import Counter
 
 import polars as pl
 import pytest
-from trace_fixtures import CASE_IDS, CASES, write_case
+from support.trace_fixtures import CASE_IDS, CASES, write_case
 
 from dynascope.analyze.read.reader import read_trace_with_info
 from dynascope.render._analysis import summarize_paths

@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 import pytest
-from render_cdp import HeadlessChromium, find_chromium
+from support.render_cdp import HeadlessChromium, find_chromium
 
 from dynascope.cli import main as cli_main
 

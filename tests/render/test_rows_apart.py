@@ -24,13 +24,17 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from rich.text import Text
+from support.invariants import (
+    assert_invariants,
+    check_step_table,
+    check_table_duplicates,
+    check_terminal,
+    terminal_tables,
+)
 
 from dynascope.console import make_console
 from dynascope.render._analysis import summarize_paths
 from dynascope.render.terminal import render_short, render_summary
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "corpus"))
-from invariants import assert_invariants, check_step_table, check_table_duplicates, check_terminal, terminal_tables
 
 SCRIPT = textwrap.dedent(
     """

@@ -1,5 +1,5 @@
 """The per-step breakdown in `dynascope report` (terminal, --json, --csv, --html) and in the end-of-run
-summary, from a synthetic training trace with the issue-15 events (tests/step_trace.py)."""
+summary, from a synthetic training trace with the issue-15 events (tests/support/step_trace.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-import step_trace as st
+from support import step_trace as st
 
 from dynascope.analyze.stepparts import PARTS
 from dynascope.cli import main as cli_main

@@ -17,8 +17,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from corpus.invariants import assert_invariants
 from render_fixtures import build_trace
+from support.invariants import assert_invariants
 
 from dynascope.cli import main as cli_main
 from dynascope.render import _fmt

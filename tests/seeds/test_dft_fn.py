@@ -4,7 +4,7 @@ import os
 
 import pytest
 import torch
-from tracecheck import check, load, op_events
+from support.tracecheck import check, load, op_events
 
 from dftracer.python import dft_fn, dftracer, dynamo
 

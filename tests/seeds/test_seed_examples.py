@@ -6,7 +6,7 @@ Each example is its own script under examples/, run in a fresh process with DFTR
 import os
 
 import pytest
-from tracecheck import attrs, check, load, op_events, run_script, trace_files
+from support.tracecheck import attrs, check, load, op_events, run_script, trace_files
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "examples")
 

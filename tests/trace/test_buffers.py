@@ -2,7 +2,7 @@
 
 import gc
 
-import tracecheck
+from support import tracecheck
 
 import dynascope
 from dynascope.trace.buffers import emit, now_ns

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tracecheck import attrs, check, load, op_events
+from support.tracecheck import attrs, check, load, op_events
 
 import dynascope
 from dftracer.python import dftracer

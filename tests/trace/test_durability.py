@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from tracecheck import attrs, check, load, op_events, readable_prefix, trace_files
+from support.tracecheck import attrs, check, load, op_events, readable_prefix, trace_files
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 WORKLOAD = os.path.join(SCRIPTS, "workload.py")

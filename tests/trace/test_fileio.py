@@ -16,7 +16,7 @@ import warnings
 from collections import defaultdict
 
 import pytest
-from tracecheck import check, load
+from support.tracecheck import check, load
 
 from dynascope.trace import fileio
 from dynascope.trace.config import TraceConfig

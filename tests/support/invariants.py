@@ -30,7 +30,7 @@ Each failure starts with its invariant in brackets: [compile<=span], [step parts
 [width], [I/O part], [user frame], [file order], [tables] (a table the checker cannot read), [outputs].
 
 Run it by hand on any run directory (e.g. the demo's):
-    python tests/corpus/invariants.py DIR [--stdout FILE_WITH_THE_RUN_STDOUT]
+    PYTHONPATH=tests python -m support.invariants DIR [--stdout FILE_WITH_THE_RUN_STDOUT]
 """
 
 from __future__ import annotations
@@ -48,8 +48,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/tracecheck.py
-from tracecheck import load, readable_prefix, trace_files
+from support.tracecheck import load, readable_prefix, trace_files
 
 # ----------------------------------------------------------------------------- durations in text
 

@@ -1,4 +1,4 @@
-"""CPython's own test suites, run against decompiled-and-recompiled stdlib modules (run.py)."""
+"""CPython's own test suites, run against decompiled-and-recompiled stdlib modules (stdlib_roundtrip.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-RUNNER = Path(__file__).resolve().parent / "run.py"
+RUNNER = Path(__file__).resolve().parent / "stdlib_roundtrip.py"
 PYENV = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
 
 

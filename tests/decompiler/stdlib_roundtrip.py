@@ -13,7 +13,7 @@ unittest in a fresh subprocess, once with the swap and once without, and the two
 Usage (any CPython 3.10-3.13 that ships the `test` package; no third-party packages; the workers
 get this checkout's `src` on PYTHONPATH, so no install is needed):
 
-    python tests/stdlib_roundtrip/run.py [--modules a,b] [--json out.json] [--jobs N]
+    python tests/decompiler/stdlib_roundtrip.py [--modules a,b] [--json out.json] [--jobs N]
                                          [--timeout S] [--verbose] [--keep-sources DIR]
 
 Each function is decompiled from its code object (`decompile(func.__code__)`): its defaults stay
@@ -336,7 +336,6 @@ def _run_suite(test_modules: tuple[str, ...]) -> dict:
 if __name__ == "__main__":
     cli = _parse(sys.argv[1:])
     if cli.worker:
-        sys.path.insert(0, str(HERE))
         worker(cli.worker, not cli.no_swap, cli.result)
         sys.exit(0)
     sys.exit(main())

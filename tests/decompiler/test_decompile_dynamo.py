@@ -16,8 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from explain_helpers import toy_example  # noqa: E402
-from explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
+from support.explain_helpers import toy_example  # noqa: E402
+from support.explain_helpers import two_breaks as toy_print  # noqa: E402  (a print break, then a branch)
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list  # noqa: E402  (tests may use private API)
 
 from dynascope import _torch  # noqa: E402

@@ -1,7 +1,7 @@
 """Round-trip probe: decompile each sample function, exec the result, compare behaviour.
 
-Test data, not product code: the decompiler's tests import it (tests/explain/test_decompiler.py).
-Run as `python tests/explain/probe_corpus.py` (with PYTHONPATH=src on a bare interpreter).
+Test data, not product code: the decompiler's tests import it (tests/decompiler/test_decompiler.py).
+Run as `python tests/decompiler/probe_corpus.py` (with PYTHONPATH=src on a bare interpreter).
 Prints one row per function and ends with `decompiler probe: N/M passed (python X.Y)`.
 """
 

@@ -1,4 +1,0 @@
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # planted.py, for the tests and their repros

@@ -1,0 +1,22 @@
+import importlib.util
+
+import pytest
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    """Every test starts and ends with empty Dynamo caches and no dynascope observer running.
+    The decompiler's tests run without torch too (the torch-free matrix sessions)."""
+    if not HAVE_TORCH:
+        yield
+        return
+    import torch
+
+    from dynascope.explain.session import SESSION
+
+    torch._dynamo.reset()
+    yield
+    SESSION.end()
+    torch._dynamo.reset()
