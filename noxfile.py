@@ -115,4 +115,4 @@ def torch_free(session: nox.Session) -> None:
     _pytest(session)
     # Every function decompiles on every Python: a refusal (shown as dis, never wrong code) fails
     # the session, and so does a suite doing worse with decompiled code.
-    session.run("python", "tests/stdlib_roundtrip/run.py")
+    session.run("python", "tests/decompiler/stdlib_roundtrip.py")

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from support.results import publish
+from common.results import publish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

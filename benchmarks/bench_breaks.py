@@ -25,7 +25,7 @@ import time
 
 import polars as pl
 import torch
-from support.results import publish
+from common.results import publish
 
 import dynascope
 

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 import torch
-from support.results import publish
+from common.results import publish
 
 import dynascope
 from dynascope.trace import buffers

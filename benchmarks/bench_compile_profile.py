@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-from support.results import publish
+from common.results import publish
 from torch import nn
 
 import dynascope
@@ -109,7 +109,7 @@ def measure(model_name: str, backend: str, rounds: int) -> dict[str, Any]:
 
 
 def render(results: dict[str, Any]) -> str:
-    from support.markdown import compile_profile_table
+    from common.markdown import compile_profile_table
 
     return compile_profile_table(results)
 

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from support.results import publish
+from common.results import publish
 
 
 def step_fn(model, opt, x):

@@ -29,7 +29,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from bench_capture import discard_buffers, make_model
-from support.results import publish
+from common.results import publish
 
 import dynascope
 from dynascope.trace import buffers

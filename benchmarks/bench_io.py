@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from support.results import publish
+from common.results import publish
 
 from dynascope.trace import fileio
 from dynascope.trace.config import TraceConfig

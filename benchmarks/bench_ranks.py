@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['ranks']:>6} {r['variant']:>8} {r['events']:>10,} {r['seconds']:>8.2f} {r['events_per_s']:>10,.0f} "
         f"{r['peak_mb']:>8.0f} {r['collectives']:>11}  {'yes' if r['within_bound'] else 'NO'}" for r in rows
     ])  # fmt: skip
-    from support.results import publish
+    from common.results import publish
 
     publish(table, {"benchmark": "ranks", "python": sys.version.split()[0], "cpus": os.cpu_count(),
                     "memory_bound_mb": MEMORY_BOUND_MB, "rows": rows}, args.out)  # fmt: skip

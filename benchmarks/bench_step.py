@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from support.results import publish
+from common.results import publish
 from torch.utils.data import DataLoader, Dataset
 
 import dynascope

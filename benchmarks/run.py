@@ -6,7 +6,7 @@
     python benchmarks/run.py --markdown      # run nothing: the latest results as the README's tables
 
 Layout: each benchmark is benchmarks/bench_<name>.py (also runnable on its own, `main(argv)`);
-support/ is what they share (writing results, the README's tables), fixtures/ their inputs (planted
+common/ is what they share (writing results, the README's tables), fixtures/ their inputs (planted
 bugs, the minifier's script), gpu_validation/ the GPU checks (validate_gpu.py, gpu_check.sh), and
 results/ their JSON.
 """
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run nothing: print the latest results/*.json as the README's markdown tables")
     args = parser.parse_args(argv)
     if args.markdown:
-        from support import markdown
+        from common import markdown
 
         return markdown.main()
     status = 0

@@ -14,7 +14,7 @@ def fresh_dynamo():
         return
     import torch
 
-    from dynascope.explain.session import SESSION
+    from dynascope.explain.active_observer import SESSION
 
     torch._dynamo.reset()
     yield
