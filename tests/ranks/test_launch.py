@@ -46,10 +46,19 @@ def _every_trace_complete(traces: list[str]) -> None:
         assert not info.warnings, info.warnings  # each file ends with its end record, nothing torn
 
 
-def test_torchrun_m_dynascope(tmp_path):
+@pytest.fixture(scope="module")
+def m_dynascope_job(tmp_path_factory):
+    """One `torchrun ... -m dynascope run --out OUT train.py` job, shared: its own test reads it, and the
+    --no-python test launches into the same OUT again (the relaunch that must replace these files)."""
+    tmp = tmp_path_factory.mktemp("m_dynascope")
+    out = tmp / "out"
+    res = torchrun(["-m", "dynascope", "run", "--out", str(out), TRAIN, *STEPS], cwd=tmp)
+    return tmp, out, res
+
+
+def test_torchrun_m_dynascope(m_dynascope_job):
     """`torchrun ... -m dynascope run --out OUT train.py`: two ranks, neither deletes the other's file."""
-    out = tmp_path / "out"
-    res = torchrun(["-m", "dynascope", "run", "--out", str(out), TRAIN, *STEPS], cwd=tmp_path)
+    _, out, res = m_dynascope_job
     assert res.returncode == 0, res.stderr[-3000:]
     traces = _job_files(out)
     _one_report(res.stdout, out)
@@ -61,17 +70,15 @@ def test_torchrun_m_dynascope(tmp_path):
     assert "2 ranks" in html
 
 
-def test_torchrun_no_python(tmp_path):
-    """`torchrun --no-python dynascope run --out OUT train.py`, run a second time into the same OUT: the
-    first run's files are replaced, none is mixed in."""
-    out = tmp_path / "out"
-    cmd = ["--no-python", str(BIN / "dynascope"), "run", "--out", str(out), TRAIN, *STEPS]
-    first = torchrun(cmd, cwd=tmp_path)
+def test_torchrun_no_python_into_an_earlier_jobs_directory(m_dynascope_job):
+    """`torchrun --no-python dynascope run --out OUT train.py` into the OUT of an earlier job (the -m
+    launch above): the earlier job's files are replaced, none is mixed in."""
+    tmp, out, first = m_dynascope_job
     assert first.returncode == 0, first.stderr[-3000:]
     before = set(_job_files(out))
     (out / "ddp_train-rank5-1.pfw.gz").write_bytes(b"")  # a stale rank beyond this job's world size
     (out / "ddp_train-77.pfw.gz").write_bytes(b"")  # a stale single-process trace
-    second = torchrun(cmd, cwd=tmp_path)
+    second = torchrun(["--no-python", str(BIN / "dynascope"), "run", "--out", str(out), TRAIN, *STEPS], cwd=tmp)
     assert second.returncode == 0, second.stderr[-3000:]
     after = set(_job_files(out))
     assert not (before & after), "the first run's traces were removed by their own ranks"
