@@ -153,7 +153,7 @@ def render(results: dict) -> str:
 
 
 def markdown(results: dict) -> str:
-    """The README's table (common/markdown.py prints it: `run.py --markdown`)."""
+    """docs/performance.md's table (common/markdown.py prints it: `run.py --markdown`)."""
     header = ("| warm-cache run (fresh process) | step 0: wall s | CPU s | vs plain (wall, CPU) | whole process: wall s "
               "| CPU s | vs plain (wall, CPU) | AOTAutograd cache hits |")
     lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|"]

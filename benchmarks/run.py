@@ -3,10 +3,10 @@
     python benchmarks/run.py                 # full runs (several minutes)
     python benchmarks/run.py --quick         # smoke run
     python benchmarks/run.py --only capture  # one of them (listed below, from BENCHMARKS)
-    python benchmarks/run.py --markdown      # run nothing: the latest results as the README's tables
+    python benchmarks/run.py --markdown      # run nothing: the latest results as docs/performance.md's tables
 
 Layout: each benchmark is benchmarks/bench_<name>.py (also runnable on its own, `main(argv)`);
-common/ is what they share (writing results, the README's tables), fixtures/ their inputs (planted
+common/ is what they share (writing results, docs/performance.md's tables), fixtures/ their inputs (planted
 bugs, the minifier's script), gpu_validation/ the GPU checks (validate_gpu.py, gpu_check.sh), and
 results/ their JSON.
 """
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=[b.name for b in BENCHMARKS], help="run one benchmark")
     parser.add_argument("--anchor-python", help="a python with pydftracer installed (see anchor_pydftracer.py)")
     parser.add_argument("--markdown", action="store_true",
-                        help="run nothing: print the latest results/*.json as the README's markdown tables")
+                        help="run nothing: print the latest results/*.json as docs/performance.md's markdown tables")
     args = parser.parse_args(argv)
     if args.markdown:
         from common import markdown

@@ -1,4 +1,4 @@
-"""The latest benchmark results (benchmarks/results/*.json) as the README's markdown tables:
+"""The latest benchmark results (benchmarks/results/*.json) as docs/performance.md's markdown tables:
 `python benchmarks/run.py --markdown` prints them (`main`)."""
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def bisect_table(data: dict) -> str:
 
 
 def rendered(module: str, data: dict) -> str:
-    """A benchmark whose own table is already the README's (bench_io, bench_step): its module, imported
+    """A benchmark whose own table is already docs/performance.md's (bench_io, bench_step): its module, imported
     from benchmarks/ (sys.path's first entry under run.py)."""
     import importlib
 

@@ -1,4 +1,4 @@
-"""`dynascope run` in a job of many ranks (docs: README "Many ranks").
+"""`dynascope run` in a job of many ranks (docs/ranks.md, "Launching").
 
 A process is a rank when its launcher says so: RANK (torchrun, torch.distributed.launch, most others),
 else OMPI_COMM_WORLD_RANK (Open MPI), PMI_RANK (MPICH, Intel MPI), SLURM_PROCID (srun); the world size

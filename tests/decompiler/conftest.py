@@ -1,22 +1,3 @@
-import importlib.util
+"""Dynamo's caches emptied around every test of this folder (tests/support/dynamo_fixtures.py)."""
 
-import pytest
-
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
-
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Every test starts and ends with empty Dynamo caches and no dynascope observer running.
-    The decompiler's tests run without torch too (the torch-free matrix sessions)."""
-    if not HAVE_TORCH:
-        yield
-        return
-    import torch
-
-    from dynascope.explain.active_observer import SESSION
-
-    torch._dynamo.reset()
-    yield
-    SESSION.end()
-    torch._dynamo.reset()
+from support.dynamo_fixtures import fresh_dynamo  # noqa: F401 - registered as this folder's autouse fixture

@@ -67,7 +67,7 @@ def _run_and_explain(argv: list[str]) -> int:
         from dynascope.launch import rank_dir, this_rank
 
         rank = this_rank()
-        if rank is not None:  # one explanation per rank: DIR/rank<R>/ (README "Many ranks")
+        if rank is not None:  # one explanation per rank: DIR/rank<R>/ (docs/ranks.md, "Launching")
             out_dir = rank_dir(out_dir, rank)
         try:
             os.makedirs(out_dir, exist_ok=True)

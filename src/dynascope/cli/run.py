@@ -192,7 +192,7 @@ def _eager_pass(script: str, args: list[str], trace: str, config: Any, run: Any 
         say("run", f"note: the eager run raised {type(error).__name__}: {error}; its numbers cover what ran")
 
 
-# -- many ranks (launch.py; README "Many ranks") --------------------------------------------------------
+# -- many ranks (launch.py; docs/ranks.md, "Launching") --------------------------------------------------------
 
 
 def _our_options(argv: list[str], out_dir: str) -> list[str]:
