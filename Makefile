@@ -21,10 +21,10 @@ demo: $(STAMP)
 	$(VENV)/bin/dynascope demo
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist worksteal -q
+	$(PY) -m pytest -n 2 -q
 
 test-all: $(STAMP)
-	$(PY) -m pytest -n 2 --dist worksteal -q -m ''
+	$(PY) -m pytest -n 2 -q -m ''
 
 # ruff (lint), mypy (types, src/) and lint-imports (the import layering of docs/architecture.md), all configured in
 # pyproject.toml; all three run, and any finding fails the target.

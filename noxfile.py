@@ -78,7 +78,7 @@ def _requirements_without_torch() -> list[str]:
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
-    session.run("python", "-m", "pytest", "-n", "2", "--dist", "worksteal", "-q", *args, *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "2", "-q", *args, *session.posargs)
 
 
 @nox.session
