@@ -94,6 +94,15 @@ def test_bad_options_are_one_line_errors(stub, trace_file, tmp_path, capsys):
         cli_main(["report", str(trace_file), "--workers", "2", "--scheduler", "x"])
 
 
+def test_an_unreadable_explanation_is_one_line_and_the_tables_come_from_the_trace(trace_file, tmp_path, capsys):
+    """artifacts/run_dir.py's rule: a damaged file becomes a note; report says it once and goes on."""
+    bad = tmp_path / "explanation.json"
+    bad.write_text("{not json")
+    assert cli_main(["report", str(trace_file), "--explanation", str(bad), "-q"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"could not read {bad}") and "what the trace alone says" in out[0]
+
+
 @pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")
 def test_end_to_end_real_analysis(trace_file, tmp_path, capsys):
     out = tmp_path / "r.html"

@@ -87,7 +87,9 @@ def summarize_run(run: RunFiles, top: int, **summarize: Any) -> Summary:
 
 
 def write_run_outputs(out_dir: str, stem: str, script: str, observer: Any, error: Any, ns: Any,
-                   profiler: Any = None) -> dict:
+                      profiler: Any = None) -> dict:
+    """One process's outputs: its explanation (and compile profile) in out_dir, report.html and the short
+    summary, from its traces; the paths written."""
     from dynascope.render.terminal import render_short
 
     written: dict[str, Any] = {"traces": sorted(glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")))}
@@ -159,7 +161,7 @@ def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
 
 
 def write_rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any, error: Any,
-                  ns: Any, profiler: Any = None) -> None:  # fmt: skip
+                       ns: Any, profiler: Any = None) -> None:  # fmt: skip
     """One rank's files: its explanation (and compile profile) in OUT/rank<R>/; then its marker, and the
     job report if this rank is the last to finish (or one short line: the outer dynascope run, or the
     last rank, writes the report)."""
