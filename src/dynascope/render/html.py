@@ -341,7 +341,7 @@ def _ranks_view(summary: Summary) -> dict | None:
 def _comm_view(summary: Summary, limit: int = HTML_ROWS) -> dict | None:
     """The hang finding (shown first), the stragglers, the collectives joined across ranks and the clocks;
     None for a trace without collectives."""
-    from dynascope.render.terminal import comm_line, hang_text, straggler_lines
+    from dynascope.render.terminal_ranks import comm_line, hang_text, straggler_lines
 
     hangs = hang_text(summary)
     tables = {

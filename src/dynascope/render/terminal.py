@@ -12,7 +12,6 @@ are never read as markup).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 import polars as pl
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -30,7 +29,6 @@ from dynascope.render._fmt import (
     fmt_share,
     fmt_us,
     fmt_value,
-    frame_of,
     io_line,
     meta_facts,
     meta_warnings,
@@ -40,76 +38,26 @@ from dynascope.render._fmt import (
     step_cols,
     step_part_totals,
     summary_top,
-    table_rows,
 )
-from dynascope.render._table import NUMERIC_KINDS, Column, FitTable, fit_table
-from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col, TableSpec
+from dynascope.render._table import NUMERIC_KINDS, Column, FitTable
+from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col
+from dynascope.render.terminal_ranks import (
+    divergence_lines,
+    hang_text,
+    ranks_line,
+    render_collectives,
+    render_divergence,
+    render_hangs,
+    render_ranks,
+    straggler_lines,
+)
+from dynascope.render.terminal_tables import cell, spec_table, summary_table
 
 __all__ = [
     "StepTable", "file_table", "make_console", "render_files", "render_short", "render_steps", "render_summary",
     "short_text", "step_table", "summary_table", "summary_text",
 ]  # fmt: skip
 
-
-
-def _cell(value: Any, kind: str) -> Text:
-    return Text(fmt_value(value, kind))
-
-
-def _fit_table(title: str, cols: list[Col], spec: TableSpec | None, styles: dict[str, str] | None = None,
-               cut_start: tuple[str, ...] = ()) -> FitTable:  # fmt: skip
-    """An empty FitTable of `cols`, leaving columns out (at a narrow width) in `spec.drop`'s order."""
-    keys = [c.key for c in cols]
-    drop = [keys.index(k) for k in (spec.drop if spec is not None else ()) if k in keys]
-    styles = styles or {}
-    columns = [Column.of(c, styles.get(c.key), c.key in cut_start) for c in cols]
-    return fit_table(title, columns, drop)
-
-
-def summary_table(summary: Summary, spec: TableSpec, limit: int | None = None) -> FitTable | None:
-    """One Summary table, fitted to the width it is printed at (render/_table.py), or None when the frame
-    is empty."""
-    cols, rows, n = table_rows(summary, spec, limit)
-    if not rows or not cols:
-        return None
-    title = spec.title
-    if limit is not None and n > limit:
-        title += f" ({'first' if spec.attr == 'by_step' else 'top'} {limit} of {n:,})"
-    if spec.attr == "by_kernel" and _add_kernel_calls(summary, cols, rows, limit):
-        cols = [*cols, Col("call", "call", min_width=12, max_width=40)]
-        spec = replace(spec, drop=("call", *spec.drop))  # kept where it tells rows apart (FitTable.widths)
-    # a layer is a module path: cut at its start, its last names kept ("…h.0.attn.c_attn")
-    table = _fit_table(title, cols, spec, {"name": "cyan", "layer": "cyan"}, cut_start=("layer", "layers"))
-    for row in rows:
-        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
-    return table
-
-
-def _add_kernel_calls(summary: Summary, cols: list[Col], rows: list[dict], limit: int | None) -> bool:
-    """Where two kernel rows read the same in every text column (two `extern_kernels.mm` of one layer's
-    backward: the gradients of its input and of its weight), each row's `call`: the arguments of the
-    wrapper's call that launches it ("(buf3, primals_6, out=buf4)", from the trace's kernel source), the
-    part that tells them apart. False (rows unchanged) where no rows read alike or the trace has no code."""
-    frame = frame_of(summary, "by_kernel")
-    if "kernel_code" not in frame.columns or not summary.sources:
-        return False
-    text = [c.key for c in cols if c.kind not in NUMERIC_KINDS]
-    seen: dict[tuple, int] = {}
-    for row in rows:
-        key = tuple(str(row.get(k)) for k in text)
-        seen[key] = seen.get(key, 0) + 1
-    if all(n == 1 for n in seen.values()):
-        return False
-    codes = frame.get_column("kernel_code").to_list()[: len(rows)]
-    for row, code in zip(rows, codes, strict=True):
-        source = str(summary.sources.get(str(code or ""), "")).strip()
-        name = str(row.get("name") or "")
-        at = source.find(f"{name}(") if name else -1
-        if "\n" in source or not source:
-            row["call"] = "–"  # a generated kernel's source: its name tells it apart
-        else:
-            row["call"] = source[at + len(name) :] if at >= 0 else source
-    return True
 
 
 def _header(summary: Summary) -> Text:
@@ -158,7 +106,7 @@ class StepTable:
 
     def fit(self, folded: frozenset[str] = frozenset()) -> FitTable:
         """The table with the parts `folded` counted in "other"."""
-        return _step_fit_table(self.summary, self.limit, folded)
+        return _stepspec_table(self.summary, self.limit, folded)
 
     def laid_out(self, width: int) -> FitTable:
         """The table to print at `width`: the parts left out at that width folded into "other" (again, until
@@ -198,7 +146,7 @@ def step_table(summary: Summary, limit: int | None = None) -> StepTable | None:
     return StepTable(summary, limit)
 
 
-def _step_fit_table(summary: Summary, limit: int | None, folded: frozenset[str]) -> FitTable:
+def _stepspec_table(summary: Summary, limit: int | None, folded: frozenset[str]) -> FitTable:
     frame = summary.table("by_step")
     present = {c.key for c in step_cols(summary)}
     stats = summary.table("step_stats")
@@ -225,9 +173,9 @@ def _step_fit_table(summary: Summary, limit: int | None, folded: frozenset[str])
         cols.insert(at, Col("rank", "slowest", "id"))
         title = title.replace("Steps: where each step's time goes", "Steps of the job: each the slowest rank's", 1)
         spec = replace(spec, drop=(*spec.drop[:3], "rank", *spec.drop[3:]))
-    table = _fit_table(title, cols, spec)
+    table = spec_table(title, cols, spec)
     for row in shown.select([c.key for c in cols]).iter_rows(named=True):
-        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
+        table.add_row(*(cell(row.get(c.key), c.kind) for c in cols))
     if stats.height and {"part", "median_us", "p95_us", "share"} <= set(stats.columns):
         by_part = {r["part"]: r for r in stats.iter_rows(named=True)}
         for n_row, (label, key, kind) in enumerate(
@@ -257,9 +205,9 @@ def file_table(summary: Summary, limit: int | None = None) -> FitTable | None:
     if shown.height < n:
         title += f" (top {shown.height} of {n:,})"
     text_style = {c.key: "cyan" for c in view.cols if c.kind not in NUMERIC_KINDS}
-    table = _fit_table(title, view.cols, SPEC_BY_ATTR["by_file"], text_style, cut_start=("fname",))
+    table = spec_table(title, view.cols, SPEC_BY_ATTR["by_file"], text_style, cut_start=("fname",))
     for row in shown.select([c.key for c in view.cols]).iter_rows(named=True):
-        table.add_row(*(Text(str(row[c.key])) if c.key == "fname" else _cell(row.get(c.key), c.kind)
+        table.add_row(*(Text(str(row[c.key])) if c.key == "fname" else cell(row.get(c.key), c.kind)
                         for c in view.cols))  # fmt: skip
     return table
 
@@ -320,14 +268,14 @@ def _cost_table(summary: Summary, attr: str, limit: int | None) -> FitTable | No
         return None
     cols = [c for c in SPEC_BY_ATTR[attr].cols if c.key not in ("reason", "fix", "function") and c.key in shown.columns]
     # no column is left out: where they do not all fit (the why column 40 wide), render_costs prints blocks
-    table = _fit_table(title, cols, None, {c.key: "cyan" for c in cols if c.kind not in NUMERIC_KINDS},
+    table = spec_table(title, cols, None, {c.key: "cyan" for c in cols if c.kind not in NUMERIC_KINDS},
                        cut_start=("source",))  # fmt: skip
     table.columns.append(Column("why, and what to do", numeric=False, min_width=40, max_width=72, wrap=True))
     for row in shown.iter_rows(named=True):
-        cells = [_cell(row.get(c.key), c.kind) for c in cols]
+        cells = [cell(row.get(c.key), c.kind) for c in cols]
         if attr == "graph_breaks" and not row.get("measurable"):
             cells = [cells[0], *(Text("–") for _ in cells[1:])]
-        cells.append(_why_cell(row, attr))
+        cells.append(_whycell(row, attr))
         table.add_row(*cells)
     return table
 
@@ -344,7 +292,7 @@ def _cost_rows(summary: Summary, attr: str, limit: int | None) -> tuple[pl.DataF
     return shown, title
 
 
-def _why_cell(row: dict, attr: str) -> Text:
+def _whycell(row: dict, attr: str) -> Text:
     text = Text()
     text.append(str(row.get("reason") or ""))
     if row.get("note"):
@@ -380,7 +328,7 @@ def _cost_blocks(summary: Summary, attr: str, limit: int | None, console: Consol
         measured = attr != "graph_breaks" or row.get("measurable")
         facts = ", ".join(f"{c.label} {fmt_value(row.get(c.key), c.kind) if measured else '–'}" for c in numbers)
         console.print(Text(f"{i:>3}. ").append(str(row.get("source") or "?"), style="cyan"))
-        console.print(Padding(Prose(Text(facts).append("\n").append_text(_why_cell(row, attr))), (0, 0, 0, 5),
+        console.print(Padding(Prose(Text(facts).append("\n").append_text(_whycell(row, attr))), (0, 0, 0, 5),
                               expand=False))  # fmt: skip
     return True
 
@@ -556,178 +504,3 @@ def summary_text(summary: Summary, width: int = PIPE_WIDTH, top: int | None = No
 def short_text(summary: Summary, width: int = PIPE_WIDTH, top: int = 5) -> str:
     """render_short as plain text (no colour)."""
     return _to_text(render_short, summary, width, top=top)
-
-
-
-# ------------------------------------------------------------------------------------------------
-# many ranks (analyze/ranks.py, docs/ranks.md)
-
-_RANK_COLS = (
-    Col("rank", "rank", "id"),
-    Col("host", "host", max_width=24),
-    Col("pid", "pid", "id"),
-    Col("processes", "procs", "int"),
-    Col("steps", "steps", "int"),
-    Col("step_median_us", "median step", "us"),
-    Col("compile_us", "compile", "us"),
-    Col("recompiles", "recompiles", "int"),
-    Col("graph_breaks", "breaks", "int"),
-    Col("graphs", "graphs", "int"),
-    Col("status", "trace", min_width=8, max_width=20),
-)
-_RANK_DROP = ("processes", "pid", "host", "graphs", "graph_breaks", "steps")
-
-
-def divergence_lines(summary: Summary, shown: int = 3) -> list[str]:
-    """The first divergence between the ranks (and up to `shown` - 1 more): what, where, which ranks, the
-    guard or line behind it, and whether it risks a hang. None where the ranks did alike."""
-    frame = summary.table("divergence")
-    if frame.height == 0 or "detail" not in frame.columns:
-        return []
-    lines = []
-    for i, r in enumerate(frame.head(shown).iter_rows(named=True)):
-        head = "Ranks diverge" if i == 0 else "  then"
-        src = f" [{r['source']}]" if r.get("source") else ""
-        risk = " (hang risk)" if r.get("hang_risk") else ""
-        lines.append(f"{head}{risk}: {r['detail']}{src}")
-    if frame.height > shown:
-        lines.append(f"  and {frame.height - shown} more divergence{'s' if frame.height - shown > 1 else ''} "
-                     "(--json: divergence)")  # fmt: skip
-    return lines
-
-
-def render_divergence(summary: Summary, console: Console) -> bool:
-    lines = divergence_lines(summary)
-    for line in lines:
-        console.print(Prose(line, style="bold red" if line.startswith("Ranks") else "red"))
-    return bool(lines)
-
-
-def ranks_line(summary: Summary) -> str | None:
-    """One line on the ranks: how many, the median step of the slowest and fastest, any trace not complete."""
-    frame = summary.table("by_rank")
-    if frame.height == 0 or "rank" not in frame.columns:
-        return None
-    text = f"Ranks: {frame.height}"
-    medians = frame.filter(pl.col("step_median_us").is_not_null())
-    if medians.height > 1:
-        slow = medians.sort(["step_median_us", "rank"], descending=[True, False]).row(0, named=True)
-        fast = medians.sort(["step_median_us", "rank"]).row(0, named=True)
-        text += (f" · median step {fmt_us(fast['step_median_us'])} (rank {fast['rank']}) to "
-                 f"{fmt_us(slow['step_median_us'])} (rank {slow['rank']})")  # fmt: skip
-    bad = frame.filter(pl.col("status") != "complete")
-    if bad.height:
-        text += " · " + ", ".join(f"rank {r['rank']}: trace {r['status']}" for r in bad.iter_rows(named=True))
-    return text
-
-
-def rank_table(summary: Summary) -> FitTable | None:
-    """One row per rank (analyze/ranks.by_rank); None without ranks."""
-    frame = summary.table("by_rank")
-    if frame.height == 0 or "rank" not in frame.columns:
-        return None
-    cols = [c for c in _RANK_COLS if c.key in frame.columns]
-    if frame.get_column("graph_breaks").null_count() == frame.height:
-        cols = [c for c in cols if c.key != "graph_breaks"]
-    table = _fit_table("Ranks", cols, TableSpec("by_rank", "Ranks", tuple(cols), drop=_RANK_DROP))
-    for row in frame.iter_rows(named=True):
-        table.add_row(*(_cell(row.get(c.key), c.kind) for c in cols))
-    return table
-
-
-def render_ranks(summary: Summary, console: Console) -> bool:
-    table = rank_table(summary)
-    if table is None:
-        return False
-    console.print()
-    console.print(table)
-    line = ranks_line(summary)
-    if line:
-        console.print(Prose(line))
-    return True
-
-
-# ----------------------------------------------------------------------------------------------
-# collectives across ranks (analyze/comm.py): hangs first, then stragglers, overlap and clocks
-
-
-def hang_text(summary: Summary) -> list[str]:
-    """The hang finding, one line per collective ranks were stopped waiting in: who waits, since when, who
-    never issued it and where it was instead."""
-    from dynascope.analyze.comm_job import hang_lines
-
-    return [f"Hang: {line}" for line in hang_lines(summary.table("hangs"))]
-
-
-def render_hangs(summary: Summary, console: Console) -> bool:
-    lines = hang_text(summary)
-    for line in lines:
-        console.print(Prose(line, style="bold red"))
-    return bool(lines)
-
-
-def straggler_lines(summary: Summary, shown: int = 1) -> list[str]:
-    """The worst stragglers: "Straggler: rank 1 issued step 2's collectives last, 503 ms late (all_reduce seq
-    15): Python / untraced 500 ms"."""
-    frame = summary.table("stragglers")
-    out = []
-    for r in frame.head(shown).iter_rows(named=True):
-        where = (f"step {r['step']}'s collectives" if r["step"] is not None
-                 else f"{r['op']} (pg {r['pg']}, seq {r['seq']})")  # fmt: skip
-        doing = r["doing"] if r["doing_us"] <= 0 else f"{r['doing']} {fmt_us(r['doing_us'])}"
-        out.append(f"Straggler: rank {r['rank']} issued {where} last, {fmt_us(r['late_us'])} late "
-                   f"({r['op']} seq {r['seq']}); it was doing: {doing}")  # fmt: skip
-    return out
-
-
-def comm_line(summary: Summary) -> str | None:
-    """One line on communication over the steps: collectives joined, in flight, hidden under compute, exposed."""
-    c = summary.table("collectives")
-    steps = summary.table("by_rank_step")
-    if not steps.height or "comm_total_us" not in steps.columns:
-        steps = summary.table("by_step")
-    if c.height == 0 and "comm_total_us" not in steps.columns:
-        return None
-    text = f"Collectives: {c.height:,} joined across ranks"
-    incomplete = c.filter(~pl.col("all_completed")).height if c.height else 0
-    if incomplete:
-        text += f" ({incomplete} not completed by every rank)"
-    if "comm_total_us" in steps.columns:
-        total = int(steps.get_column("comm_total_us").sum() or 0)
-        hidden = int(steps.get_column("comm_hidden_us").sum() or 0)
-        exposed = int(steps.get_column("comm_us").sum() or 0) if "comm_us" in steps.columns else 0
-        if total:
-            text += (f" · in flight {fmt_us(total)} over the ranks' steps, {fmt_share(hidden / total)} hidden under "
-                     "compute, "
-                     f"exposed {fmt_us(exposed)}")  # fmt: skip
-    clocks = summary.table("clocks")
-    moved = clocks.filter(pl.col("offset_us") != 0) if clocks.height else clocks
-    if moved.height:
-        res = max(int(v or 0) for v in moved.get_column("residual_us").to_list())
-        text += f" · clocks of {moved.height} rank(s) on other hosts aligned (residual {fmt_us(res)})"
-    return text
-
-
-def render_collectives(summary: Summary, console: Console, top: int | None = None) -> bool:
-    """The stragglers table, the communication line and the clocks table where clocks were moved."""
-    printed = False
-    spec = SPEC_BY_ATTR["stragglers"]
-    frame = summary.table("stragglers")
-    if frame.height and frame.get_column("epoch").null_count() == frame.height:
-        spec = replace(spec, cols=tuple(c for c in spec.cols if c.key != "epoch"))
-    table = summary_table(summary, spec, top)
-    if table is not None:
-        console.print()
-        console.print(table)
-        printed = True
-    line = comm_line(summary)
-    if line:
-        console.print(Prose(line))
-        printed = True
-    clocks = summary.table("clocks")
-    if clocks.height and clocks.filter(pl.col("offset_us") != 0).height:
-        table = summary_table(summary, SPEC_BY_ATTR["clocks"], None)
-        if table is not None:
-            console.print()
-            console.print(table)
-    return printed
