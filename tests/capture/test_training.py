@@ -2,7 +2,8 @@
 
 Each test runs tests/capture/scripts/whole_step.py in a subprocess (DataLoader workers are real
 processes), traced by `dynascope run`, by `dynascope.session()` or by the pydftracer drop-in, and
-counts the events of each kind in every process's file against what the script says it did.
+counts the events of each kind in every process's file against what the script says it did. The two
+runs several tests read (two workers, with and without step events) are made once per module.
 """
 
 from __future__ import annotations
@@ -85,9 +86,21 @@ def check_whole_step(said, files, workers, optimizer="SGD", persistent=False):
     return main, worker_files
 
 
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory):
+    """`dynascope run` of the loop with two DataLoader workers, as it comes."""
+    return run(tmp_path_factory.mktemp("two_workers"), "--workers", "2", env={"DFTRACER_DISABLE_IO": "0"})
+
+
+@pytest.fixture(scope="module")
+def no_step_events(tmp_path_factory):
+    """The same run with DYNASCOPE_STEP_EVENTS=0."""
+    return run(tmp_path_factory.mktemp("no_step_events"), "--workers", "2", env={"DYNASCOPE_STEP_EVENTS": "0"})
+
+
 @pytest.mark.parametrize("workers", [0, 2])
-def test_dynascope_run_records_data_backward_optimizer_and_files(tmp_path, workers):
-    _, said, files = run(tmp_path, "--workers", str(workers))
+def test_dynascope_run_records_data_backward_optimizer_and_files(tmp_path, workers, two_workers):
+    _, said, files = two_workers if workers == 2 else run(tmp_path, "--workers", "0")
     main, _ = check_whole_step(said, files, workers)
     step = named(main, "optimizer.step")[0]
     assert step["cat"] == "optimizer" and step["args"]["opt"] == 1
@@ -98,9 +111,10 @@ def test_dynascope_run_records_data_backward_optimizer_and_files(tmp_path, worke
 
 
 def test_spawned_persistent_workers_of_two_loaders_with_adam(tmp_path):
-    _, said, files = run(tmp_path, "--workers", "2", "--context", "spawn", "--persistent", "--loaders", "2",
+    # one worker per loader: each spawned worker imports torch afresh, and one shows persistence as well as two
+    _, said, files = run(tmp_path, "--workers", "1", "--context", "spawn", "--persistent", "--loaders", "2",
                          "--optimizer", "adam", "--epochs", "2")  # fmt: skip
-    main, worker_files = check_whole_step(said, files, workers=2, optimizer="Adam", persistent=True)
+    main, worker_files = check_whole_step(said, files, workers=1, optimizer="Adam", persistent=True)
     assert len({e["args"]["loader"] for e in named(main, "dataloader.next")}) == 2
     per_worker = [len(named(evs, "dataloader.fetch")) for evs in worker_files]
     assert all(n > 0 for n in per_worker)  # the same persistent workers fetched in both epochs
@@ -113,9 +127,9 @@ def test_python_api_and_drop_in_record_the_step_too(tmp_path, api):
 
 
 @pytest.mark.parametrize("how", ["environment", "option"])
-def test_step_events_can_be_turned_off(tmp_path, how):
+def test_step_events_can_be_turned_off(tmp_path, how, no_step_events):
     if how == "environment":
-        _, _, files = run(tmp_path, "--workers", "2", env={"DYNASCOPE_STEP_EVENTS": "0"})
+        _, _, files = no_step_events
     else:
         _, _, files = run(tmp_path, "--workers", "2", run_options=["--no-step-events"])
     cats = {e["cat"] for records in files.values() for e in events(records)}
@@ -123,10 +137,12 @@ def test_step_events_can_be_turned_off(tmp_path, how):
     assert "dynamo" in cats
 
 
-def test_disable_io_removes_exactly_the_io_events(tmp_path):
+def test_disable_io_removes_exactly_the_io_events(tmp_path, two_workers):
     kinds = []
     for disable in ("0", "1"):
-        _, said, files = run(tmp_path / disable, "--workers", "2", env={"DFTRACER_DISABLE_IO": disable})
+        _, said, files = (
+            two_workers if disable == "0" else run(tmp_path, "--workers", "2", env={"DFTRACER_DISABLE_IO": "1"})
+        )
         kinds.append(Counter((e["cat"], e["name"]) for records in files.values() for e in events(records)
                              if e["cat"] not in ("dynamo.compile",)))  # fmt: skip
     io_cats = {"POSIX", "torch.io"}
@@ -147,21 +163,13 @@ def test_a_crash_mid_epoch_leaves_every_process_file_readable(tmp_path):
     assert all(named(evs, "dataloader.fetch") for evs in worker_files)
 
 
-def test_tracing_changes_nothing_the_loop_computes(tmp_path):
-    """Same data, same model, same loss with and without the step events."""
+def test_tracing_changes_nothing_the_loop_computes(two_workers, no_step_events):
+    """Same data, same model, same weights with and without the step events (each run wrote its own data
+    from the same seed, and its checkpoint beside it)."""
     import torch
 
-    weights = []
-    for step_events in ("1", "0"):
-        out = tmp_path / f"out{step_events}"
-        done = subprocess.run(
-            [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain", SCRIPT,
-             "--data", str(tmp_path / "data"), "--workers", "2"],
-            capture_output=True, text=True, timeout=600, env={**os.environ, "DYNASCOPE_STEP_EVENTS": step_events},
-            check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
-        weights.append(torch.load(tmp_path / "data" / "checkpoint-1.pt"))
+    data_dirs = [done.args[done.args.index("--data") + 1] for done, _, _ in (two_workers, no_step_events)]
+    weights = [torch.load(os.path.join(data, "checkpoint-1.pt")) for data in data_dirs]
     assert weights[0].keys() == weights[1].keys()
     for key in weights[0]:
         assert torch.equal(weights[0][key], weights[1][key]), key

@@ -4,6 +4,7 @@ them (subprocesses): `dynascope run`, `dynascope run --compare-eager`, `dynascop
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -53,8 +54,15 @@ def test_run_shows_graph_breaks_by_cost_and_report_gives_them_as_json_and_csv(tm
     assert_invariants(tmp_path / "out", result.stdout)
 
 
-def test_compare_eager_when_compiling_wins(tmp_path):
-    result = dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "40", cwd=tmp_path)
+@pytest.fixture(scope="module")
+def wins_run(tmp_path_factory):
+    """`dynascope run --compare-eager` of a function that compiling speeds up: (its directory, its result)."""
+    tmp = tmp_path_factory.mktemp("wins")
+    return tmp, dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "40", cwd=tmp)
+
+
+def test_compare_eager_when_compiling_wins(wins_run):
+    tmp_path, result = wins_run
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Compiled against eager" in result.stdout and "repaid after" in result.stdout
     assert (tmp_path / "out" / "eager").is_dir()
@@ -80,8 +88,9 @@ def test_compare_eager_when_compiling_loses(tmp_path):
     assert_invariants(tmp_path / "out", result.stdout)
 
 
-def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path):
-    assert dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "6", cwd=tmp_path).returncode == 0
+def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path, wins_run):
+    shutil.copytree(wins_run[0] / "out", tmp_path / "out")  # a directory with an eager run in it
+    assert (tmp_path / "out" / "eager").is_dir()
     assert dynascope("run", "--out", "out", "--no-html", PAYOFF, "wins", "6", cwd=tmp_path).returncode == 0
     assert report_json(tmp_path / "out", tmp_path)["vs_eager"] == []
 
