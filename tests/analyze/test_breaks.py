@@ -284,7 +284,7 @@ def test_a_recompile_whose_guard_names_only_a_library_line_is_charged_to_the_use
     }
     [row] = summary_of(tr.write(tmp_path), explanation=explanation).recompiles.to_dicts()
     assert (row["source"], row["library"]) == ("model.py:29", "torch/nn/modules/conv.py:560")
-    asked = summary_of(tr.write(tmp_path), explanation={**explanation, "library_frames": True}).recompiles
+    asked = dynascope.summarize_files([tr.write(tmp_path)], explanation=explanation, library_frames=True).recompiles
     assert asked.to_dicts()[0]["source"] == "conv.py:560"
 
 

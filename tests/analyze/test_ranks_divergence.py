@@ -12,6 +12,7 @@ from test_ranks_steps import ranked
 
 from dynascope.analyze import ranks as R
 from dynascope.analyze.pipeline import summarize_files
+from dynascope.artifacts.explanation import Report
 from dynascope.render.terminal import summary_text
 
 
@@ -73,8 +74,9 @@ def test_other_bytes_and_a_collective_never_issued(tmp_path):
 
 
 def _expl(recompiles=(), breaks=(), times=(("0/0", 5),)):
-    return {"recompiles": list(recompiles), "graph_breaks": list(breaks),
-            "compile_times": [{"compile_id": c, "function": "f", "graph_op_count": n} for c, n in times]}  # fmt: skip
+    """A rank's explanation, as analyze takes it (the typed Report), from explanation.json's shape."""
+    return Report.from_dict({"recompiles": list(recompiles), "graph_breaks": list(breaks),
+                             "compile_times": [{"compile_id": c, "function": "f", "graph_op_count": n} for c, n in times]})  # fmt: skip
 
 
 def _rank_steps(rows):

@@ -25,7 +25,7 @@ HAVE_SUMMARIZE = importlib.util.find_spec("dynascope.analyze.pipeline") is not N
 def stub(monkeypatch):
     calls = []
 
-    def fake(paths, top=20, scheduler=None, workers=None, explanation=None):
+    def fake(paths, top=20, scheduler=None, workers=None, explanation=None, **options):  # beside, library frames
         calls.append({"paths": list(paths), "top": top, "scheduler": scheduler, "workers": workers,
                       "explanation": explanation})
         return make_summary(top=top)

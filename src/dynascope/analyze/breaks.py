@@ -34,6 +34,7 @@ import numpy as np
 import polars as pl
 
 from dynascope.analyze.read.columns import CALL_CAT, COMPILE_CAT, FRAME_CAT, GRAPH_CAT
+from dynascope.artifacts.explanation import Report
 
 __all__ = ["BREAK_KEYS", "CALL_KEYS", "ENTRY_KEYS", "FRAME_COLUMNS", "SCHEMAS", "frame_tables"]
 
@@ -427,7 +428,7 @@ _DDP_PIECE = re.compile(r"^(?P<base>.*)\[ddp (?P<piece>\d+)/(?P<pieces>\d+)\]$")
 DDP_SPLIT_KIND = "ddp split"
 
 
-def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict | None, steps: int) -> list[dict]:
+def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: Report | None, steps: int) -> list[dict]:
     """One row per graph DDPOptimizer split at DDP's buckets (the trace names its pieces
     "__compiled_fn_1[ddp 2/4]"), in the graph-break table's shape (analyze/costs.py) with kind DDP_SPLIT_KIND:
     its graphs, and what the split costs each call, measured: the eager time between the first piece's start
@@ -442,8 +443,7 @@ def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict |
             pieces[str(r["compile_id"])] = (m["base"], int(m["pieces"]))
     if not pieces:
         return []
-    listed = (explanation or {}).get("ddp_splits") or []
-    described = {str(d.get("compile_id")): d for d in listed if isinstance(d, dict)}
+    described = {str(d.compile_id): d for d in (explanation.ddp_splits if explanation else [])}
     rows = []
     for cid, (base, count) in sorted(pieces.items()):
         sides: dict[int, list[int]] = {}
@@ -456,24 +456,24 @@ def ddp_split_rows(graph: pl.DataFrame, entry: pl.DataFrame, explanation: dict |
         steady = 0 in sides and sides[0][0] > 0
         calls, wall, graphs, gap = sides.get(0 if steady else 1, [0, 0, 0, 0])
         warm = sides.get(1, [0, 0, 0, 0])
-        split = described.get(cid) or {}
-        cap_bytes = split.get("cap_bytes")
-        cap_mb = cap_bytes / 2**20 if isinstance(cap_bytes, (int, float)) else None
-        file, line = split.get("file") or file, split.get("line") or line
+        split = described.get(cid)
+        cap_mb = split.cap_mb if split and isinstance(split.cap_bytes, (int, float)) else None
+        if split:
+            file, line = split.file or file, split.line or line
         per_call = gap / calls if calls else None
         cap = f" (bucket_cap_mb={cap_mb:g})" if cap_mb is not None else ""
         boundaries = count - 1
         reason = (f"DDP split the graph at {boundaries} bucket boundar{'y' if boundaries == 1 else 'ies'}{cap}: "
                   f"{count} graphs instead of 1")  # fmt: skip
-        buckets = [f"[ddp {b.get('piece')}/{count}] bucket {b.get('bucket')}: {b.get('params')} parameters, "
-                   f"{int(b.get('bytes') or 0) / 2**20:.2f} MB, {b.get('layers')}"
-                   for b in split.get("buckets") or [] if isinstance(b, dict)]  # fmt: skip
+        buckets = [f"[ddp {b.piece}/{count}] bucket {b.bucket}: {b.params} parameters, "
+                   f"{int(b.bytes or 0) / 2**20:.2f} MB, {b.layers}"
+                   for b in (split.buckets if split else [])]  # fmt: skip
         rows.append({
             "source": f"{file.rsplit('/', 1)[-1]}:{line}" if file and line else None, "reason": reason,
             "fix": ddp_split_fix(cap_mb, count), "calls": calls, "total_us": gap, "per_call_us": per_call,
             "per_step_us": gap / steps if steps else None, "per_hit_us": per_call,
             "share": gap / wall if wall else None,
-            "kind": DDP_SPLIT_KIND, "function": name or split.get("function"), "file": file, "line": line,
+            "kind": DDP_SPLIT_KIND, "function": name or (split.function if split else None), "file": file, "line": line,
             "code": None, "compile_ids": [cid], "warmup_calls": warm[0], "warmup_us": warm[3],
             "warmup_only": not steady, "measurable": per_call is not None and per_call >= 2,
             "note": (f"DDPOptimizer's split of {base}, not a graph break in your code; {graphs / calls:.0f} graphs a "

@@ -4,8 +4,9 @@ the trace's frame tables (analyze/breaks.py), joined with explanation.json where
 The trace alone knows each break's hits and cost, the line that caused it and torch's reason (recorded
 when the frame was compiled), each compiled function's calls, and each compile id's compile time. The
 explanation adds what only the compile saw: why a function ran eagerly, which guard failed at each
-recompile and the user line behind it, torch's hints, and breaks that never ran. It is read as the JSON
-that docs/explain-format.md documents (this package does not import the explain side).
+recompile and the user line behind it, torch's hints, and breaks that never ran. It comes as the typed
+Report of artifacts/explanation.py (the model of docs/explain-format.md; this package does not import the
+explain side).
 
 Costs are of the steady state. A warm-up call, one that compiled something or ran a cache entry for the
 first time, holds first-run work that no compile event covers (a graph's first call sets up its runtime
@@ -28,6 +29,7 @@ import polars as pl
 
 from dynascope.analyze import breaks
 from dynascope.analyze.fixes import break_fix, fallback_fix, recompile_fix
+from dynascope.artifacts.explanation import CacheEntry, GraphBreak, Recompile, Report
 from dynascope.userframes import is_library_file, library_text
 
 __all__ = ["COST_TABLES", "cost_tables"]
@@ -63,9 +65,11 @@ _ENTRY_SCHEMA: _Schema = {
 }  # fmt: skip
 
 
-def cost_tables(p: Any, steps: int, explanation: dict | None) -> dict[str, pl.DataFrame]:
-    """The four tables (COST_TABLES) of a merged Partial `p`; `steps`: how many steps the trace has."""
-    expl = _Explained(explanation)
+def cost_tables(p: Any, steps: int, explanation: Report | None,
+                library_frames: bool = False) -> dict[str, pl.DataFrame]:  # fmt: skip
+    """The four tables (COST_TABLES) of a merged Partial `p`; `steps`: how many steps the trace has;
+    `library_frames`: charge to the library's own lines, not the first user frame (`--library-frames`)."""
+    expl = _Explained(explanation, library_frames)
     compile_us = {r["compile_id"]: int(r["total_us"] or 0) for r in p.compile.iter_rows(named=True)}
     tops = _tops(p.calls)
     functions = _functions(p, tops, compile_us)
@@ -159,7 +163,7 @@ def _functions(p: Any, tops: dict[tuple, _Top], compile_us: dict[str, int]) -> p
 NO_ENTRY_KIND = "none"  # the kind of cache_entries' last row: the compiles that left no entry
 
 
-def _entries(entry: pl.DataFrame, compile_us: dict[str, int], expl: _Explained | None = None) -> pl.DataFrame:
+def _entries(entry: pl.DataFrame, compile_us: dict[str, int], expl: _Explained) -> pl.DataFrame:
     """One row per cache entry that ran: its calls (all), and its time per steady call (warm-up calls when
     it has no other). The compile time of compiles that left no cache entry that ran (one that failed; a
     code object Dynamo skipped, as a resume function with no ops after its break; an entry never run) is
@@ -186,7 +190,7 @@ def _entries(entry: pl.DataFrame, compile_us: dict[str, int], expl: _Explained |
     listed = {r["compile_id"] for r in rows}
     missing = sorted((cid for cid in compile_us if cid and cid not in listed), key=_id_order)
     if missing and frame.height > 0:  # (a trace without frame probes has no entry rows at all: nothing to complete)
-        failed = [str(t.get("compile_id")) for t in (expl.times if expl else []) if t.get("status") == "failed"]
+        failed = [str(t.compile_id) for t in expl.times if t.status == "failed"]
         failed = [cid for cid in missing if cid in failed]
         why = f" ({', '.join(failed)} failed)" if failed else ""
         extra = pl.DataFrame([{
@@ -359,14 +363,14 @@ def _unmapped(guard: tuple, expl: _Explained) -> bool:
     return not expl.library_frames and guard[3] is None and is_library_file(guard[0])
 
 
-def _recompiled_at(rc: dict, expl: _Explained, guard: tuple | None = None) -> tuple:
+def _recompiled_at(rc: Recompile, expl: _Explained, guard: tuple | None = None) -> tuple:
     """(file, line, code, library) of a recompile no user line of a guard names: the recompiled function
     (a library line its guard named as the detail), or, where that function is a library's own (a compiled
     nn.Sequential, torch's wrapper of a compiled module), the first user frame that called it, with the
     function's line as the library detail."""
-    file, line = rc.get("file"), rc.get("line")
-    if rc.get("call_file") and not expl.library_frames:
-        call_file, call_line = rc["call_file"], rc.get("call_line")
+    file, line = rc.file, rc.line
+    if rc.call_file and not expl.library_frames:
+        call_file, call_line = rc.call_file, rc.call_line
         return call_file, call_line, expl.code_at(call_file, call_line), library_text(file, line)
     if guard is not None:
         return file, line, None, library_text(guard[0], guard[1])
@@ -378,13 +382,14 @@ def _recompiles(p: Any, tops: dict[tuple, _Top], steps: int, compile_us: dict[st
     groups: dict[tuple, dict[str, Any]] = {}
     explained: set[str] = set()
     for rc in expl.recompiles():
-        cid = rc["compile_id"]
+        cid = str(rc.compile_id)
         explained.add(_base_id(cid))
-        failure = (rc.get("failures") or [{}])[0]
-        guard = expl.guard_line(failure.get("compile_id"), failure.get("subject"), failure.get("reason"))
+        failure = rc.failures[0] if rc.failures else None
+        subject = failure.subject if failure else None
+        guard = expl.guard_line(failure.compile_id, subject, failure.reason) if failure else None
         file, line, code, library = guard if guard and not _unmapped(guard, expl) else _recompiled_at(rc, expl, guard)
-        key = (file, line, _readable(rc.get("function")), failure.get("subject"), _reason_kind(rc.get("reason")))
-        g = groups.setdefault(key, {"ids": [], "reason": rc.get("reason"), "code": code, "library": library})
+        key = (file, line, _readable(rc.function), subject, _reason_kind(rc.reason))
+        g = groups.setdefault(key, {"ids": [], "reason": rc.reason, "code": code, "library": library})
         g["ids"].append(cid)
     for cid in compile_us:  # recompiles the explanation does not know (or no explanation)
         if _is_recompile(cid) and _base_id(cid) not in explained:
@@ -456,95 +461,84 @@ def _reason_kind(reason: str | None) -> str:
 
 
 class _Explained:
-    """What explanation.json says, looked up the ways the tables need (an empty one without a file)."""
+    """What the run's explanation says, looked up the ways the tables need (an empty one without one)."""
 
-    def __init__(self, data: dict | None) -> None:
-        self.data = data if isinstance(data, dict) else {}
-        # an explanation was read (not only a note that it could not be): the tables give its findings, not
-        # "run dynascope explain"
-        self.known = bool(set(self.data) - {"notes", "_path", "library_frames"})
+    def __init__(self, report: Report | None, library_frames: bool = False) -> None:
+        # an explanation was read: the tables give its findings, not "run dynascope explain"
+        self.known = report is not None
+        self.report = report or Report()
         # charge to the library's own lines, not the first user frame (`--library-frames`)
-        self.library_frames = bool(self.data.get("library_frames"))
-        self.breaks = [b for b in self.data.get("graph_breaks") or [] if isinstance(b, dict)]
-        self.times = [t for t in self.data.get("compile_times") or [] if isinstance(t, dict)]
-        self.entries: dict[str, dict] = {}
-        for expl in self.data.get("explanations") or []:
-            self._collect(expl)
+        self.library_frames = library_frames
+        self.breaks = self.report.graph_breaks
+        self.times = self.report.compile_times
+        self.entries: dict[str, CacheEntry] = {
+            str(entry.compile_id): entry
+            for explanation in self.report.explanations
+            for entry in explanation.all_entries()
+            if entry.compile_id
+        }
 
-    def _collect(self, expl: Any) -> None:
-        if not isinstance(expl, dict):
-            return
-        for entry in expl.get("cache_entries") or []:
-            if isinstance(entry, dict) and entry.get("compile_id"):
-                self.entries[str(entry["compile_id"])] = entry
-                for rf in entry.get("resume_functions") or []:
-                    if isinstance(rf, dict):
-                        self._collect(rf.get("explanation"))
-
-    def recompiles(self) -> list[dict]:
-        return [r for r in self.data.get("recompiles") or [] if isinstance(r, dict) and r.get("compile_id")]
+    def recompiles(self) -> list[Recompile]:
+        return [r for r in self.report.recompiles if r.compile_id]
 
     def detail_for(self, ids: set[str], file: str | None, line: int | None) -> str | None:
         for b in self.breaks:
-            if set(b.get("compile_ids") or []) & ids or (b.get("file") == file and b.get("line") == line):
-                return b.get("detail")
+            if set(b.compile_ids or []) & ids or (b.file == file and b.line == line):
+                return b.detail
         return None
 
     def unseen_breaks(self, seen_ids: set[str]) -> list[dict]:
         """Breaks the explanation lists that the trace never saw run (no hit, or a frame not traced)."""
-        rows = []
-        for b in self.breaks:
-            ids = [str(c) for c in b.get("compile_ids") or []]
-            if set(ids) & seen_ids or "fell back to eager" in str(b.get("reason")):
-                continue
-            file, line = b.get("file"), b.get("line")
-            lib = _split_line(b.get("library"))
-            if lib is not None and self.library_frames:
-                (file, line), lib = lib, None
-            rows.append({
-                "source": source_of(file, line), "reason": b.get("reason") or "graph break",
-                "fix": break_fix(b.get("reason"), self.code_at(file, line), b.get("detail"),
-                                 where=f"{b.get('file') or ''} {b.get('library') or ''}"), "calls": 0,
-                "total_us": 0, "per_call_us": None, "per_step_us": None, "per_hit_us": None, "share": None,
-                "kind": "graph break", "function": b.get("function"), "file": file, "line": line,
-                "code": self.code_at(file, line), "compile_ids": ids, "warmup_calls": 0, "warmup_us": 0,
-                "warmup_only": False, "measurable": False, "note": "not seen running in the trace",
-                "detail": b.get("detail"), "library": library_text(*lib) if lib else None,
-            })  # fmt: skip
-        return rows
+        return [self._unseen_row(b) for b in self.breaks if not (
+            set(map(str, b.compile_ids or [])) & seen_ids or "fell back to eager" in str(b.reason))]  # fmt: skip
+
+    def _unseen_row(self, b: GraphBreak) -> dict:
+        file, line = b.file, b.line
+        lib = _split_line(b.library)
+        if lib is not None and self.library_frames:
+            (file, line), lib = lib, None
+        return {
+            "source": source_of(file, line), "reason": b.reason or "graph break",
+            "fix": break_fix(b.reason, self.code_at(file, line), b.detail, where=f"{b.file or ''} {b.library or ''}"),
+            "calls": 0, "total_us": 0, "per_call_us": None, "per_step_us": None, "per_hit_us": None, "share": None,
+            "kind": "graph break", "function": b.function, "file": file, "line": line,
+            "code": self.code_at(file, line), "compile_ids": [str(c) for c in b.compile_ids or []], "warmup_calls": 0,
+            "warmup_us": 0, "warmup_only": False, "measurable": False, "note": "not seen running in the trace",
+            "detail": b.detail, "library": library_text(*lib) if lib else None,
+        }  # fmt: skip
 
     def user_line_into(self, file: str | None) -> tuple[str, int] | None:
         """(file, line) of the user's line that a graph break inside library file `file` is charged to (the
         break's `library` names that file), or None: where a library's function ran eagerly, the line of the
         program that led into it."""
         for b in self.breaks:
-            lib = _split_line(b.get("library"))
-            if file and lib is not None and lib[0] == file and b.get("file") and b.get("line"):
-                return (str(b["file"]), int(b["line"]))
+            lib = _split_line(b.library)
+            if file and lib is not None and lib[0] == file and b.file and b.line:
+                return (str(b.file), int(b.line))
         return None
 
     def fallback_of(self, function: str | None, file: str | None, line: int | None) -> tuple | None:
         """(reason, file, line, compile ids) of why Dynamo ran this function eagerly, or None. Its compiles
         that gave up: status failed or skipped, or (torch 2.8, which calls them ok) no graph; the reason is
         the break logged in them, else what the compile record says."""
-        mine = [t for t in self.times if t.get("file") == file and t.get("line") == line
-                and (function is None or t.get("function") == function)]  # fmt: skip
-        gave_up = [t for t in mine if t.get("status") != "ok"] or [t for t in mine if t.get("graph_op_count") is None]
-        failed = [str(t.get("compile_id")) for t in gave_up]
+        mine = [t for t in self.times if t.file == file and t.line == line
+                and (function is None or t.function == function)]  # fmt: skip
+        gave_up = [t for t in mine if t.status != "ok"] or [t for t in mine if t.graph_op_count is None]
+        failed = [str(t.compile_id) for t in gave_up]
         for b in self.breaks:
-            if set(b.get("compile_ids") or []) & set(failed):
-                reason = str(b.get("reason") or "graph break")
+            if set(b.compile_ids or []) & set(failed):
+                reason = str(b.reason or "graph break")
                 if "fell back" not in reason:
                     reason += " (the whole function ran eagerly)"
-                return (reason, b.get("file"), b.get("line"), failed)
+                return (reason, b.file, b.line, failed)
         if gave_up:  # torch (2.5) logged no break for it: say what the compile record does
             t = gave_up[0]
-            why = t.get("fail_reason") or t.get("fail_type")
-            return (f"Dynamo gave up on this function (compile {t.get('compile_id')} {t.get('status')}"
+            why = t.fail_reason or t.fail_type
+            return (f"Dynamo gave up on this function (compile {t.compile_id} {t.status}"
                     + (f": {why})" if why else ")"), None, None, failed)
-        for fb in self.data.get("eager_fallbacks") or []:
-            if isinstance(fb, dict) and fb.get("file") == file and fb.get("line") == line:
-                return (fb.get("reason"), None, None, [str(fb.get("compile_id"))])
+        for fb in self.report.eager_fallbacks:
+            if fb.file == file and fb.line == line:
+                return (fb.reason, None, None, [str(fb.compile_id)])
         return None
 
     def guard_line(self, compile_id: str | None, subject: str | None, reason: str | None = None) -> tuple | None:
@@ -556,24 +550,24 @@ class _Explained:
         entry = self.entries.get(str(compile_id))
         if entry is None or not subject:
             return None
-        for group in entry.get("guards") or []:
-            if isinstance(group, dict) and group.get("subject") == subject:
-                guards = [g for g in group.get("guards") or [] if isinstance(g, dict)]
-                if (reason or "").startswith("tensor '"):
-                    guards.sort(key=lambda g: g.get("kind") != "TENSOR_MATCH")
-                for guard in guards:
-                    ul = guard.get("user_line")
-                    if isinstance(ul, dict) and ul.get("line"):
-                        lib = ul.get("library_file")
-                        if lib and self.library_frames:
-                            return (lib, ul.get("library_line"), ul.get("library_code"), None)
-                        return (ul.get("file"), ul.get("line"), ul.get("code"),
-                                library_text(lib, ul.get("library_line")) if lib else None)
+        for group in entry.guards:
+            if group.subject != subject:
+                continue
+            guards = list(group.guards)
+            if (reason or "").startswith("tensor '"):
+                guards.sort(key=lambda g: g.kind != "TENSOR_MATCH")
+            for guard in guards:
+                ul = guard.user_line
+                if ul is not None and ul.line:
+                    lib = ul.library_file
+                    if lib and self.library_frames:
+                        return (lib, ul.library_line, ul.library_code, None)
+                    return (ul.file, ul.line, ul.code, library_text(lib, ul.library_line) if lib else None)
         return None
 
     def compile_seconds(self, ids: list[str]) -> int:
         wanted = set(ids)
-        return int(sum((t.get("total_s") or 0) * 1e6 for t in self.times if str(t.get("compile_id")) in wanted))
+        return int(sum((t.total_s or 0) * 1e6 for t in self.times if str(t.compile_id) in wanted))
 
     @staticmethod
     def code_at(file: str | None, line: int | None) -> str | None:

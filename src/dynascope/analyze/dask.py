@@ -18,6 +18,7 @@ from dynascope.analyze.partial import merge
 from dynascope.analyze.read.paths import expand_paths
 from dynascope.analyze.read.readinfo import TraceWarning
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.explanation import Report
 from dynascope.errors import ConfigError
 
 __all__ = ["summarize_files_dask"]
@@ -25,7 +26,7 @@ __all__ = ["summarize_files_dask"]
 
 def summarize_files_dask(
     paths, top: int = 20, scheduler: str | None = None, workers: int | None = None, processes: bool = False,
-    explanation: dict | None = None,
+    explanation: Report | None = None, library_frames: bool = False,
 ) -> Summary:
     """Read and pre-aggregate each file as one Dask task, on `scheduler` (an address such as
     tcp://host:8786) or on a local cluster of `workers` workers (threads by default). `explanation`: as
@@ -39,7 +40,7 @@ def summarize_files_dask(
     files = [os.fspath(p) for p in expand_paths(paths)]
     with _quiet_distributed():
         partials = _run(files, scheduler, workers, processes, Client, LocalCluster)
-    result = finish(merge(partials), top=top, explanation=explanation)
+    result = finish(merge(partials), top=top, explanation=explanation, library_frames=library_frames)
     for msg in result.meta["warnings"]:
         warnings.warn(msg, TraceWarning, stacklevel=2)
     return result

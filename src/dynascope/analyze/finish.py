@@ -11,6 +11,7 @@ from dynascope.analyze.partial import KERNEL_KEYS, Partial
 from dynascope.analyze.stepparts import COMM_NUMBER_COLUMNS, LIST_COLUMNS, PART_COLUMNS
 from dynascope.analyze.stepstats import slow_steps, step_rows, step_stats
 from dynascope.analyze.summary import Summary, summary_meta
+from dynascope.artifacts.explanation import Report
 
 __all__ = ["finish"]
 
@@ -20,12 +21,14 @@ def _share(col: str = "total_us") -> pl.Expr:
     return pl.when(total > 0).then(pl.col(col) / total).otherwise(0.0).alias("share")
 
 
-def finish(p: Partial, top: int = 20, explanation: dict | None = None,
-           explanations: dict[int, dict] | None = None) -> Summary:  # fmt: skip
+def finish(p: Partial, top: int = 20, explanation: Report | None = None,
+           explanations: dict[int, Report] | None = None, library_frames: bool = False,
+           explanation_files: dict[int, str] | None = None) -> Summary:  # fmt: skip
     """Turn merged partials into the Summary tables (deterministic row order). `explanation`: the
-    explanation.json of the same run, as a dict, for the graph-break and recompile tables; `explanations`:
-    each rank's (rank -> dict), for the per-rank and divergence tables (docs/ranks.md) and, merged, those
-    tables where `explanation` is not given."""
+    explanation of the same run, for the graph-break and recompile tables; `explanations`: each rank's
+    (rank -> Report), for the per-rank and divergence tables (docs/ranks.md) and, merged, those tables where
+    `explanation` is not given; `explanation_files`: where each rank's was read from; `library_frames`: costs
+    charged to the library's own lines (`--library-frames`)."""
     explanations = dict(explanations or {})
     if explanation is None and explanations:
         explanation = ranks.merged_explanation(explanations)
@@ -129,16 +132,17 @@ def finish(p: Partial, top: int = 20, explanation: dict | None = None,
         gpu_launchers=gpu.launchers(p.gpu),
         # a job's costs add every rank's calls: per step is per rank's step (the ranks' steps counted)
         **_ranked_costs(cost_tables(p, _step_count(by_rank_step if by_rank_step.height else by_step),
-                                    explanation), explanations),
+                                    explanation, library_frames), explanations),
         by_rank_step=by_rank_step,
         by_rank=ranks.by_rank(p.proc_file, p.process, by_rank_step, explanations),
         divergence=ranks.divergence(by_rank_step, explanations, p.comm_seq, rank_ids),
         explanations=explanations,
+        explanation_files=dict(explanation_files or {}),
         **comm_job.finish_tables(p.comm, p.comm_proc, m.ts_min),
     )
 
 
-def _ranked_costs(tables: dict, explanations: dict[int, dict]) -> dict:
+def _ranked_costs(tables: dict, explanations: dict[int, Report]) -> dict:
     """The recompile and graph-break tables with `ranks` (the ranks whose explanation has the row) where the
     ranks' explanations differ."""
     if len(explanations) < 2:

@@ -37,6 +37,7 @@ from dynascope.analyze.partial_build import partial
 from dynascope.analyze.read.paths import expand_paths, map_files
 from dynascope.analyze.read.readinfo import ReadInfo, TraceWarning
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.explanation import Report
 from dynascope.artifacts.run_dir import EXPLANATION_FILE, find_beside, load_explanation
 
 __all__ = [
@@ -44,12 +45,18 @@ __all__ = [
     "rank_explanations", "read_explanation", "summarize", "summarize_files",
 ]  # fmt: skip
 
+# An explanation as the entry points take it: the typed Report, explanation.json's dict, or its path.
+ExplanationLike = Report | dict | str | os.PathLike
+
+
 def summarize(frame: pl.DataFrame, top: int = 20, info: ReadInfo | None = None,
-              explanation: dict | str | os.PathLike | None = None) -> Summary:  # fmt: skip
+              explanation: ExplanationLike | None = None, library_frames: bool = False) -> Summary:  # fmt: skip
     """Summarise a frame from `read_trace` (see the module docstring for the conventions); `info` (from
     `read_trace_with_info`) carries the files' dropped lines and warnings into `meta`; `explanation` (the
-    run's explanation.json, a path or its dict) adds why to the graph-break and recompile tables."""
-    return finish(partial(frame, info), top=top, explanation=read_explanation(explanation))
+    run's explanation: a Report, explanation.json's path or its dict) adds why to the graph-break and
+    recompile tables; `library_frames` charges them to the library's own lines."""
+    return finish(partial(frame, info), top=top, explanation=read_explanation(explanation),
+                  library_frames=library_frames)  # fmt: skip
 
 
 def summarize_files(
@@ -58,50 +65,49 @@ def summarize_files(
     scheduler: str | None = None,
     workers: int | None = None,
     threads: int | None = None,
-    explanation: dict | str | os.PathLike | None = None,
-    explanations: dict[int, dict | str | os.PathLike] | None = None,
+    explanation: ExplanationLike | None = None,
+    explanations: Mapping[int, ExplanationLike] | None = None,
     explanation_beside: bool = False,
+    library_frames: bool = False,
 ) -> Summary:
     """Summarise trace files without holding them all in memory: one partial per file, merged.
 
     With `scheduler` (a Dask scheduler address) or `workers` (a local Dask cluster of N workers) the
     files are read and pre-aggregated on Dask; the result is identical to the single-machine one.
-    `explanation`: the run's explanation.json (a path, or its dict) for why each graph break, eager
-    function and recompile happened; "auto" takes the one beside the traces, if any (and so does
-    `explanation_beside`, or an explanation dict with "_beside": the one given was found beside the traces).
-    Ranks' traces: every
-    rank's explanation is read (`explanations`, rank -> dict or path, else `rank_explanations` finds them)
+    `explanation`: the run's explanation (a Report, explanation.json's path or its dict) for why each
+    graph break, eager function and recompile happened; "auto" takes the one beside the traces, if any (and
+    so does `explanation_beside`: the one given was found beside the traces). Ranks' traces: every rank's
+    explanation is read (`explanations`, rank -> Report, dict or path, else `rank_explanations` finds them)
     for the per-rank and divergence tables (docs/ranks.md); with `explanation` not given, the job's
-    graph-break and recompile tables come from all of them.
+    graph-break and recompile tables come from all of them. `library_frames`: those tables charge to the
+    library's own lines, not the first user frame that led there.
     """
     auto = explanation == "auto"
     if auto:
         explanation = find_beside(paths, EXPLANATION_FILE)
     explained = read_explanation(explanation)
-    beside = auto or explanation_beside or bool(isinstance(explained, dict) and explained.get("_beside"))
-    if isinstance(explained, dict) and "_beside" in explained:
-        explained = {k: v for k, v in explained.items() if k != "_beside"}
     if scheduler is not None or workers is not None:
         from dynascope.analyze.dask import summarize_files_dask
 
-        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained)
+        return summarize_files_dask(paths, top=top, scheduler=scheduler, workers=workers, explanation=explained,
+                                    library_frames=library_frames)  # fmt: skip
     files = expand_paths(paths)
     parts = map_files(file_partial, files, threads=threads)
-    ranked = rank_explanations(paths, files, parts, explanations)
-    if beside and len(ranked) > 1:
-        if explained is not None and explained.get("library_frames"):
-            ranked = {r: {**e, "library_frames": True} for r, e in ranked.items()}
+    ranked, ranked_files = rank_explanations(paths, files, parts, explanations)
+    if (auto or explanation_beside) and len(ranked) > 1:
         explained = None  # the job's tables come from every rank's explanation, not one found beside a trace
-    result = finish(merge(parts), top=top, explanation=explained, explanations=ranked)
+    result = finish(merge(parts), top=top, explanation=explained, explanations=ranked,
+                    library_frames=library_frames, explanation_files=ranked_files)  # fmt: skip
     _emit_warnings(result.meta["warnings"])
     return result
 
 
-def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Partial],
-                      given: Mapping[int, dict | str | os.PathLike] | None = None) -> dict[int, dict]:  # fmt: skip
-    """Every rank's explanation.json, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside
-    a rank's own trace (one directory per rank); `given` (rank -> dict or path) first. Empty for a trace
-    without ranks."""
+def rank_explanations(
+    paths, files: Sequence[str | os.PathLike], parts: list[Partial], given: Mapping[int, ExplanationLike] | None = None
+) -> tuple[dict[int, Report], dict[int, str]]:
+    """Every rank's explanation, read: `DIR/rank<R>/explanation.json` (a job's layout) or the one beside a
+    rank's own trace (one directory per rank); `given` (rank -> Report, dict or path) first. Empty for a
+    trace without ranks. Also: rank -> the file each was read from."""
     from dynascope.analyze.ranks import rank_explanation_paths
 
     file_ranks: dict[str, int] = {}
@@ -109,33 +115,35 @@ def rank_explanations(paths, files: Sequence[str | os.PathLike], parts: list[Par
         r = p.proc_file.get_column("rank").drop_nulls()
         if r.len():
             file_ranks[os.fspath(f)] = int(r.min())  # type: ignore[arg-type]
-    out: dict[int, dict] = {}
+    out: dict[int, Report] = {}
+    read_from: dict[int, str] = {}
     for rank, e in (given or {}).items():
         read = read_explanation(e)
         if read is not None:
             out[int(rank)] = read
-    if not file_ranks:
-        return out
-    for rank, path in rank_explanation_paths(paths if isinstance(paths, (list, tuple)) else [paths],
-                                             file_ranks).items():  # fmt: skip
-        if rank not in out:
-            read = read_explanation(path)
-            if read is not None:
-                out[rank] = {**read, "_path": path}
-    return dict(sorted(out.items()))
+            if isinstance(e, (str, os.PathLike)):
+                read_from[int(rank)] = os.fspath(e)
+    if file_ranks:
+        for rank, path in rank_explanation_paths(paths if isinstance(paths, (list, tuple)) else [paths],
+                                                 file_ranks).items():  # fmt: skip
+            if rank not in out:
+                read = read_explanation(path)
+                if read is not None:
+                    out[rank], read_from[rank] = read, path
+    return dict(sorted(out.items())), read_from
 
 
-def read_explanation(explanation: dict | str | os.PathLike | None) -> dict | None:
-    """explanation.json as a dict (a dict is taken as it is); a file that cannot be read is a warning, and
-    the tables then give what the trace alone says."""
-    if explanation is None:
-        return None
+def read_explanation(explanation: ExplanationLike | None) -> Report | None:
+    """The explanation as the typed Report (a Report is taken as it is, a dict read as explanation.json's
+    object); a file that cannot be read is a warning, and the tables then give what the trace alone says."""
+    if explanation is None or isinstance(explanation, Report):
+        return explanation
     data = explanation if isinstance(explanation, dict) else load_explanation(explanation)
     if data.get("_unreadable"):
         warnings.warn(f"{data['notes'][0]}; the graph-break and recompile tables give what the trace alone says",
                       TraceWarning, stacklevel=3)  # fmt: skip
         return None
-    return data if isinstance(explanation, dict) else {k: v for k, v in data.items() if k != "_path"}
+    return Report.from_dict(data)
 
 
 def _emit_warnings(msgs: Iterable[str]) -> None:

@@ -12,10 +12,13 @@ graphs, took other graph breaks, issued other collectives (compared per process 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 
 import polars as pl
+
+from dynascope.artifacts.explanation import CompileTime, GraphBreak, Recompile, Report
 
 __all__ = [
     "DIVERGENCE_SCHEMA",
@@ -68,7 +71,7 @@ def job_steps(step: pl.DataFrame, columns: list) -> tuple[pl.DataFrame, pl.DataF
 
 
 def by_rank(proc_file: pl.DataFrame, process: pl.DataFrame, by_rank_step: pl.DataFrame,
-            explanations: dict[int, dict]) -> pl.DataFrame:  # fmt: skip
+            explanations: dict[int, Report]) -> pl.DataFrame:  # fmt: skip
     """One row per rank: host, its main process (the one with the most events) and how many processes it
     had (its DataLoader workers), its steps and their median, compile time, recompiles, graph breaks,
     compiled graphs (compile ids begun), and how its main trace file ended (status)."""
@@ -88,8 +91,8 @@ def by_rank(proc_file: pl.DataFrame, process: pl.DataFrame, by_rank_step: pl.Dat
         steps = step_rows(by_rank_step.filter(pl.col("rank") == rank))
         totals = sorted(int(v or 0) for v in steps.get_column("total_us").to_list())
         expl = explanations.get(rank)
-        recompiles = len(expl.get("recompiles") or []) if expl else sum(1 for i in ids if _attempt(i) > 0)
-        breaks = sum(int(b.get("count") or 1) for b in expl.get("graph_breaks") or []) if expl else None
+        recompiles = len(expl.recompiles) if expl else sum(1 for i in ids if _attempt(i) > 0)
+        breaks = sum(_count(b.count) for b in expl.graph_breaks) if expl else None
         rows.append({
             "rank": rank, "host": main["host"], "pid": main["pid"], "processes": g.height, "steps": len(totals),
             "step_median_us": totals[(len(totals) + 1) // 2 - 1] if totals else None,
@@ -97,6 +100,11 @@ def by_rank(proc_file: pl.DataFrame, process: pl.DataFrame, by_rank_step: pl.Dat
             "graphs": len(ids), "status": main["status"], "explanation": expl is not None,
         })  # fmt: skip
     return pl.DataFrame(rows, schema=RANK_SCHEMA)
+
+
+def _count(value: object) -> int:
+    """A graph break's count as a number (1 where the file has none, or not a whole number)."""
+    return value if isinstance(value, int) and value > 0 else 1
 
 
 def _attempt(compile_id: str) -> int:
@@ -171,7 +179,7 @@ def _compile_steps(by_rank_step: pl.DataFrame) -> dict[tuple[int, str], int]:
     return out
 
 
-def divergence(by_rank_step: pl.DataFrame, explanations: dict[int, dict], comm_seq: pl.DataFrame,
+def divergence(by_rank_step: pl.DataFrame, explanations: dict[int, Report], comm_seq: pl.DataFrame,
                ranks: list[int]) -> pl.DataFrame:  # fmt: skip
     """Where the ranks did different things, the first first (by step, then kind): kind ("recompile",
     "graphs", "graph break", "collective"), at (step / compile id / collective), step, ranks (those that
@@ -191,13 +199,13 @@ def divergence(by_rank_step: pl.DataFrame, explanations: dict[int, dict], comm_s
     return pl.DataFrame(rows, schema=DIVERGENCE_SCHEMA)
 
 
-def _recompile_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
+def _recompile_rows(expl: dict[int, Report], at_step: dict) -> list[dict]:
     # per (function, file, line, reason): the ranks that recompiled for it, and at which step
-    seen: dict[tuple, dict[int, tuple[int | None, dict]]] = {}
+    seen: dict[tuple, dict[int, tuple[int | None, Recompile]]] = {}
     for rank, e in expl.items():
-        for rc in e.get("recompiles") or []:
-            key = (rc.get("function"), rc.get("file"), rc.get("line"), rc.get("reason"))
-            step = at_step.get((rank, rc.get("compile_id")))
+        for rc in e.recompiles:
+            key = (rc.function, rc.file, rc.line, rc.reason)
+            step = at_step.get((rank, rc.compile_id))
             seen.setdefault(key, {}).setdefault(rank, (step, rc))
     out = []
     for (function, file, line, reason), by in seen.items():
@@ -216,22 +224,22 @@ def _recompile_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
             detail += "; the other ranks at other steps"
         if others or len(steps) > 1:
             detail += " (while it compiles, the others wait for it in their next collective)"
-        src = _short(rc.get("call_file") or file, rc.get("call_line") or line)
+        src = _short(rc.call_file or file, rc.call_line or line)
         out.append({
-            "kind": "recompile", "at": f"step {step}" if step is not None else str(rc.get("compile_id")),
+            "kind": "recompile", "at": f"step {step}" if step is not None else str(rc.compile_id),
             "step": step, "ranks": _ranks_text(who), "detail": detail, "source": src, "hang_risk": True,
         })  # fmt: skip
     return out
 
 
-def _break_key(b: dict) -> tuple:
-    return (b.get("reason"), b.get("file"), b.get("line"))
+def _break_key(b: GraphBreak) -> tuple:
+    return (b.reason, b.file, b.line)
 
 
-def _break_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
-    seen: dict[tuple, dict[int, dict]] = {}
+def _break_rows(expl: dict[int, Report], at_step: dict) -> list[dict]:
+    seen: dict[tuple, dict[int, GraphBreak]] = {}
     for rank, e in expl.items():
-        for b in e.get("graph_breaks") or []:
+        for b in e.graph_breaks:
             seen.setdefault(_break_key(b), {}).setdefault(rank, b)
     out = []
     for (reason, file, line), by in seen.items():
@@ -240,11 +248,11 @@ def _break_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
         who = sorted(by)
         others = sorted(set(expl) - set(by))
         b = by[who[0]]
-        steps = [at_step.get((who[0], c)) for c in b.get("compile_ids") or []]
+        steps = [at_step.get((who[0], c)) for c in b.compile_ids or []]
         step = min((s for s in steps if s is not None), default=None)
         where = f" at step {step}" if step is not None else ""
         out.append({
-            "kind": "graph break", "at": f"step {step}" if step is not None else ", ".join(b.get("compile_ids") or []),
+            "kind": "graph break", "at": f"step {step}" if step is not None else ", ".join(b.compile_ids or []),
             "step": step, "ranks": _ranks_text(who),
             "detail": f"{_plural(who)} took a graph break{where} that {_plural(others)} did not: {reason}",
             "source": _short(file, line), "hang_risk": False,
@@ -252,16 +260,14 @@ def _break_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
     return out
 
 
-def _graph_rows(expl: dict[int, dict], at_step: dict) -> list[dict]:
+def _graph_rows(expl: dict[int, Report], at_step: dict) -> list[dict]:
     """Ranks that compiled a different number of graphs, or graphs of different sizes, other than by the
     recompiles already named."""
     per: dict[int, dict[str, int | None]] = {}
-    recompiled = {r: {rc.get("compile_id") for rc in e.get("recompiles") or []} for r, e in expl.items()}
+    recompiled = {r: {rc.compile_id for rc in e.recompiles} for r, e in expl.items()}
     for rank, e in expl.items():
         per[rank] = {
-            str(ct.get("compile_id")): ct.get("graph_op_count")
-            for ct in e.get("compile_times") or []
-            if ct.get("compile_id") not in recompiled[rank]
+            str(ct.compile_id): ct.graph_op_count for ct in e.compile_times if ct.compile_id not in recompiled[rank]
         }
     ids = sorted({i for m in per.values() for i in m})
     for cid in ids:
@@ -331,64 +337,58 @@ def _collective_rows(comm: pl.DataFrame, ranks: list[int]) -> list[dict]:
     return out
 
 
-def merged_explanation(explanations: dict[int, dict]) -> dict:
+def merged_explanation(explanations: dict[int, Report]) -> Report:
     """One explanation for the job's recompile and graph-break tables: the lowest rank's, with every other
-    rank's recompiles, graph breaks, compile records and explained functions that it lacks added."""
+    rank's recompiles, graph breaks, compile records, explained functions, DDP splits, cache-limit hits,
+    eager fallbacks and notes that it lacks added."""
     ordered = [explanations[r] for r in sorted(explanations)]
-    out = dict(ordered[0])
-    recompiles: dict[tuple, dict] = {}
-    breaks: dict[tuple, dict] = {}
-    times: dict[str, dict] = {}
-    functions: list = []
+    recompiles: dict[tuple, Recompile] = {}
+    breaks: dict[tuple, GraphBreak] = {}
+    times: dict[str, CompileTime] = {}
     for e in ordered:
-        for rc in e.get("recompiles") or []:
-            if isinstance(rc, dict):
-                recompiles.setdefault((rc.get("compile_id"), rc.get("reason"), rc.get("file"), rc.get("line")), rc)
-        for b in e.get("graph_breaks") or []:
-            if isinstance(b, dict):
-                key = _break_key(b)
-                if key in breaks:
-                    kept = dict(breaks[key])
-                    kept["count"] = max(int(kept.get("count") or 1), int(b.get("count") or 1))
-                    kept["compile_ids"] = sorted(set(kept.get("compile_ids") or []) | set(b.get("compile_ids") or []))
-                    breaks[key] = kept
-                else:
-                    breaks[key] = b
-        for t in e.get("compile_times") or []:
-            if isinstance(t, dict):
-                times.setdefault(str(t.get("compile_id")), t)
-        functions += [f for f in e.get("explanations") or [] if f not in functions]
-    out.update(recompiles=list(recompiles.values()), graph_breaks=list(breaks.values()),
-               compile_times=list(times.values()), explanations=functions)  # fmt: skip
-    done = {"recompiles", "graph_breaks", "compile_times", "explanations"}
-    for e in ordered[1:]:  # any other list (DDP's splits, notes, eager fallbacks): each item once
-        for key, items in e.items():
-            have = out.get(key)
-            if key in done or not isinstance(items, list) or not isinstance(have, (list, type(None))):
-                continue
-            merged_items: list = list(have or [])
-            merged_items += [i for i in items if i not in merged_items]
-            out[key] = merged_items
-    return out
+        for rc in e.recompiles:
+            recompiles.setdefault((rc.compile_id, rc.reason, rc.file, rc.line), rc)
+        for b in e.graph_breaks:
+            key = _break_key(b)
+            kept = breaks.get(key)
+            if kept is None:
+                breaks[key] = b
+            else:
+                ids = sorted(set(kept.compile_ids or []) | set(b.compile_ids or []))
+                breaks[key] = dataclasses.replace(kept, count=max(_count(kept.count), _count(b.count)), compile_ids=ids)
+        for t in e.compile_times:
+            times.setdefault(str(t.compile_id), t)
+
+    def each_once(attr: str) -> list:  # every rank's items, each one once, in rank order
+        out: list = []
+        for e in ordered:
+            out += [item for item in getattr(e, attr) if item not in out]
+        return out
+
+    return dataclasses.replace(
+        ordered[0], recompiles=list(recompiles.values()), graph_breaks=list(breaks.values()),
+        compile_times=list(times.values()), explanations=each_once("explanations"), ddp_splits=each_once("ddp_splits"),
+        cache_limit_hits=each_once("cache_limit_hits"), eager_fallbacks=each_once("eager_fallbacks"),
+        notes=each_once("notes"),
+    )  # fmt: skip
 
 
-def with_ranks(table: pl.DataFrame, explanations: dict[int, dict], key: str) -> pl.DataFrame:
+def with_ranks(table: pl.DataFrame, explanations: dict[int, Report], key: str) -> pl.DataFrame:
     """`table` (recompiles or graph_breaks) with `ranks`: the ranks whose explanation has each row ("0, 1"; null
     for a row on every rank), where not every rank has every row; unchanged otherwise."""
     every = sorted(explanations)
-    compiled = {r: {str(t.get("compile_id")) for t in e.get("compile_times") or [] if isinstance(t, dict)}
-                for r, e in explanations.items()}  # fmt: skip
+    compiled = {r: {str(t.compile_id) for t in e.compile_times} for r, e in explanations.items()}
     found: list[list[int]] = []
     for row in table.iter_rows(named=True):
         ids = set(row.get("compile_ids") or [])
         who = []
         for rank in every:
-            items = [i for i in explanations[rank].get(key) or [] if isinstance(i, dict)]
             if key == "recompiles":
-                hit = any(i.get("compile_id") in ids and str(row.get("reason") or "").startswith(str(i.get("reason")))
-                          for i in items)  # fmt: skip
+                hit = any(i.compile_id in ids and str(row.get("reason") or "").startswith(str(i.reason))
+                          for i in explanations[rank].recompiles)  # fmt: skip
             else:
-                hit = any(set(i.get("compile_ids") or []) & ids or i.get("reason") == row.get("reason") for i in items)
+                hit = any(set(i.compile_ids or []) & ids or i.reason == row.get("reason")
+                          for i in explanations[rank].graph_breaks)  # fmt: skip
             if hit:
                 who.append(rank)
         if not who:  # a row no explanation lists (a DDP split seen in the trace): the ranks that compiled it

@@ -14,6 +14,8 @@ from typing import TypedDict
 
 import polars as pl
 
+from dynascope.artifacts.explanation import Report
+
 
 class SummaryMeta(TypedDict):
     """What a Summary knows besides its tables."""
@@ -161,9 +163,12 @@ class Summary:
     #   detail, source (the guard's or break's line; the collective's group and sequence number), hang_risk:
     #   where the ranks did different things, the first first.  Empty with fewer than two ranks.
     divergence: pl.DataFrame = field(default_factory=_empty)
-    # rank -> that rank's explanation.json (as read), for every rank that has one.  Where the ranks' explanations
-    #   differ, recompiles and graph_breaks gain `ranks` (the ranks a row happened on, "1" / "0, 2"; null: every rank).
-    explanations: dict[int, dict] = field(default_factory=dict)
+    # rank -> that rank's explanation (artifacts/explanation.py's Report), for every rank that has one.  Where the
+    #   ranks' explanations differ, recompiles and graph_breaks gain `ranks` (the ranks a row happened on, "1" /
+    #   "0, 2"; null: every rank).
+    explanations: dict[int, Report] = field(default_factory=dict)
+    # rank -> the explanation.json its explanation was read from (a rank's explanation given in memory has none)
+    explanation_files: dict[int, str] = field(default_factory=dict)
     # Collectives (analyze/comm.py, docs/ranks.md). Where the trace has them, by_step and by_rank_step gain
     #   compute_us, comm_total_us (collectives in flight), comm_hidden_us (in flight under compute), overlap
     #   (hidden / total); the part comm_us is the exposed communication.

@@ -145,7 +145,7 @@ def _explain_saved(saved: Path) -> int:
     if "schema" not in data and "explanations" not in data:
         raise ConfigError(f"{saved} is not an explanation (written by `dynascope explain --out` or `dynascope run`)")
     report = Report.from_dict(data)
-    summary = _summary_beside(saved.parent, data)
+    summary = _summary_beside(saved.parent, report)
     costs = _costs_by_compile_id(summary) if summary is not None else None
     print_report(report, costs, compile_wall_us(summary) if summary is not None else None)
     if summary is not None:
@@ -159,7 +159,7 @@ def _explain_saved(saved: Path) -> int:
     return 0
 
 
-def _summary_beside(directory: Path, explanation: dict):
+def _summary_beside(directory: Path, explanation: Report):
     """The run's summary from the traces beside the explanation; for a rank's folder of a job
     (OUT/rank<R>/), from that rank's traces in OUT (`<stem>-rank<R>-<pid>.pfw.gz`)."""
     from dynascope.analyze.read.paths import is_trace_file

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from dynascope.artifacts.explanation import Report
 from dynascope.errors import ConfigError
 from dynascope.render._analysis import summary_to_dict, write_csv
 
@@ -86,8 +87,8 @@ def main(argv: list[str]) -> int:
     summary = summarize_run(run, top=args.top, scheduler=args.scheduler, workers=args.workers)
     explanation, source = run.explanation, run.explanation_source
     notes: list[str] = []
-    if explanation is not None and explanation.get("_unreadable"):
-        notes.append(f"{explanation['notes'][0]}; the graph-break and recompile tables give what the trace alone says")
+    if run.explanation_note is not None:
+        notes.append(f"{run.explanation_note}; the graph-break and recompile tables give what the trace alone says")
     if run.eager:
         notes.append(f"compared with the eager run in {run.eager[0]}")
     if args.csv is not None:
@@ -97,7 +98,9 @@ def main(argv: list[str]) -> int:
         from dynascope.render.html import write_html
 
         profile = run.compile_profile
-        out = write_html(summary, args.html, explanation=explanation, title=args.title, compile_profile=profile)
+        shown = explanation if run.explanation_note is None else Report(notes=[run.explanation_note])
+        out = write_html(summary, args.html, explanation=shown, title=args.title, compile_profile=profile,
+                         explanation_path=source)  # fmt: skip
         notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else "")
                      + (f" (with the compile profile from {profile})" if profile else ""))
     if args.json:

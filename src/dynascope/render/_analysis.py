@@ -14,6 +14,7 @@ import polars as pl
 
 from dynascope.analyze.pipeline import summarize_files
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.explanation import Report
 from dynascope.errors import ConfigError
 from dynascope.render.table_specs import TABLES
 
@@ -29,12 +30,12 @@ SUMMARY_TABLES = (_FIRST + tuple(spec.attr for spec in TABLES if spec.attr not i
 
 def summarize_paths(
     paths: list[str | Path], top: int = 20, scheduler: str | None = None, workers: int | None = None,
-    explanation: dict | None = None, explanation_beside: bool = False,
+    explanation: Report | None = None, explanation_beside: bool = False, library_frames: bool = False,
 ) -> Summary:
     """Read and summarise trace files; on a Dask cluster when `scheduler` or `workers` is given.
-    `explanation` (explanation.json, read) says why for the graph-break and recompile tables;
+    `explanation` (the run's, read) says why for the graph-break and recompile tables;
     `explanation_beside`: it was found beside the traces, so a job's traces take every rank's instead
-    (summary.explanations; docs/ranks.md)."""
+    (summary.explanations; docs/ranks.md); `library_frames`: those tables charge library lines."""
     if top < 1:
         raise ConfigError(f"--top must be at least 1 (got {top})")
     with warnings.catch_warnings():
@@ -42,7 +43,8 @@ def summarize_paths(
         # one partial per file, merged (on Dask with scheduler/workers): the same summary as
         # summarize(read_trace(...)) at a fraction of the memory
         return summarize_files([str(p) for p in paths], top=top, scheduler=scheduler, workers=workers,
-                               explanation=explanation, explanation_beside=explanation_beside)
+                               explanation=explanation, explanation_beside=explanation_beside,
+                               library_frames=library_frames)  # fmt: skip
 
 
 def _jsonable(value: Any) -> Any:
@@ -61,8 +63,8 @@ def summary_to_dict(summary: Summary) -> dict:
             continue  # a trace without ranks: as before
         out[attr] = [{k: _jsonable(v) for k, v in row.items()} for row in summary.table(attr).to_dicts()]
     out["kernel_sources"] = summary.sources  # by_kernel's `kernel_code` -> the code it runs
-    if summary.explanations:
-        out["explanations"] = {str(r): e.get("_path") for r, e in summary.explanations.items()}  # rank -> its file
+    if summary.explanations:  # rank -> its file
+        out["explanations"] = {str(r): summary.explanation_files.get(r) for r in summary.explanations}
     return out
 
 

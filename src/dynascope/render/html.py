@@ -144,13 +144,14 @@ def _where(obj: Any) -> str:
     return f"{file}:{line}" if line not in (None, "") else str(file)
 
 
-def _explanation_view(explanation: Report | dict | None, summary: Summary | None = None) -> dict | None:
+def _explanation_view(explanation: Report | dict | None, summary: Summary | None = None,
+                      path: str | None = None) -> dict | None:
     """The explanation section: the Report itself (read with the explain model's own from_dict), the
     file it came from, the numbers computed from it, and each graph break's run-time cost from the trace."""
     if explanation is None or not isinstance(explanation, (Report, dict)):
         return None
     report = explanation if isinstance(explanation, Report) else Report.from_dict(explanation)
-    path = explanation.get("_path") if isinstance(explanation, dict) else None
+    path = path or (explanation.get("_path") if isinstance(explanation, dict) else None)
     costs = _break_costs(summary) if summary is not None else {}
     break_costs = []
     for b in report.graph_breaks:
@@ -184,10 +185,10 @@ def _version() -> str:
 
 def render_html(
     summary: Summary, explanation: Report | dict | None = None, title: str | None = None, rows: int = HTML_ROWS,
-    compile_profile: dict | None = None,
+    compile_profile: dict | None = None, explanation_path: str | None = None,
 ) -> str:
-    """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None;
-    `compile_profile` the parsed compile_profile.json, or None."""
+    """The report as one HTML string. `explanation` is a Report, the parsed explanation.json, or None
+    (`explanation_path`: the file it is, to name); `compile_profile` the parsed compile_profile.json, or None."""
     top = summary_top(summary)
     limit = max(top, rows)
     tables = {
@@ -203,7 +204,7 @@ def render_html(
         cards.append({"label": "run", "value": fmt_us(run_us)})
     if phases.get("forward") and phases.get("backward"):
         cards.append({"label": "backward / forward", "value": f"{phases['backward'] / phases['forward']:.2f}×"})
-    expl = _explanation_view(explanation, summary)
+    expl = _explanation_view(explanation, summary, explanation_path)
     files = meta_files(summary)
     steps = _steps_view(summary)
     file_io = _files_view(summary, limit)
@@ -240,7 +241,7 @@ def render_html(
 
 def write_html(
     summary: Summary, out: str | Path, explanation: Report | dict | str | Path | None = None, title: str | None = None,
-    compile_profile: dict | str | Path | None = None,
+    compile_profile: dict | str | Path | None = None, explanation_path: str | None = None,
 ) -> Path:
     """Write the report to `out`; `explanation` may be a parsed dict or the path of explanation.json,
     `compile_profile` a parsed dict or the path of compile_profile.json."""
@@ -251,7 +252,8 @@ def write_html(
     out = Path(out)
     if not out.parent.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(summary, explanation, title, compile_profile=compile_profile), encoding="utf-8")
+    out.write_text(render_html(summary, explanation, title, compile_profile=compile_profile,
+                               explanation_path=explanation_path), encoding="utf-8")  # fmt: skip
     return out
 
 

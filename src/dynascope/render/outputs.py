@@ -2,7 +2,8 @@
 every rank's explanation in a job), written as report.html and printed as the short summary. `dynascope run`
 (one process, one rank, or the job's report) and `dynascope report` go through `load_run` and `summarize_run`.
 
-`ns` below is the run command's options: `top`, `library_frames`, `no_html`.
+`ns` below is the run command's options: `top`, `library_frames`, `no_html`. The explanation travels as
+the typed Report of artifacts/explanation.py, from the observer (or the file) to the summary and the HTML.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.explanation import Report
 from dynascope.artifacts.run_dir import (
     COMPILE_PROFILE_FILE,
     EAGER_DIR,
@@ -33,9 +35,11 @@ class RunFiles:
     """What a run (or a job) left that a report reads, found and loaded once."""
 
     traces: list[Any]
-    explanation: dict | None = None  # loaded; `library_frames` set when asked
+    explanation: Report | None = None
     explanation_source: str | None = None  # where it came from (a path, or "ranks 0, 1")
+    explanation_note: str | None = None  # why a file there is could not be read (then no explanation)
     found_beside: bool = False  # found beside the traces, not named: a job's gives way to every rank's
+    library_frames: bool = False  # costs charged to the library's own lines (--library-frames)
     eager: list[Any] = field(default_factory=list)  # the eager comparison run's traces or directory
     compile_profile: Path | None = None
 
@@ -54,15 +58,22 @@ def load_run(traces: list[Any], explanation: Path | None = None, eager: Path | N
              compile_profile: Path | None = None, library_frames: bool = False) -> RunFiles:  # fmt: skip
     """The run's files: each one given, or found beside the traces."""
     source = explanation or find_explanation(traces)
-    loaded = load_explanation(source) if source is not None else None
-    if loaded is not None and library_frames:
-        loaded["library_frames"] = True
+    report, note = read_report(source) if source is not None else (None, None)
     found_eager = eager or eager_beside(traces)
     return RunFiles(
-        traces=list(traces), explanation=loaded, explanation_source=os.fspath(source) if source else None,
-        found_beside=explanation is None and loaded is not None, eager=[found_eager] if found_eager else [],
-        compile_profile=compile_profile or find_compile_profile(traces),
+        traces=list(traces), explanation=report, explanation_source=os.fspath(source) if source else None,
+        explanation_note=note, found_beside=explanation is None and report is not None,
+        eager=[found_eager] if found_eager else [], compile_profile=compile_profile or find_compile_profile(traces),
+        library_frames=library_frames,
     )  # fmt: skip
+
+
+def read_report(path: str | os.PathLike) -> tuple[Report | None, str | None]:
+    """(the explanation in `path`, None), or (None, why it could not be read)."""
+    loaded = load_explanation(path)
+    if loaded.get("_unreadable"):
+        return None, loaded["notes"][0]
+    return Report.from_dict(loaded), None
 
 
 def summarize_run(run: RunFiles, top: int, **summarize: Any) -> Summary:
@@ -70,10 +81,8 @@ def summarize_run(run: RunFiles, top: int, **summarize: Any) -> Summary:
     their merge (`run.explanation` and its source are replaced); with the eager run beside it, compared."""
     from dynascope.render._analysis import summarize_paths
 
-    explanation = run.explanation
-    if explanation is not None and run.found_beside:
-        explanation = {**explanation, "_beside": True}
-    summary = summarize_paths(run.traces, top=top, explanation=explanation, **summarize)
+    summary = summarize_paths(run.traces, top=top, explanation=run.explanation, explanation_beside=run.found_beside,
+                              library_frames=run.library_frames, **summarize)  # fmt: skip
     if run.found_beside and len(summary.explanations) > 1:  # a job: every rank's explanation was read
         from dynascope.analyze.ranks import merged_explanation
 
@@ -94,7 +103,7 @@ def write_run_outputs(out_dir: str, stem: str, script: str, observer: Any, error
 
     written: dict[str, Any] = {"traces": sorted(glob.glob(os.path.join(out_dir, f"{stem}-*.pfw*")))}
     explanation = None
-    explained = None
+    report = None
     if observer is not None:
         from dynascope.render.explanation_files import write_explanation
 
@@ -102,7 +111,6 @@ def write_run_outputs(out_dir: str, stem: str, script: str, observer: Any, error
         write_explanation(report, out_dir)
         explanation = os.path.join(out_dir, EXPLANATION_FILE)
         written["explanation"] = explanation
-        explained = {**report.to_dict(), "_path": explanation}  # as written, not read back
     profile = None
     if profiler is not None and profiler.result is not None:
         from dynascope.artifacts.compile_profile import save_compile_profile
@@ -110,21 +118,20 @@ def write_run_outputs(out_dir: str, stem: str, script: str, observer: Any, error
         profile = os.path.join(out_dir, COMPILE_PROFILE_FILE)
         save_compile_profile(profiler.result, profile)
         written["compile_profile"] = profile
-    if explained is not None and ns.library_frames:
-        explained["library_frames"] = True
     eager = sorted(glob.glob(os.path.join(out_dir, EAGER_DIR, f"{stem}-*.pfw*")))
-    run = RunFiles(traces=written["traces"], explanation=explained, eager=eager)
+    run = RunFiles(traces=written["traces"], explanation=report, explanation_source=explanation, eager=eager,
+                   library_frames=ns.library_frames)  # fmt: skip
     summary = summarize_run(run, top=max(ns.top, 1))
-    if explanation:
-        _explanation_with_wall_times(report, summary, explanation)
+    if report is not None and explanation:
+        report = _explanation_with_wall_times(report, summary, explanation)
     if eager:
         written["eager"] = eager
     if not ns.no_html:
         from dynascope.render.html import write_html
 
-        written["html"] = str(write_html(summary, os.path.join(out_dir, REPORT_FILE), explanation,
+        written["html"] = str(write_html(summary, os.path.join(out_dir, REPORT_FILE), report,
                                          title=f"dynascope run {os.path.basename(script)}",
-                                         compile_profile=profile))  # fmt: skip
+                                         compile_profile=profile, explanation_path=explanation))  # fmt: skip
     print()
     render_short(summary, top=ns.top)
     print()
@@ -145,19 +152,22 @@ def write_run_outputs(out_dir: str, stem: str, script: str, observer: Any, error
     return written
 
 
-def _explanation_with_wall_times(report: Any, summary: Any, path: str) -> None:
-    """Rewrite the run's explanation.json with each compile's time as the trace measured it (the report's
-    compile_vs_run figures, torch's own kept as timers_s): every reader of the file (`dynascope explain DIR`,
-    the HTML, a user's script) then shows the same figures as the report."""
+def _explanation_with_wall_times(report: Report, summary: Summary, path: str) -> Report:
+    """The explanation with each compile's time as the trace measured it (the report's compile_vs_run
+    figures, torch's own kept as timers_s), written over the run's explanation.json: every reader of the file
+    (`dynascope explain DIR`, a user's script) and the HTML made from the returned one then show the same
+    figures as the report."""
     from dynascope.artifacts.explanation import apply_wall_times
     from dynascope.render.html_views import compile_wall_us
 
     wall = compile_wall_us(summary)
     if not wall:
-        return
+        return report
+    timed = apply_wall_times(report, wall)
     with open(path, "w", encoding="utf-8") as fh:
-        fh.write(apply_wall_times(report, wall).to_json())
+        fh.write(timed.to_json())
         fh.write("\n")
+    return timed
 
 
 def write_rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer: Any, error: Any,
@@ -179,8 +189,7 @@ def write_rank_outputs(out_dir: str, stem: str, rank: Any, script: str, observer
         write_explanation(report, own_dir)
         explanation = os.path.join(own_dir, EXPLANATION_FILE)
         try:
-            explained = {**report.to_dict(), "_path": explanation}  # as written, not read back
-            summary = summarize_paths(list[Any](traces), top=max(ns.top, 1), explanation=explained)
+            summary = summarize_paths(list[Any](traces), top=max(ns.top, 1), explanation=report)
             _explanation_with_wall_times(report, summary, explanation)
         except Exception as exc:  # noqa: BLE001 - the explanation keeps torch's own compile times
             say("run", f"note: rank {rank.rank}: compile times from torch's timers ({type(exc).__name__}: {exc})")
@@ -211,22 +220,20 @@ def write_job_report(out_dir: str, stem: str, script_name: str, ns: Any) -> None
         return
     explanations = sorted(glob.glob(os.path.join(glob.escape(out_dir), "rank*", EXPLANATION_FILE)),
                           key=lambda p: int(re.sub(r"\D", "", os.path.basename(os.path.dirname(p))) or 0))  # fmt: skip
-    explained: Any = None
-    if explanations:
-        explained = load_explanation(explanations[0])
-        if ns.library_frames:
-            explained["library_frames"] = True
+    report, note = read_report(explanations[0]) if explanations else (None, None)
     eager_glob = os.path.join(glob.escape(out_dir), EAGER_DIR, f"{glob.escape(stem)}-rank*-*.pfw*")
-    run = RunFiles(traces=traces, explanation=explained, found_beside=True, eager=sorted(glob.glob(eager_glob)))
+    run = RunFiles(traces=traces, explanation=report, explanation_source=explanations[0] if explanations else None,
+                   explanation_note=note, found_beside=True, eager=sorted(glob.glob(eager_glob)),
+                   library_frames=ns.library_frames)  # fmt: skip
     summary = summarize_run(run, top=max(ns.top, 1))
-    html_explanation: Any = run.explanation
     html = None
     if not ns.no_html:
         from dynascope.render.html import write_html
 
         ranks = len({re.sub(r"-\d+\.pfw(\.gz)?$", "", os.path.basename(t)) for t in traces})
-        html = write_html(summary, os.path.join(out_dir, REPORT_FILE), html_explanation,
-                          title=f"dynascope run {script_name} ({ranks} ranks)")  # fmt: skip
+        html = write_html(summary, os.path.join(out_dir, REPORT_FILE), run.explanation,
+                          title=f"dynascope run {script_name} ({ranks} ranks)",
+                          explanation_path=explanations[0] if explanations else None)  # fmt: skip
     print()
     render_short(summary, top=ns.top)
     print()
