@@ -3,15 +3,14 @@ import os
 import pathlib
 import sys
 
+import pytest
+
 # The suite starts some 150 Python processes (traced scripts, torchrun ranks, DataLoader workers): each one
 # would compile dynascope's sources (and pytest its test modules) again where PYTHONDONTWRITEBYTECODE is set.
 # The bytecode caches go to __pycache__ (ignored by git); this saves about 0.2 s a process.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".venv", "inductor-cache"))
-
-
-import pytest
 
 # Without torch (the torch-free matrix sessions) these need torch for every test they hold; the
 # rest of the suite (decompiler, analysis, rendering, the trace writer) runs on any CPython.
