@@ -1,7 +1,9 @@
+import getpass
 import importlib.util
 import os
 import pathlib
 import sys
+import tempfile
 
 import pytest
 
@@ -10,7 +12,14 @@ import pytest
 # The bytecode caches go to __pycache__ (ignored by git); this saves about 0.2 s a process.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.path.dirname(__file__), "..", ".venv", "inductor-cache"))
+# Inductor's compiled kernels: one cache for this user's test runs, outside any checkout (as torch's own default
+# is), so that a fresh clone's suite compiles only what earlier runs have not. torch keys each entry by its
+# version, the graph and the config; the tests that need a cold or a private cache set their own.
+try:
+    _USER = getpass.getuser()
+except (KeyError, OSError):  # a container's uid without a name
+    _USER = str(os.getuid())
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"dynascope-tests-inductor-{_USER}"))
 
 # Without torch (the torch-free matrix sessions) these need torch for every test they hold; the
 # rest of the suite (decompiler, analysis, rendering, the trace writer) runs on any CPython.

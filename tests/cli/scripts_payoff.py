@@ -1,8 +1,9 @@
-"""Two programs for `--compare-eager`: one where compiling clearly wins, one where it clearly loses.
+"""Programs for `--compare-eager`: a function where compiling clearly wins, one where it clearly loses, or both.
 
     python scripts_payoff.py wins    # Dynamo folds a Python loop of constants away: each call is one multiply
     python scripts_payoff.py loses   # four prints split the function into five graphs: guards and resume calls
                                      # cost more than the few tiny ops they hold
+    python scripts_payoff.py both    # the two, one after the other, in one program
 """
 
 import io
@@ -35,7 +36,10 @@ def split(x):
 
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "wins"
-    fn = torch.compile(folded if which == "wins" else split, backend="eager" if which == "wins" else "aot_eager")
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 40
     x = torch.randn(16)
-    for _ in range(int(sys.argv[2]) if len(sys.argv) > 2 else 40):
-        fn(x)
+    for name, compiled in (("wins", torch.compile(folded, backend="eager")),
+                           ("loses", torch.compile(split, backend="aot_eager"))):  # fmt: skip
+        if which in (name, "both"):
+            for _ in range(calls):
+                compiled(x)

@@ -55,41 +55,39 @@ def test_run_shows_graph_breaks_by_cost_and_report_gives_them_as_json_and_csv(tm
 
 
 @pytest.fixture(scope="module")
-def wins_run(tmp_path_factory):
-    """`dynascope run --compare-eager` of a function that compiling speeds up: (its directory, its result)."""
-    tmp = tmp_path_factory.mktemp("wins")
-    return tmp, dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "wins", "40", cwd=tmp)
-
-
-def test_compare_eager_when_compiling_wins(wins_run):
-    tmp_path, result = wins_run
+def payoff_run(tmp_path_factory):
+    """`dynascope run --compare-eager` of a program with a function that compiling speeds up and one that it
+    slows down: (its directory, its result, `report --json` of it)."""
+    tmp = tmp_path_factory.mktemp("payoff")
+    result = dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "both", "40", cwd=tmp)
     assert result.returncode == 0, result.stderr[-3000:]
+    return tmp, result, report_json(tmp / "out", tmp)  # report finds out/eager/ and compares again
+
+
+def test_compare_eager_when_compiling_wins(payoff_run):
+    tmp_path, result, data = payoff_run
     assert "Compiled against eager" in result.stdout and "repaid after" in result.stdout
     assert (tmp_path / "out" / "eager").is_dir()
-    data = report_json(tmp_path / "out", tmp_path)  # report finds out/eager/ and compares again
     [row] = [r for r in data["vs_eager"] if r["what"] == "calls of folded"]
     assert row["speedup"] > 2 and not row["noisy"] and row["breakeven_calls"] > 0
     assert "faster" in row["verdict"]
-    [fn] = data["compiled_functions"]
+    [fn] = [f for f in data["compiled_functions"] if f["function"] == "folded"]
     assert fn["speedup"] == row["speedup"] and fn["eager_per_call_us"] > fn["median_us"]
     # the eager run's trace is not read as part of the compiled run
     assert len(data["meta"]["files"]) == 1
     assert_invariants(tmp_path / "out", result.stdout)
 
 
-def test_compare_eager_when_compiling_loses(tmp_path):
-    result = dynascope("run", "--out", "out", "--no-html", "--compare-eager", PAYOFF, "loses", "40", cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    data = report_json(tmp_path / "out", tmp_path)
+def test_compare_eager_when_compiling_loses(payoff_run):
+    _, _, data = payoff_run
     [row] = [r for r in data["vs_eager"] if r["what"] == "calls of split"]
     assert row["speedup"] < 0.7 and not row["noisy"] and row["breakeven_calls"] is None
     assert "never pays off" in row["verdict"]
     assert len([r for r in data["graph_breaks"] if r["calls"]]) == 4  # the four prints
-    assert_invariants(tmp_path / "out", result.stdout)
 
 
-def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path, wins_run):
-    shutil.copytree(wins_run[0] / "out", tmp_path / "out")  # a directory with an eager run in it
+def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path, payoff_run):
+    shutil.copytree(payoff_run[0] / "out", tmp_path / "out")  # a directory with an eager run in it
     assert (tmp_path / "out" / "eager").is_dir()
     assert dynascope("run", "--out", "out", "--no-html", PAYOFF, "wins", "6", cwd=tmp_path).returncode == 0
     assert report_json(tmp_path / "out", tmp_path)["vs_eager"] == []
