@@ -85,6 +85,7 @@ def test_a_decorated_forward_is_compiled_and_run_gives_findings_not_advice_to_ru
 
 
 @OLD_TORCH
+@pytest.mark.slow  # the same rule as nn.Embedding's in the shared hf run above, for nn.Conv2d
 def test_the_demos_recompile_is_charged_to_the_users_conv_line(tmp_path):
     run = dynascope("run", "--out", "out", "--no-html", SCRIPT, "conv", "4", cwd=tmp_path)
     data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)

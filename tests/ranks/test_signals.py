@@ -80,6 +80,31 @@ def test_blocked_rank_dies_of_sigterm_with_a_cut_record(hung_job):
     assert isinstance(by_rank[1]["open"], list)
 
 
+def test_the_hang_is_diagnosed_from_the_files(hung_job):
+    """Rank 1 never gets its data at step 2 (--hang 2:1); rank 0 goes on into step 2's collectives and waits:
+    the files alone say who waits in which collective, since which step, and that rank 1 never issued it."""
+    import warnings
+
+    import polars as pl
+
+    from dynascope.analyze.comm_job import hang_lines
+    from dynascope.analyze.pipeline import summarize_files
+
+    out, *_ = hung_job
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the cut traces' warnings
+        s = summarize_files(sorted(glob.glob(str(out / "ddp_train-rank*-*.pfw.gz"))))
+    waiting = s.hangs.filter(pl.col("state") == "waiting").row(0, named=True)
+    assert (waiting["rank"], waiting["step"]) == (0, 2), s.hangs
+    assert waiting["op"] == "all_reduce" and waiting["waits_for"] == "1"
+    never = s.hangs.filter(pl.col("state") == "never issued").row(0, named=True)
+    assert never["rank"] == 1 and never["seq"] == waiting["seq"]
+    line = hang_lines(s.hangs)[0]
+    assert line.startswith(f"rank 0 waits in all_reduce (pg {waiting['pg']}, seq {waiting['seq']}) since step 2; "
+                           "rank 1 never issued it: it was")  # fmt: skip
+    assert "in step 2" in line
+
+
 def test_report_says_the_traces_were_cut(hung_job):
     out, *_ = hung_job
     res = subprocess.run([sys.executable, "-m", "dynascope", "report", "--json", str(out)], capture_output=True,

@@ -61,7 +61,11 @@ def test_finalize_twice_says_so_in_one_line(tmp_path):
     check(load(only_trace(tmp_path)))
 
 
-@pytest.mark.parametrize(("signum", "mode"), [(signal.SIGTERM, "wait"), (signal.SIGINT, "wait"), (signal.SIGTERM, "wait-in-step")])
+@pytest.mark.parametrize(("signum", "mode"), [
+    pytest.param(signal.SIGTERM, "wait", marks=pytest.mark.slow),  # SIGTERM: wait-in-step below; waiting: SIGINT
+    (signal.SIGINT, "wait"),
+    (signal.SIGTERM, "wait-in-step"),
+])  # fmt: skip
 def test_signals_leave_a_complete_file(tmp_path, signum, mode):
     proc = start(mode, tmp_path)
     assert proc.stdout.readline().strip() == "ready"

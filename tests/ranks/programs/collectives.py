@@ -186,6 +186,11 @@ def main():
         compiled(args, rank, args.out)
     if session is not None:
         session.finalize()
+    if not args.block:
+        # every rank done with its collectives before any tears gloo down: under load, a rank that destroyed
+        # its group while the other still had gloo work in flight died of "terminate called without an active
+        # exception" (SIGABRT), traced or not (after the session: the barrier is not one of the program's)
+        dist.barrier()
     dist.destroy_process_group()
 
 
