@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from support.cli import dynascope_here
 from support.invariants import assert_invariants
 
 HERE = os.path.dirname(__file__)
@@ -23,7 +24,7 @@ def dynascope(*args, cwd):
 
 
 def report_json(path, cwd):
-    result = dynascope("report", str(path), "--json", cwd=cwd)
+    result = dynascope_here("report", str(path), "--json", cwd=cwd)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout)
 
@@ -46,7 +47,7 @@ def test_run_shows_graph_breaks_by_cost_and_report_gives_them_as_json_and_csv(tm
     assert "other_helper is marked torch.compiler.disable" in cheap["fix"]
     assert data["compiled_functions"][0]["function"] == "TwoBreaks.forward"
     assert data["recompiles"] == []
-    dynascope("report", str(tmp_path / "out"), "--csv", str(tmp_path / "csv"), "-q", cwd=tmp_path)
+    dynascope_here("report", str(tmp_path / "out"), "--csv", str(tmp_path / "csv"), "-q", cwd=tmp_path)
     with open(tmp_path / "csv" / "graph_breaks.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
     assert table[0]["source"] == costly["source"] and table[0]["fix"] == costly["fix"]
@@ -95,16 +96,16 @@ def test_a_run_without_compare_eager_drops_an_old_eager_run(tmp_path, payoff_run
 
 def test_explain_shows_a_saved_explanation_with_the_costs_from_the_trace_beside_it(tmp_path):
     assert dynascope("run", "--out", "out", "--no-html", PLANTED, "DisabledHelper", "6", cwd=tmp_path).returncode == 0
-    result = dynascope("explain", "out", cwd=tmp_path)
+    result = dynascope_here("explain", "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "This function is optimized by Dynamo" in result.stdout  # the saved explanation, not a new run
     assert "run time: " in result.stdout and "per call" in result.stdout
     assert "Graph breaks by cost" in result.stdout and "slow_helper is marked" in result.stdout
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone" / "explanation.json").write_text((tmp_path / "out" / "explanation.json").read_text())
-    alone = dynascope("explain", "alone/explanation.json", cwd=tmp_path)
+    alone = dynascope_here("explain", "alone/explanation.json", cwd=tmp_path)
     assert alone.returncode == 0 and "run time:" not in alone.stdout and "no trace beside" in alone.stderr
-    bad = dynascope("explain", "out/eager.json", cwd=tmp_path)
+    bad = dynascope_here("explain", "out/eager.json", cwd=tmp_path)
     assert bad.returncode == 2 and "not" in bad.stderr
     saved = tmp_path / "out" / "explanation.json"
     before = saved.stat().st_mtime_ns

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from support.cli import dynascope_here
 from support.invariants import assert_invariants
 from support.tracecheck import trace_files
 
@@ -41,7 +42,7 @@ def run(tmp_path_factory):
     result = dynascope("run", "--out", "out", "brk.py", cwd=tmp)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "done" in result.stdout
-    report = dynascope("report", "--json", "--csv", str(tmp / "csv"), "out", cwd=tmp)
+    report = dynascope_here("report", "--json", "--csv", str(tmp / "csv"), "out", cwd=tmp)
     assert report.returncode == 0, report.stderr[-3000:]
     return {"dir": tmp, "out": tmp / "out", "stdout": result.stdout, "json": json.loads(report.stdout)}
 
@@ -64,7 +65,7 @@ def test_explanation_json_carries_the_traces_compile_times(run):
     for ct in fn["compile_times"]:
         assert ct["total_s"] == rows[ct["compile_id"]] / 1e6
     # read again (dynascope explain DIR applies the trace once more): torch's figure is not lost
-    explain = dynascope("explain", "out", cwd=run["dir"])
+    explain = dynascope_here("explain", "out", cwd=run["dir"])
     assert explain.returncode == 0, explain.stderr[-3000:]
     total = sum(rows.values()) / 1e6
     assert f"2 compiles, {total:.3f} s in all; wall clock from the run's trace" in explain.stdout
@@ -81,7 +82,7 @@ def test_cache_entries_add_up_to_the_compile_total(run):
     assert sum(e["compile_us"] for e in entries) == data["meta"]["compile_us"] == sum(rows.values())
     with open(run["dir"] / "csv" / "cache_entries.csv") as fh:
         assert "no cache entry" in fh.read()
-    report = dynascope("report", "out", cwd=run["dir"])
+    report = dynascope_here("report", "out", cwd=run["dir"])
     assert report.returncode == 0, report.stderr[-3000:]
     table = report.stdout.split("Cache entries", 1)[1].split("\n\n\n", 1)[0]
     assert "no cache entry" in table and "1/0" in table

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 import torch
+from support.cli import dynascope_here
 from support.invariants import assert_invariants
 
 # torch before 2.9 records no guard's user line (a recompile row then names the recompiled function), and,
@@ -32,6 +33,12 @@ def dynascope(*args, cwd):
     return result
 
 
+def dynascope_here_ok(*args, cwd):
+    result = dynascope_here(*args, cwd=cwd)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 def line_of(text: str) -> int:
     with open(SCRIPT) as fh:
         return next(i for i, line in enumerate(fh, 1) if text in line)
@@ -42,7 +49,7 @@ def hf_run(tmp_path_factory):
     """`dynascope run` of the Hugging-Face-style model: its terminal output, and the report's JSON."""
     tmp = tmp_path_factory.mktemp("hf")
     run = dynascope("run", "--out", "out", SCRIPT, "hf", "6", cwd=tmp)
-    data = json.loads(dynascope("report", "out", "--json", cwd=tmp).stdout)
+    data = json.loads(dynascope_here_ok("report", "out", "--json", cwd=tmp).stdout)
     return tmp, run.stdout, data
 
 
@@ -56,19 +63,19 @@ def test_a_recompile_first_guarded_inside_torch_nn_is_charged_to_the_users_line(
     assert all(not r["source"].startswith("sparse.py") for r in data["recompiles"])
     # the terminal (run), CSV, HTML and explain name the same line, with the library's beside it
     assert user in stdout and f"via {row['library']}" in stdout
-    dynascope("report", "out", "--csv", "csv", "-q", cwd=tmp)
+    dynascope_here_ok("report", "out", "--csv", "csv", "-q", cwd=tmp)
     with open(tmp / "csv" / "recompiles.csv", newline="") as fh:
         assert row["source"] in [r["source"] for r in csv.DictReader(fh)]
     html = (tmp / "out" / "report.html").read_text()
     assert user in html and f"via {row['library']}" in html
     assert html.count("via torch/nn/modules/sparse.py:") > 1  # the recompile's row, and the guards' view
-    explained = dynascope("explain", "out", cwd=tmp).stdout
+    explained = dynascope_here_ok("explain", "out", cwd=tmp).stdout
     guarded = f"guarded since line {line_of('hidden = self.wte(input_ids)')}: hidden = self.wte(input_ids), via "
     assert guarded + "torch/nn/modules/sparse.py:" in explained
     assert user in explained  # its recompiles-by-cost table
     assert f"guarded at {user}: hidden = self.wte(input_ids) (via torch/nn/modules/sparse.py:" in explained
     # unless the user asks for library frames
-    asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp).stdout)
+    asked = json.loads(dynascope_here_ok("report", "out", "--json", "--library-frames", cwd=tmp).stdout)
     assert [r["source"] for r in asked["recompiles"] if r["source"].startswith("sparse.py:")]
 
 
@@ -88,7 +95,7 @@ def test_a_decorated_forward_is_compiled_and_run_gives_findings_not_advice_to_ru
 @pytest.mark.slow  # the same rule as nn.Embedding's in the shared hf run above, for nn.Conv2d
 def test_the_demos_recompile_is_charged_to_the_users_conv_line(tmp_path):
     run = dynascope("run", "--out", "out", "--no-html", SCRIPT, "conv", "4", cwd=tmp_path)
-    data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
+    data = json.loads(dynascope_here_ok("report", "out", "--json", cwd=tmp_path).stdout)
     [row] = data["recompiles"]
     assert row["source"] == f"scripts_user_frames.py:{line_of('x = F.relu(self.conv1(x))')}"
     assert row["library"].startswith("torch/nn/modules/conv.py:") and "conv.py" not in row["source"]
@@ -100,14 +107,14 @@ def test_a_recompile_of_torchs_own_frame_is_charged_to_the_users_call(tmp_path):
     names no line; the recompile is charged to the user's call (the first user frame of the stack that
     compiled it), torch's frame beside it, in the table and in explain; --library-frames gives torch's."""
     run = dynascope("run", "--out", "out", "--no-html", SCRIPT, "sequential", "3", cwd=tmp_path)
-    data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
+    data = json.loads(dynascope_here_ok("report", "out", "--json", cwd=tmp_path).stdout)
     [row] = data["recompiles"]
     assert row["source"] == f"scripts_user_frames.py:{line_of('# the training call')}"
     assert row["library"].startswith("torch/") and "grad_mode" in row["reason"]
     assert row["source"] in run.stdout and f"via {row['library']}" in run.stdout
-    explained = dynascope("explain", "out", cwd=tmp_path).stdout
+    explained = dynascope_here_ok("explain", "out", cwd=tmp_path).stdout
     assert f"called from {row['source']}" in explained
-    asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
+    asked = json.loads(dynascope_here_ok("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
     assert not asked["recompiles"][0]["source"].startswith("scripts_user_frames.py")
     assert_invariants(tmp_path / "out", run.stdout)
 
@@ -118,12 +125,12 @@ def test_a_break_inside_an_installed_package_is_charged_to_the_users_call_once(t
     compiles the helper as a frame of its own, which splits at the package's line. One break, one row, at
     the user's line, the package's line beside it; at the package's line with --library-frames."""
     dynascope("run", "--out", "out", "--no-html", SCRIPT, "lib", "5", cwd=tmp_path)
-    data = json.loads(dynascope("report", "out", "--json", cwd=tmp_path).stdout)
+    data = json.loads(dynascope_here_ok("report", "out", "--json", cwd=tmp_path).stdout)
     [row] = data["graph_breaks"]
     assert row["source"] == f"scripts_user_frames.py:{line_of('x = helperlib.normalize(self.fc(x))')}"
     assert row["library"] == "helperlib.py:6" and row["code"] == "x = helperlib.normalize(self.fc(x))"
     assert 1 <= row["calls"] <= 4  # the steady calls (of 5, the first compiled), each hit once, not twice
-    asked = json.loads(dynascope("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
+    asked = json.loads(dynascope_here_ok("report", "out", "--json", "--library-frames", cwd=tmp_path).stdout)
     [lib] = asked["graph_breaks"]
     assert lib["source"] == "helperlib.py:6" and lib["code"] == "scale = x.abs().max().item()"
     assert lib["calls"] == row["calls"] and lib["total_us"] == row["total_us"]

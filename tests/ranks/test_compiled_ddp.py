@@ -9,12 +9,12 @@ import glob
 import gzip
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from support.cli import dynascope_here
 from support.invariants import check, collect, report
 
 from .launch import BIN, program, torchrun
@@ -74,8 +74,7 @@ def _summary(out: Path, rank: int) -> dict:
     """`dynascope report --json` of one rank's trace (its explanation beside it read)."""
     trace = _trace(out, rank)
     explanation = _one(f"{out}/rank{rank}/explanation.json")
-    done = subprocess.run([str(BIN / "dynascope"), "report", "--json", "--explanation", explanation, trace],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    done = dynascope_here("report", "--json", "--explanation", explanation, trace)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.cli import dynascope_here
 from support.invariants import check, collect, report
 
 from .launch import BIN, program, torchrun
@@ -33,10 +34,7 @@ def _run_job(tmp_path: Path, *args: str, nproc: int = 2, per_rank_dirs: bool = F
 
 
 def _report(*args: str) -> str:
-    import subprocess
-
-    done = subprocess.run([str(BIN / "dynascope"), "report", *args], capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    done = dynascope_here("report", *args)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
@@ -147,11 +145,8 @@ def test_three_ranks_under_inductor_name_the_rank_that_diverged(tmp_path):
 def test_explain_reads_a_jobs_directory_rank_by_rank(diverged):
     """`dynascope explain OUT` on a job: each rank's explanation in rank order, rank 1's with its recompile;
     `dynascope explain OUT/rank1` alone is costed from rank 1's traces in OUT."""
-    import subprocess
-
     def explain(target: Path) -> str:
-        done = subprocess.run([str(BIN / "dynascope"), "explain", str(target)], capture_output=True, text=True,
-                              timeout=300, check=False)  # fmt: skip
+        done = dynascope_here("explain", str(target))
         assert done.returncode == 0, done.stderr[-3000:]
         return done.stdout + done.stderr
 

@@ -12,6 +12,7 @@ import time
 
 import orjson
 import pytest
+from support.cli import dynascope_here
 
 from .launch import BIN, program, ranks_env
 
@@ -107,8 +108,7 @@ def test_the_hang_is_diagnosed_from_the_files(hung_job):
 
 def test_report_says_the_traces_were_cut(hung_job):
     out, *_ = hung_job
-    res = subprocess.run([sys.executable, "-m", "dynascope", "report", "--json", str(out)], capture_output=True,
-                         text=True, timeout=300, check=False)  # fmt: skip
+    res = dynascope_here("report", "--json", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
     warnings = orjson.loads(res.stdout)["meta"]["warnings"]
     cut = [w for w in warnings if "cut by SIGTERM at" in w]

@@ -35,9 +35,7 @@ Run it by hand on any run directory (e.g. the demo's):
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import os
 import re
@@ -124,26 +122,11 @@ class Outputs:
 
 
 def _cli(*args: str, cwd: str) -> subprocess.CompletedProcess:
-    """`dynascope ARGS` as a user runs it with its output piped (no COLUMNS), in this process: the
-    commands that read a run's outputs are pure, and this saves an interpreter start per view."""
-    from dynascope.cli import main as dynascope_main
+    """`dynascope ARGS` as a user runs it with its output piped, in this process: the commands that read a
+    run's outputs are pure, and this saves an interpreter start per view."""
+    from support.cli import dynascope_here
 
-    stdout, stderr = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
-    columns = os.environ.pop("COLUMNS", None)
-    here = os.getcwd()
-    try:
-        os.chdir(cwd)
-        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-            try:
-                code = dynascope_main(list(args))
-            except SystemExit as exit_:  # argparse
-                code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        os.chdir(here)
-        if columns is not None:
-            os.environ["COLUMNS"] = columns
-    text = [stream.buffer.getvalue().decode() for stream in (stdout, stderr)]  # type: ignore[attr-defined]
-    return subprocess.CompletedProcess(["dynascope", *args], code, *text)
+    return dynascope_here(*args, cwd=cwd)
 
 
 def _csv_value(text: str):
