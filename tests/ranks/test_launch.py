@@ -140,14 +140,19 @@ def test_launcher_that_only_sets_rank_variables(tmp_path):
 
 
 def test_single_process_names_unchanged(tmp_path):
-    """No rank variables: the files are named as before (x-<pid>.pfw.gz, OUT/explanation.json)."""
-    script = tmp_path / "one.py"
-    script.write_text("import torch\nf = torch.compile(lambda x: x.sin() + 1, backend='aot_eager')\nf(torch.ones(4))\n")
+    """No rank variables: the files are named as before (x-<pid>.pfw.gz, OUT/explanation.json); the script
+    given as `-m module args`, as `python -m module args` (its arguments its own)."""
+    (tmp_path / "one.py").write_text(
+        "import sys, torch\nf = torch.compile(lambda x: x.sin() + 1, backend='aot_eager')\nf(torch.ones(4))\n"
+        "print('args', sys.argv[1:])\n"
+    )
     out = tmp_path / "out"
     env = {k: v for k, v in ranks_env().items() if k not in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")}
-    res = subprocess.run([sys.executable, "-m", "dynascope", "run", "--no-html", "--out", str(out), str(script)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    res = subprocess.run([sys.executable, "-m", "dynascope", "run", "--no-html", "--out", str(out), "-m", "one",
+                          "--steps", "3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                         check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
+    assert "args ['--steps', '3']" in res.stdout
     names = sorted(os.listdir(out))
     traces = [n for n in names if n.endswith(".pfw.gz")]
     assert len(traces) == 1 and re.fullmatch(r"one-\d+\.pfw\.gz", traces[0]), names
@@ -186,12 +191,3 @@ def test_explain_out_per_rank(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert (tmp_path / "ex" / "rank1" / "explanation.json").is_file()
     assert not (tmp_path / "ex" / "explanation.json").exists()
-
-
-def test_run_module(tmp_path):
-    """`dynascope run -m module args`, as `python -m module args`."""
-    (tmp_path / "trainmod.py").write_text("import sys\n" + ONE + "print('args', sys.argv[1:])\n")
-    res = _dynascope(["run", "--no-html", "--out", "out", "-m", "trainmod", "--steps", "3"], tmp_path)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "args ['--steps', '3']" in res.stdout
-    assert len(list((tmp_path / "out").glob("trainmod-*.pfw.gz"))) == 1
