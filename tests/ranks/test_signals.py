@@ -14,6 +14,7 @@ import orjson
 import pytest
 from support.cli import dynascope_here
 
+from .hangs import check_planted_hang
 from .launch import BIN, program, ranks_env
 
 TRAIN = program("ddp_train.py")
@@ -86,24 +87,12 @@ def test_the_hang_is_diagnosed_from_the_files(hung_job):
     the files alone say who waits in which collective, since which step, and that rank 1 never issued it."""
     import warnings
 
-    import polars as pl
-
-    from dynascope.analyze.comm_job import hang_lines
     from dynascope.analyze.pipeline import summarize_files
 
     out, *_ = hung_job
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the cut traces' warnings
-        s = summarize_files(sorted(glob.glob(str(out / "ddp_train-rank*-*.pfw.gz"))))
-    waiting = s.hangs.filter(pl.col("state") == "waiting").row(0, named=True)
-    assert (waiting["rank"], waiting["step"]) == (0, 2), s.hangs
-    assert waiting["op"] == "all_reduce" and waiting["waits_for"] == "1"
-    never = s.hangs.filter(pl.col("state") == "never issued").row(0, named=True)
-    assert never["rank"] == 1 and never["seq"] == waiting["seq"]
-    line = hang_lines(s.hangs)[0]
-    assert line.startswith(f"rank 0 waits in all_reduce (pg {waiting['pg']}, seq {waiting['seq']}) since step 2; "
-                           "rank 1 never issued it: it was")  # fmt: skip
-    assert "in step 2" in line
+        check_planted_hang(summarize_files(sorted(glob.glob(str(out / "ddp_train-rank*-*.pfw.gz")))))
 
 
 def test_report_says_the_traces_were_cut(hung_job):
