@@ -101,6 +101,9 @@ def test_an_unreadable_explanation_is_one_line_and_the_tables_come_from_the_trac
     assert cli_main(["report", str(trace_file), "--explanation", str(bad), "-q"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith(f"could not read {bad}") and "what the trace alone says" in out[0]
+    assert cli_main(["report", str(trace_file), "--explanation", str(bad), "-q", "--html", str(tmp_path / "r.html")]) == 0
+    said = capsys.readouterr().out
+    assert "could not read" in (tmp_path / "r.html").read_text() and "with the explanation from" not in said
 
 
 @pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")

@@ -101,7 +101,7 @@ def main(argv: list[str]) -> int:
         shown = explanation if run.explanation_note is None else Report(notes=[run.explanation_note])
         out = write_html(summary, args.html, explanation=shown, title=args.title, compile_profile=profile,
                          explanation_path=source)  # fmt: skip
-        notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if source else "")
+        notes.append(f"wrote {out}" + (f" (with the explanation from {source})" if explanation is not None else "")
                      + (f" (with the compile profile from {profile})" if profile else ""))
     if args.json:
         sys.stdout.buffer.write(
