@@ -16,8 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:
+    from dynascope.artifacts.explanation import Report
 
 EXPLANATION_FILE = "explanation.json"  # what `dynascope run` and `dynascope explain --out` write
 COMPILE_PROFILE_FILE = "compile_profile.json"  # what `dynascope compile-profile --json` / `run --compile-profile` write
@@ -57,6 +61,17 @@ def find_compile_profile(trace_paths: Iterable[str | os.PathLike]) -> Path | Non
 def load_explanation(path: str | os.PathLike) -> dict:
     """explanation.json as plain data, with its path as `_path` (the module docstring's rule on damage)."""
     return load_json_object(path, "explanation sections skipped")
+
+
+def load_report(path: str | os.PathLike) -> tuple[Report | None, str | None]:
+    """explanation.json as the typed Report, with None; or None, with the note that says why the file
+    could not be read."""
+    from dynascope.artifacts.explanation import Report
+
+    loaded = load_explanation(path)
+    if loaded.get("_unreadable"):
+        return None, loaded["notes"][0]
+    return Report.from_dict(loaded), None
 
 
 def load_compile_profile(path: str | os.PathLike) -> dict:

@@ -25,7 +25,7 @@ from dynascope.artifacts.run_dir import (
     REPORT_FILE,
     find_compile_profile,
     find_explanation,
-    load_explanation,
+    load_report,
 )
 from dynascope.console import say
 
@@ -58,7 +58,7 @@ def load_run(traces: list[Any], explanation: Path | None = None, eager: Path | N
              compile_profile: Path | None = None, library_frames: bool = False) -> RunFiles:  # fmt: skip
     """The run's files: each one given, or found beside the traces."""
     source = explanation or find_explanation(traces)
-    report, note = read_report(source) if source is not None else (None, None)
+    report, note = load_report(source) if source is not None else (None, None)
     found_eager = eager or eager_beside(traces)
     return RunFiles(
         traces=list(traces), explanation=report, explanation_source=os.fspath(source) if source else None,
@@ -66,14 +66,6 @@ def load_run(traces: list[Any], explanation: Path | None = None, eager: Path | N
         eager=[found_eager] if found_eager else [], compile_profile=compile_profile or find_compile_profile(traces),
         library_frames=library_frames,
     )  # fmt: skip
-
-
-def read_report(path: str | os.PathLike) -> tuple[Report | None, str | None]:
-    """(the explanation in `path`, None), or (None, why it could not be read)."""
-    loaded = load_explanation(path)
-    if loaded.get("_unreadable"):
-        return None, loaded["notes"][0]
-    return Report.from_dict(loaded), None
 
 
 def summarize_run(run: RunFiles, top: int, **summarize: Any) -> Summary:
@@ -220,7 +212,7 @@ def write_job_report(out_dir: str, stem: str, script_name: str, ns: Any) -> None
         return
     explanations = sorted(glob.glob(os.path.join(glob.escape(out_dir), "rank*", EXPLANATION_FILE)),
                           key=lambda p: int(re.sub(r"\D", "", os.path.basename(os.path.dirname(p))) or 0))  # fmt: skip
-    report, note = read_report(explanations[0]) if explanations else (None, None)
+    report, note = load_report(explanations[0]) if explanations else (None, None)
     eager_glob = os.path.join(glob.escape(out_dir), EAGER_DIR, f"{glob.escape(stem)}-rank*-*.pfw*")
     run = RunFiles(traces=traces, explanation=report, explanation_source=explanations[0] if explanations else None,
                    explanation_note=note, found_beside=True, eager=sorted(glob.glob(eager_glob)),
