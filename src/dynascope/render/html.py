@@ -53,7 +53,7 @@ from dynascope.render.html_views import (
     _table_view,
     compile_wall_us,
 )
-from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col, TableSpec
+from dynascope.render.table_specs import RANK_SPEC, SPEC_BY_ATTR, STEP_PARTS
 from dynascope.userframes import library_text
 
 __all__ = ["render_html", "write_html"]
@@ -260,12 +260,6 @@ def write_html(
 # ------------------------------------------------------------------------------------------------
 # many ranks (analyze/ranks.py, docs/ranks.md)
 
-_RANK_SPEC = TableSpec("by_rank", "Per rank", (
-    Col("rank", "rank", "id"), Col("host", "host"), Col("pid", "pid", "id"), Col("processes", "processes", "int"),
-    Col("steps", "steps", "int"), Col("step_median_us", "median step", "us"), Col("compile_us", "compile", "us"),
-    Col("recompiles", "recompiles", "int"), Col("graph_breaks", "graph breaks", "int"),
-    Col("graphs", "graphs", "int"), Col("status", "trace"),
-))  # fmt: skip
 HEAT_STEPS = 200  # steps shown in the rank x step view
 HEAT_RANKS = 256  # ranks shown in it
 
@@ -331,7 +325,7 @@ def _ranks_view(summary: Summary) -> dict | None:
     return {
         "n": by_rank.height,
         "divergence": divergence,
-        "table": _table_view(summary, "by_rank", None, _RANK_SPEC),
+        "table": _table_view(summary, "by_rank", None, RANK_SPEC),
         "heat": heat,
     }
 

@@ -413,3 +413,19 @@ TABLES: tuple[TableSpec, ...] = (
 )
 
 SPEC_BY_ATTR = {spec.attr: spec for spec in TABLES}
+
+# One row per rank (analyze/ranks.by_rank), in the terminal and the HTML's ranks section; the JSON and CSV
+# give the frame whole. Not in TABLES: a trace without ranks has no such table at all.
+RANK_SPEC = TableSpec("by_rank", "Ranks", (
+    Col("rank", "rank", "id"),
+    Col("host", "host", max_width=24),
+    Col("pid", "pid", "id"),
+    Col("processes", "procs", "int"),
+    Col("steps", "steps", "int"),
+    Col("step_median_us", "median step", "us"),
+    Col("compile_us", "compile", "us"),
+    Col("recompiles", "recompiles", "int"),
+    Col("graph_breaks", "graph breaks", "int"),
+    Col("graphs", "graphs", "int"),
+    Col("status", "trace", min_width=8, max_width=20),
+), drop=("processes", "pid", "host", "graphs", "graph_breaks", "steps"))  # fmt: skip

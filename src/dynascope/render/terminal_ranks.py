@@ -12,29 +12,13 @@ from dynascope.analyze.summary import Summary
 from dynascope.console import Prose
 from dynascope.render._fmt import fmt_share, fmt_us
 from dynascope.render._table import FitTable
-from dynascope.render.table_specs import SPEC_BY_ATTR, Col, TableSpec
+from dynascope.render.table_specs import RANK_SPEC, SPEC_BY_ATTR
 from dynascope.render.terminal_tables import cell, spec_table, summary_table
 
 __all__ = [
     "comm_line", "divergence_lines", "hang_text", "rank_table", "ranks_line", "render_collectives",
     "render_divergence", "render_hangs", "render_ranks", "straggler_lines",
 ]  # fmt: skip
-
-
-_RANK_COLS = (
-    Col("rank", "rank", "id"),
-    Col("host", "host", max_width=24),
-    Col("pid", "pid", "id"),
-    Col("processes", "procs", "int"),
-    Col("steps", "steps", "int"),
-    Col("step_median_us", "median step", "us"),
-    Col("compile_us", "compile", "us"),
-    Col("recompiles", "recompiles", "int"),
-    Col("graph_breaks", "breaks", "int"),
-    Col("graphs", "graphs", "int"),
-    Col("status", "trace", min_width=8, max_width=20),
-)
-_RANK_DROP = ("processes", "pid", "host", "graphs", "graph_breaks", "steps")
 
 
 def divergence_lines(summary: Summary, shown: int = 3) -> list[str]:
@@ -85,10 +69,10 @@ def rank_table(summary: Summary) -> FitTable | None:
     frame = summary.table("by_rank")
     if frame.height == 0 or "rank" not in frame.columns:
         return None
-    cols = [c for c in _RANK_COLS if c.key in frame.columns]
+    cols = [c for c in RANK_SPEC.cols if c.key in frame.columns]
     if frame.get_column("graph_breaks").null_count() == frame.height:
         cols = [c for c in cols if c.key != "graph_breaks"]
-    table = spec_table("Ranks", cols, TableSpec("by_rank", "Ranks", tuple(cols), drop=_RANK_DROP))
+    table = spec_table(RANK_SPEC.title, cols, RANK_SPEC)
     for row in frame.iter_rows(named=True):
         table.add_row(*(cell(row.get(c.key), c.kind) for c in cols))
     return table
