@@ -1,5 +1,5 @@
 """The only package that touches torch's private APIs: one module per side of dynascope that needs them
-(version, compile, dynamo, training, distributed), every name re-exported here so that callers say
+(version, compile, dynamo, training, distributed, memory), every name re-exported here so that callers say
 `_torch.name`.
 
 Each accessor names the private piece it reads and the torch versions it was checked on. When a piece
@@ -25,6 +25,7 @@ from dynascope._torch.compile import (  # noqa: F401
     aot_cache_enabled,
     aot_cache_hits_unsupported,
     boxed_codegen,
+    compiling_graph_name,
     current_compile_id,
     fx_graph_cache_place,
     graph_name,
@@ -97,6 +98,7 @@ from dynascope._torch.dynamo import (  # noqa: F401
     torch_package_dir,
     unwrap_compiled,
 )
+from dynascope._torch.memory import is_view_op, on_partition, size_hint  # noqa: F401
 from dynascope._torch.training import (  # noqa: F401
     _OWN_PROFILER,
     Activity,

@@ -46,6 +46,12 @@ def graph_name(gm: Any) -> str | None:
     name = (meta.get("backend_id") if isinstance(meta, dict) else None) or getattr(gm, "_backend_id", None)
     if name:
         return str(name)
+    return compiling_graph_name()
+
+
+def compiling_graph_name() -> str | None:
+    """The name of the graph Dynamo is handing to its backend now, read from the stack: the local `name`
+    of OutputGraph.compile_and_call_fx_graph (2.5.1 .. 2.15); None outside a backend's compile."""
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "compile_and_call_fx_graph" and "output_graph" in frame.f_code.co_filename:

@@ -16,70 +16,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dynascope.artifacts._data import Data as _Data
+from dynascope.artifacts.memory import GraphMemory
+
 SCHEMA = "dynascope.explanation/1"
 RESUME_MARKER = "  <== resume in this line"  # ends the source line a resume function starts at
-
-
-class _Data:
-    """to_dict/from_dict for the dataclasses below. `_nested` maps a field to the class of its
-    value (or of each element, for a list)."""
-
-    _nested: ClassVar[dict[str, type]] = {}
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            out[f.name] = _to_plain(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Any:
-        """Read what to_dict wrote. Lenient, as a reader of files from other versions (or hands) must be:
-        unknown keys are ignored; a nested value or list item of the wrong shape is dropped and its field
-        keeps its default; a field that is missing and has no default is None."""
-        data = data if isinstance(data, dict) else {}
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-            has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            value = data.get(f.name, _ABSENT)
-            sub = cls._nested.get(f.name)
-            if sub is not None and value is not _ABSENT:
-                value = _read_nested(sub, value, has_default, f.default_factory is list)
-            if value is not _ABSENT:
-                kwargs[f.name] = value
-            elif not has_default:
-                kwargs[f.name] = None
-        return cls(**kwargs)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
-
-
-_ABSENT = object()
-
-
-def _read_nested(sub: Any, value: Any, has_default: bool, is_list: bool) -> Any:
-    """A nested field's value read with `sub.from_dict`: a list keeps its dict items, a dict is read,
-    None stays None (an empty list for a list field); anything else is _ABSENT (the field's default),
-    or `sub` read from nothing."""
-    if isinstance(value, list):
-        return [sub.from_dict(v) for v in value if isinstance(v, dict)]
-    if isinstance(value, dict) and not is_list:
-        return sub.from_dict(value)
-    if value is None and not is_list:
-        return None
-    return _ABSENT if has_default else sub.from_dict({})
-
-
-def _to_plain(value: Any) -> Any:
-    if isinstance(value, _Data):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_to_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _to_plain(v) for k, v in value.items()}
-    return value
 
 
 @dataclass
@@ -365,10 +306,12 @@ class Report(_Data):
     error: str | None = None
     # graphs DDPOptimizer split at DDP's buckets (not graph breaks: graph_breaks leaves them out)
     ddp_splits: list[DdpSplit] = field(default_factory=list)
+    # what each graph split into forward and backward keeps for the backward, recomputes, and peaks at
+    memory: list[GraphMemory] = field(default_factory=list)
     _nested: ClassVar[dict[str, type]] = {
         "explanations": Explanation, "graph_breaks": GraphBreak, "recompiles": Recompile,
         "compile_times": CompileTime, "cache_limit_hits": CacheLimitHit, "eager_fallbacks": EagerFallback,
-        "ddp_splits": DdpSplit,
+        "ddp_splits": DdpSplit, "memory": GraphMemory,
     }
 
     @classmethod

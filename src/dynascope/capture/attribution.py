@@ -19,7 +19,12 @@ def graph_label(gm: Any) -> str:
     """The Dynamo graph's name as users see it in logs ("__compiled_fn_3"), without a uuid suffix."""
     from dynascope import _torch
 
-    return _UUID_SUFFIX.sub("", _torch.graph_name(gm) or type(gm).__name__)
+    return plain_graph_name(_torch.graph_name(gm)) or type(gm).__name__
+
+
+def plain_graph_name(name: str | None) -> str | None:
+    """"__compiled_fn_3_<uuid>" -> "__compiled_fn_3"."""
+    return None if name is None else _UUID_SUFFIX.sub("", name)
 
 
 def event_name(node: Any, gm: Any) -> str:

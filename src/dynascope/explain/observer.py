@@ -32,7 +32,10 @@ from dynascope.artifacts.explanation import (
     Recompile,
     Report,
 )
+from dynascope.artifacts.memory import GraphMemory
+from dynascope.capture.attribution import plain_graph_name
 from dynascope.errors import DynascopeError, TorchVersionError
+from dynascope.explain import memory
 from dynascope.explain import torch_records as records
 from dynascope.explain.active_observer import SESSION
 from dynascope.explain.api import explain_code, globals_for_code
@@ -52,6 +55,7 @@ class Observer:
         self.cache_limit_hits: list[CacheLimitHit] = []
         self.eager_fallbacks: list[EagerFallback] = []
         self.ddp_splits: list[DdpSplit] = []
+        self.memory: list[GraphMemory] = []  # one per forward/backward partition (explain/memory.py)
         self.notes: list[str] = []
         self._graphs: dict[str, dict[str, Any]] = {}
         self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
@@ -87,6 +91,10 @@ class Observer:
         except TorchVersionError as exc:
             self._note(str(exc))
         self._break_mark = self._graph_break_mark()
+        try:
+            self._removers.append(_torch.on_partition(self._on_partition))
+        except TorchVersionError as exc:
+            self._note(f"{exc} (what compiled graphs save for the backward is not shown)")
         try:
             self._removers.append(_torch.register_bytecode_hook(self._on_bytecode))
         except TorchVersionError as exc:
@@ -124,6 +132,17 @@ class Observer:
                     self._codes[old_code] = None
         except Exception:  # noqa: BLE001 - never raise into torch's bytecode hook
             pass
+
+    def _on_partition(self, joint: Any, forward: Any, backward: Any) -> None:
+        try:
+            cid = _torch.current_compile_id()
+            part = 1 + sum(1 for m in self.memory if m.compile_id == cid)
+            account = memory.graph_memory(forward, backward, cid, plain_graph_name(_torch.compiling_graph_name()), part)
+        except Exception as exc:  # noqa: BLE001 - never break the user's compile
+            self._note(f"could not read what a compiled graph saves for the backward ({type(exc).__name__}: {exc})")
+            return
+        with self._lock:
+            self.memory.append(account)
 
     def _on_trace(self, record: dict[str, Any], payload: str | None) -> None:
         try:
@@ -314,6 +333,16 @@ class Observer:
 
     # -- queries ---------------------------------------------------------------------------------
 
+    def _named_memory(self) -> list[GraphMemory]:
+        """The memory accounts, their saved graph inputs named as the user's (x, fc2.weight)."""
+        with self._lock:
+            accounts = list(self.memory)
+        for account in accounts:
+            graph = self._graphs.get(str(account.compile_id)) or {}
+            if account.part == 1:
+                memory.name_inputs(account, _graph_inputs(graph.get("code")))
+        return accounts
+
     def graph_for(self, compile_id: str) -> dict[str, Any] | None:
         """{"code": FX source, "op_count", "node_count"} that Dynamo produced for a compile id."""
         return self._graphs.get(compile_id)
@@ -351,7 +380,7 @@ class Observer:
             compile_times=list(self.compile_times), cache_limit_hits=list(self.cache_limit_hits),
             eager_fallbacks=list(self.eager_fallbacks), notes=list(self.notes),
             error=None if error is None else f"{type(error).__name__}: {error}",
-            ddp_splits=list(self.ddp_splits),
+            ddp_splits=list(self.ddp_splits), memory=self._named_memory(),
         )
         rep.notes = list(self.notes)
         for expl in rep.explanations:
@@ -362,6 +391,20 @@ class Observer:
             rep.notes.append(f"{name} was compiled but has no cache entries now (it fell back to eager, "
                              "or torch._dynamo.reset() cleared them)")
         return rep
+
+
+def _graph_inputs(code: str | None) -> list[str]:
+    """The parameter names of Dynamo's graph (its printed forward), in order; [] where it cannot be read."""
+    if not code:
+        return []
+    try:
+        tree = ast.parse(code.strip())
+    except SyntaxError:
+        return []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "forward":
+            return [a.arg for a in node.args.args if a.arg != "self"]
+    return []
 
 
 def _safe_version() -> str | None:

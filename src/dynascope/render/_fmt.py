@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from dynascope.analyze.summary import Summary
+from dynascope.artifacts.memory import human_bytes
 from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col, TableSpec
 
 
@@ -151,15 +152,8 @@ def fmt_ratio(value: Any) -> str:
 
 
 def fmt_bytes(value: Any) -> str:
-    """Bytes for people: 512 B, 4.1 kB, 12.3 MB, 1.5 GB (powers of 1000)."""
-    if is_missing(value):
-        return "–"
-    v = float(value)
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(v) < 1000:
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.3g} {unit}"
-        v /= 1000
-    return f"{v:,.3g} TB"
+    """Bytes for people: 512 B, 4.1 kB, 12.3 MB, 1.5 GB (powers of 1000); "–" where missing."""
+    return "–" if is_missing(value) else human_bytes(value)
 
 
 def fmt_names(value: Any) -> str:

@@ -18,6 +18,7 @@ from dynascope.artifacts.explanation import (
     _plural,
     with_wall_times,
 )
+from dynascope.artifacts.memory import GraphMemory, LiveTensor, human_bytes, saved_by_layer
 from dynascope.console import make_console, print_lines, print_rule
 from dynascope.userframes import library_text
 
@@ -54,6 +55,45 @@ def ddp_split_lines(splits: list[DdpSplit], costs: dict[str, str] | None = None)
             out.add(f"      run time: {cost}", NOTE)
     out.add(f"      knobs: {DDP_KNOBS}")
     return out
+
+
+def memory_lines(graphs: list[GraphMemory]) -> Lines:
+    """What each compiled graph saves for the backward, what it recomputes there, and its estimated peaks."""
+    out = Lines()
+    out.heading("Memory kept for the backward (AOTAutograd's partition of each graph, at the sizes seen; "
+                "docs/memory.md):")
+    for graph in graphs:
+        activations = [t for t in graph.saved if t.kind == "activation"]
+        inputs = [t.op or t.name for t in graph.saved if t.kind == "input"]
+        name = graph.graph or "graph"
+        piece = f" part {graph.part}" if graph.part > 1 else ""
+        kept = f"; keeps {_plural(len(inputs), 'input')} ({', '.join(inputs)})" if inputs else ""
+        out.add(f"  - {name} (compile {graph.compile_id or '?'}{piece}): saves {human_bytes(graph.saved_bytes)} "
+                f"in {_plural(len(activations), 'activation')}{kept}")
+        for half, peak in (("forward", graph.forward_peak), ("backward", graph.backward_peak)):
+            if peak is not None and peak.at is not None:
+                out.add(f"      estimated {half} peak {human_bytes(peak.bytes)} at {_where(peak.at)}"
+                        + (f"; biggest live: {_where(peak.largest)}" if peak.largest else ""))
+        for t in sorted(activations, key=lambda t: -t.bytes):
+            size = f"{t.bytes_expr} = " if t.bytes_expr else ""
+            what = f"{t.name} {t.shape} {t.dtype}{_at(t.file, t.line)}  {t.code}".rstrip()
+            out.add(f"      {t.layer or '(top level)':<16} {size}{human_bytes(t.bytes):>8}  {what}")
+        if graph.recomputed:
+            ops = ", ".join(f"{r.name}{_at(r.file, r.line)}" for r in graph.recomputed)
+            out.add(f"      recomputed in the backward instead of saved: {ops}")
+    if len(graphs) > 1:
+        out.add("    per layer, all graphs: " + ", ".join(
+            f"{row.layer or '(top level)'} {human_bytes(row.bytes)}" for row in saved_by_layer(graphs)))
+    return out
+
+
+def _where(t: LiveTensor) -> str:
+    layer = f" in {t.layer}" if t.layer else ""
+    return f"{t.node} ({human_bytes(t.bytes)}{layer}{_at(t.file, t.line).replace(' (', ', ').rstrip(')')})"
+
+
+def _at(file: str, line: int) -> str:
+    return f" ({file}:{line})" if file and line else ""
 
 
 def _indent(text: str, prefix: str) -> str:
@@ -229,6 +269,10 @@ def observation_lines(obj: Explanation | Report, costs: dict[str, str] | None = 
         if out:
             out.add("")
         out.extend(ddp_split_lines(obj.ddp_splits, costs))
+    if isinstance(obj, Report) and obj.memory:
+        if out:
+            out.add("")
+        out.extend(memory_lines(obj.memory))
     times = with_wall_times(obj.compile_times, wall_us) if wall_us else obj.compile_times
     if times:
         if out:

@@ -1,0 +1,88 @@
+"""The memory side: AOTAutograd's partition of a joint graph into forward and backward (what explain/memory.py
+reads the saved tensors from), sizes of symbolic shapes, which ATen ops are views, and the CUDA caching
+allocator's counters (capture/memory.py).
+
+Part of dynascope._torch, the one home of torch's private APIs (see its __init__)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from dynascope._torch.version import moved
+
+_listeners: list[Callable[[Any, Any, Any], None]] = []
+_lock = threading.Lock()
+_original: Any = None
+
+
+def on_partition(listener: Callable[[Any, Any, Any], None]) -> Callable[[], None]:
+    """Call `listener(joint, forward, backward)` with the graph modules of every partition AOTAutograd makes
+    from now on (every backend: aot_eager, inductor, dynascope's own); returns the function that stops it.
+    A listener that raises is the listener's problem: the partition goes on.
+
+    Private: torch._functorch.partitioners._extract_fwd_bwd_modules(joint_module, ...) -> (fw, bw), which
+    both default_partition and min_cut_rematerialization_partition call by its module-global name
+    (2.5.1 .. 2.15).
+    """
+    global _original
+    try:
+        from torch._functorch import partitioners
+    except ImportError as exc:
+        raise moved("torch._functorch.partitioners", exc) from exc
+    with _lock:
+        if _original is None:
+            original = getattr(partitioners, "_extract_fwd_bwd_modules", None)
+            if original is None:
+                raise moved("torch._functorch.partitioners._extract_fwd_bwd_modules")
+
+            def extract(joint_module: Any, *args: Any, **kwargs: Any) -> Any:
+                forward, backward = original(joint_module, *args, **kwargs)
+                for listen in list(_listeners):
+                    try:
+                        listen(joint_module, forward, backward)
+                    except Exception:  # noqa: BLE001 - never break the user's compile
+                        pass
+                return forward, backward
+
+            partitioners._extract_fwd_bwd_modules = extract
+            _original = original
+        _listeners.append(listener)
+
+    def remove() -> None:
+        global _original
+        with _lock:
+            if listener in _listeners:
+                _listeners.remove(listener)
+            if not _listeners and _original is not None:
+                partitioners._extract_fwd_bwd_modules = _original
+                _original = None
+
+    return remove
+
+
+def size_hint(value: Any) -> int | None:
+    """An int, or a SymInt's value at the sizes seen at compile time; None where it has none.
+
+    Private: SymInt.node.hint (2.5.1 .. 2.15)."""
+    if isinstance(value, int):
+        return value
+    node = getattr(value, "node", None)
+    hint = getattr(node, "hint", None)
+    if isinstance(hint, int):
+        return hint
+    try:
+        return int(value)
+    except Exception:  # noqa: BLE001 - unbacked, or not a size
+        return None
+
+
+def is_view_op(target: Any) -> bool:
+    """Whether an ATen op returns a view of (an alias into) one of its inputs, from its schema, so that it
+    allocates nothing. Private: OpOverload._schema (2.5.1 .. 2.15)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    returns = schema.returns
+    return bool(returns) and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
