@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml
 	# torch first and pinned: a bare range would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
-	# compile the numba kernels (trace writer, analysis scanner) once, now, instead of on first use
-	$(PY) -c "from dynascope.trace import oplines; from dynascope.analyze.read import _scan; oplines.warm_up(); _scan.warm_up()"
+	# compile the numba kernels (trace writer, memory sampler, analysis scanner) once, now, instead of on first use
+	$(PY) -c "from dynascope.trace import memory, oplines; from dynascope.analyze.read import _scan; oplines.warm_up(); _scan.warm_up(); memory.warm_up()"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -63,10 +63,16 @@ def check(records: list[dict], complete: bool = True) -> dict:
     by_id = {}
     sources = {}  # KS value -> kernel code
     events = []
+    counters = []  # memory samples (trace/memory.py)
     for record in records:
-        assert isinstance(record["ph"], str) and record["ph"] in ("X", "M"), record
+        assert isinstance(record["ph"], str) and record["ph"] in ("X", "M", "C"), record
         for key in ("name", "cat", "pid", "tid"):
             assert key in record, (key, record)
+        if record["ph"] == "C":
+            assert record["cat"] == "memory" and isinstance(record["ts"], int), record
+            assert record["args"] and all(isinstance(v, int) and v >= 0 for v in record["args"].values()), record
+            counters.append(record)
+            continue
         if record["ph"] == "M":
             if record["name"] == "KS":
                 sources[record["args"]["value"]] = record["args"]["text"]
@@ -98,7 +104,8 @@ def check(records: list[dict], complete: bool = True) -> dict:
         assert names[-1] == "end", names[-3:]
         assert events[-1]["args"]["num_events"] == len(events) - 1
     _check_nesting(events)
-    return {"events": events, "ops": ops_by_position, "graphs": graphs_by_ref, "sources": sources}
+    return {"events": events, "ops": ops_by_position, "graphs": graphs_by_ref, "sources": sources,
+            "counters": counters}
 
 
 def _check_nesting(events: list[dict]) -> None:

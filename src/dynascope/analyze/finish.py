@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from dynascope.analyze import comm_job, gpu, ranks
+from dynascope.analyze import comm_job, gpu, memory, ranks
 from dynascope.analyze.costs import cost_tables
 from dynascope.analyze.files import finish_files
 from dynascope.analyze.partial import KERNEL_KEYS, Partial
@@ -139,6 +139,9 @@ def finish(p: Partial, top: int = 20, explanation: Report | None = None,
         explanations=explanations,
         explanation_files=dict(explanation_files or {}),
         **comm_job.finish_tables(p.comm, p.comm_proc, m.ts_min),
+        memory_by_graph=memory.by_graph(p.mem_graph, explanation),
+        memory_by_step=memory.by_step(p.mem_step),
+        memory_by_layer=memory.by_layer(explanation),
     )
 
 

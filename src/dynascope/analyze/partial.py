@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from dynascope.analyze import breaks, comm, gpu
+from dynascope.analyze import breaks, comm, gpu, memory
 from dynascope.analyze.files import FILE_SCHEMA
 from dynascope.analyze.stepparts import (
     COMM_NUMBER_COLUMNS,
@@ -36,7 +36,7 @@ SUMMARY_COLUMNS = [
     "compile_id", "graph", "epoch", "step", "host", "rank", "world_size", "reason", *KERNEL_FIELDS, "opt", "fname",
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
     "ltid", "launch", "grad_enabled", "pg", "seq", "state", "signal",
-    *(c for c in comm.COMM_COLUMNS if c not in ("pg", "seq", "state", "signal")),
+    *(c for c in comm.COMM_COLUMNS if c not in ("pg", "seq", "state", "signal")), *memory.SAMPLE_COLUMNS,
 ]  # fmt: skip
 
 _STR_KEYS = [
@@ -47,7 +47,8 @@ _STR_KEYS = [
 # the integer columns of SUMMARY_COLUMNS
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
              "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line",
-             "grad_enabled", "seq", *(c for c in comm.COMM_INT_COLUMNS if c != "seq"))  # fmt: skip
+             "grad_enabled", "seq", *(c for c in comm.COMM_INT_COLUMNS if c != "seq"),
+             *memory.SAMPLE_COLUMNS)  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -114,6 +115,9 @@ class Partial:
     # collectives per rank and how each process's file ended (analyze/comm.py)
     comm: pl.DataFrame = field(default_factory=lambda: _empty("comm"))
     comm_proc: pl.DataFrame = field(default_factory=lambda: _empty("comm_proc"))
+    # memory samples joined to graph calls and steps (analyze/memory.py)
+    mem_graph: pl.DataFrame = field(default_factory=lambda: _empty("mem_graph"))
+    mem_step: pl.DataFrame = field(default_factory=lambda: _empty("mem_step"))
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]
@@ -135,6 +139,7 @@ _KEYS = {
     "proc_file": ["trace_file", "pid", "rank", "host", "status"],
     "comm_seq": ["rank", "pg", "seq", "op", "step"],
     **comm.KEYS,
+    **memory.KEYS,
 }
 _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "op_hist": {"name": pl.String, "cat": pl.String, "dur": pl.Int64, "n": pl.Int64},
@@ -159,6 +164,7 @@ _SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "comm_seq": {"rank": pl.Int64, "pg": pl.String, "seq": pl.Int64, "op": pl.String, "bytes": pl.Int64,
                  "step": pl.Int64, "n": pl.Int64},
     **comm.SCHEMAS,
+    **memory.SCHEMAS,
 }  # fmt: skip
 
 
@@ -203,9 +209,20 @@ def _empty(name: str) -> pl.DataFrame:
 
 
 def _sum_by(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """Per `keys`: numbers summed, lists (of names) joined into their sorted distinct items."""
+    """Per `keys`: numbers summed (those named `*_max`: their highest), lists (of names) joined into their
+    sorted distinct items, and `peak_at` (what ran at the peak) kept from the row with the highest `peak_max`."""
     vals = [c for c in df.columns if c not in keys]
-    return df.group_by(keys).agg(_joined(c) if isinstance(df.schema[c], pl.List) else _sum_or_unknown(c) for c in vals)
+    return df.group_by(keys).agg(_merged(c, df.schema[c]) for c in vals)
+
+
+def _merged(c: str, dtype: pl.DataType) -> pl.Expr:
+    if isinstance(dtype, pl.List):
+        return _joined(c)
+    if c.endswith("_max"):
+        return pl.col(c).max()
+    if c == "peak_at":
+        return pl.col(c).sort_by("peak_max").last()
+    return _sum_or_unknown(c)
 
 
 _UNKNOWABLE = ("gpu_us",)  # null where part of it was not measured (analyze/gpu.py, paused_in_windows)

@@ -16,7 +16,7 @@ from typing import cast
 import numpy as np
 import polars as pl
 
-from dynascope.analyze import breaks, comm, gpu
+from dynascope.analyze import breaks, comm, gpu, memory
 from dynascope.analyze.files import file_table
 from dynascope.analyze.partial import (
     _KEYS,
@@ -251,6 +251,7 @@ def _core(
     times (TIME_COLUMNS) and every other event as rows (`others`). A caller that computed
     the step table and the ops' (min ts, max end) itself passes them instead of `times`."""
     hist = _str_keys(hist)
+    samples, others = memory.split_samples(others)  # memory samples are no events: only the memory tables read them
     graphs = others.filter(pl.col("cat") == GRAPH_CAT)
     weighted = pl.col("n") * pl.col("dur")
 
@@ -323,6 +324,7 @@ def _core(
         comm_seq=_comm_seq(others),
         **comm.frame_tables(others, hist),
         **breaks.frame_tables(others),
+        **memory.frame_tables(others, samples, _rank_of_pid(others), lambda rows: _step_at(others, rows)),
     )
 
 

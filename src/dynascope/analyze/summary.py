@@ -184,6 +184,17 @@ class Summary:
     # rank, state ("waiting" / "never issued"), op, pg, seq, since_us, epoch, step, waits_for, where, file_end:
     #   a job stopped while ranks waited in a collective.  Empty otherwise.
     hangs: pl.DataFrame = field(default_factory=_empty)
+    # Memory (analyze/memory.py, docs/memory.md). compile_id, graph, phase, calls, peak_max (the highest memory
+    #   sample within a call), grew_per_call (memory in use at a call's end minus at its start, mean), and from
+    #   the explanation estimated_peak (that phase's, by the graph's liveness) and saved_bytes (forward rows:
+    #   activations kept for the backward). Empty without memory samples or an explanation with memory.
+    memory_by_graph: pl.DataFrame = field(default_factory=_empty)
+    # rank, step, peak_max (the highest memory sample in the step), peak_at (the graph call or step part
+    #   running then). Empty without memory samples.
+    memory_by_step: pl.DataFrame = field(default_factory=_empty)
+    # layer, saved_bytes, tensors: activations the compiled graphs keep for the backward, per layer (from the
+    #   explanation). Empty without one.
+    memory_by_layer: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -196,5 +207,5 @@ TABLE_NAMES = (
     "by_op", "by_layer", "by_phase", "by_graph", "by_step", "by_process", "compile_vs_run", "top_ops", "by_kernel",
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
     "vs_eager", "by_device", "gpu_launchers", "by_rank_step", "by_rank", "divergence",
-    "clocks", "collectives", "stragglers", "hangs",
+    "clocks", "collectives", "stragglers", "hangs", "memory_by_graph", "memory_by_step", "memory_by_layer",
 )  # fmt: skip

@@ -208,8 +208,8 @@ def render_html(
     files = meta_files(summary)
     steps = _steps_view(summary)
     file_io = _files_view(summary, limit)
-    order = [*op_tables(summary), "by_layer", "by_device", "gpu_launchers", "by_graph", "cache_entries", "by_step",
-             "by_process"]  # fmt: skip
+    order = [*op_tables(summary), "by_layer", "by_device", "gpu_launchers", "by_graph", "memory_by_layer",
+             "memory_by_graph", "memory_by_step", "cache_entries", "by_step", "by_process"]  # fmt: skip
     context = {
         "title": title or "trace report",
         "nonce": secrets.token_urlsafe(16),

@@ -154,6 +154,43 @@ TABLES: tuple[TableSpec, ...] = (
         drop=("count",),
     ),
     TableSpec(
+        "memory_by_layer",
+        "Saved for the backward, per layer",
+        (
+            Col("layer", "layer", min_width=16, max_width=40),
+            Col("saved_bytes", "saved", "bytes"),
+            Col("tensors", "tensors", "int"),
+        ),
+        drop=("tensors",),
+    ),
+    TableSpec(
+        "memory_by_graph",
+        "Memory per compiled graph",
+        (
+            Col("compile_id", "compile id"),
+            Col("graph", "graph", min_width=16, max_width=40),
+            Col("phase", "phase"),
+            Col("calls", "calls", "int"),
+            Col("peak_max", "process peak in a call", "bytes"),
+            Col("grew_per_call", "left in use per call", "bytes"),
+            Col("estimated_peak", "estimated peak", "bytes"),
+            Col("saved_bytes", "saved for backward", "bytes"),
+        ),
+        limit_to_top=False,
+        drop=("calls", "compile_id", "grew_per_call", "saved_bytes", "estimated_peak"),
+    ),
+    TableSpec(
+        "memory_by_step",
+        "Memory per step",
+        (
+            Col("rank", "rank", "id"),
+            Col("step", "step", "id"),
+            Col("peak_max", "process peak", "bytes"),
+            Col("peak_at", "running at the peak", min_width=16, max_width=48),
+        ),
+        drop=("rank",),
+    ),
+    TableSpec(
         "by_graph",
         "Compiled graphs",
         (

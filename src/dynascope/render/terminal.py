@@ -390,7 +390,8 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
     printed += int(render_files(summary, console, top))
     printed += render_costs(summary, console, top)
     order = ("compiled_functions", "cache_entries", "compile_vs_run", "by_device", "gpu_launchers", "by_phase",
-             *op_tables(summary), "by_layer", "by_graph", "by_process")  # fmt: skip
+             *op_tables(summary), "by_layer", "by_graph", "memory_by_layer", "memory_by_graph", "memory_by_step",
+             "by_process")  # fmt: skip
     for attr in order:
         spec = SPEC_BY_ATTR[attr]
         table = summary_table(summary, spec, top if spec.limit_to_top else None)

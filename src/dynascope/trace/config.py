@@ -58,6 +58,9 @@ class TraceConfig:
     step_events: bool = True  # data loading, backward, optimizer, torch.save/load (capture/training.py)
     frame_events: bool = True  # compiled frames' starts and returns, compiled calls (capture/frames.py)
     device_time: bool = True  # what ran on the GPU, joined to the ops that launched it (capture/device.py)
+    memory: bool = True  # memory in use, sampled by a thread off the hot path (trace/memory.py)
+    memory_interval_us: int = 1000  # how often the sampler reads
+    memory_step_kb: int = 256  # a sample is kept when memory moved by this much since the last one kept
 
     @classmethod
     def from_env(cls, **overrides: Any) -> TraceConfig:
@@ -71,11 +74,17 @@ class TraceConfig:
             step_events=env_flag("STEP_EVENTS", True),
             frame_events=env_flag("FRAME_EVENTS", True),
             device_time=env_flag("DEVICE_TIME", True),
+            memory=env_flag("MEMORY", True),
+            memory_interval_us=env_int("MEMORY_INTERVAL_US", 1000),
+            memory_step_kb=env_int("MEMORY_STEP_KB", 256),
         )
         overrides = {k: v for k, v in overrides.items() if v is not None}
         config = replace(config, **overrides)
         if not 0 <= config.compression_level <= 9:
             raise ConfigError(f"compression level {config.compression_level} is outside 0..9")
+        if config.memory_interval_us < 100:
+            raise ConfigError(f"DYNASCOPE_MEMORY_INTERVAL_US={config.memory_interval_us} is below 100 (µs): "
+                              "sampling that often costs a core")
         if config.flush_interval_s <= 0:
             raise ConfigError("the flush interval must be positive (DYNASCOPE_FLUSH_INTERVAL_MS)")
         return config

@@ -8,6 +8,8 @@ and, in a side list, (n, tuple) for each MARK - n in the int stream:
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
   ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
+  ("C", name, cat, [t_ns...], {series: [value...]})
+                                           counter samples (trace/memory.py): one "ph":"C" line per time
   ("I", name, path, fd, ret, start_ns, end_ns)
                                            one raw file call (fileio.py): name is open, read,
                                            write or close; a cat "POSIX" event with args fhash, fd,
@@ -309,6 +311,8 @@ class Decoder:
             _, name, cat, start_ns, end_ns, args = record
             ts_us = (start_ns + self.offset_ns) // 1000
             dur_us = (end_ns + self.offset_ns) // 1000 - ts_us
+        if kind == "C":
+            return self.counter_lines(stream.tid, *record[1:])
         if kind in ("X", "P"):
             parent, depth = self._parent(stream)
             files, args = self._file_args(stream.tid, args)
@@ -417,6 +421,17 @@ class Decoder:
             event_id, self._json_text(name), self._json_text(cat), self.pid, tid, int(ts), max(int(dur), 0),
             self._hhash_bytes, parent, level, extra,
         )  # fmt: skip
+
+    def counter_lines(self, tid: int, name: str, cat: str, times_ns: list[int], series: dict[str, list[int]]) -> bytes:
+        """Counter samples ("ph":"C"): one line per time, each with every series' value then."""
+        head = b'{"name":%s,"cat":%s,"pid":%d,"tid":%d,"ph":"C","ts":' % (
+            self._json_text(name), self._json_text(cat), self.pid, tid)
+        keys = [(b'"%s":' % key.encode(), values) for key, values in series.items()]
+        lines = []
+        for k, t in enumerate(times_ns):
+            fields = b",".join(key + b"%d" % values[k] for key, values in keys)
+            lines.append(head + b'%d,"args":{%s}}\n' % ((t + self.offset_ns) // 1000, fields))
+        return b"".join(lines)  # samples, not events: the end record's num_events leaves them out
 
     def _json_text(self, value: object) -> bytes:
         """A name or category as JSON, remembered (a few hundred distinct ones at most in practice)."""

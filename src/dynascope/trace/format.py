@@ -32,6 +32,7 @@ TORCH_IO_CAT = "torch.io"  # torch.save / torch.load
 POSIX_CAT = "POSIX"  # file I/O (trace/fileio.py)
 COMM_CAT = "comm"  # a collective (capture/collectives.py)
 GPU_CAT = "gpu"  # what ran on a device, on its own track (trace/launches.py)
+MEMORY_CAT = "memory"  # counter samples of memory in use ("ph":"C": trace/memory.py, capture/memory.py)
 
 # the literal text before each field, in line order
 NAME = '{"name":'

@@ -21,7 +21,7 @@ import orjson
 
 from dynascope._version import __version__
 from dynascope.errors import SessionError
-from dynascope.trace import buffers, fileio, installers
+from dynascope.trace import buffers, fileio, installers, memory
 from dynascope.trace.config import TraceConfig, env
 from dynascope.trace.decode import Decoder
 from dynascope.trace.hashing import hash16
@@ -89,6 +89,7 @@ class TraceSession:
         self.closed = False
         self.implicit = False  # started by ensure_session(); an explicit session replaces it
         self._writer: TraceWriter | None = None
+        self._sampler: memory.Sampler | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -122,6 +123,9 @@ class TraceSession:
                 ) from None
             buffers.start_recording()
             self._writer.start(self._header_lines(hostname))
+            if self.config.memory and memory.available():
+                self._sampler = memory.Sampler(self.config.memory_interval_us, self.config.memory_step_kb * 1024)
+                self._sampler.start()
             if not self.config.disable_io:
                 fileio.install()  # a forked child finds it installed already
             _active = self
@@ -142,6 +146,8 @@ class TraceSession:
                 _torch_side_events("uninstall", self)
             if self.pid == os.getpid():
                 fileio.uninstall()
+                if self._sampler is not None:
+                    self._sampler.stop()  # its last samples reach the buffers before they are taken
             final_buffers = buffers.stop_recording()
             if self._writer is not None and self.pid == os.getpid():
                 self._writer.close(final_buffers, self._end_line)
@@ -310,7 +316,8 @@ def session(path: str | None = None, **options: Any) -> TraceSession:
 
     Works as a context manager (`with dynascope.session("run.pfw.gz"): ...`) or on its own (call
     `.finalize()`, or let interpreter exit close it). Options: compression, compression_level,
-    inline_args, record_shapes, flush_interval_s, disable_io, step_events, frame_events, device_time (see
+    inline_args, record_shapes, flush_interval_s, disable_io, step_events, frame_events, device_time, memory,
+    memory_interval_us, memory_step_kb (see
     TraceConfig);
     environment variables fill the rest.
     """

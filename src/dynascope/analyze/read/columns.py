@@ -14,6 +14,7 @@ from dynascope.trace.format import (  # noqa: F401 - the categories, re-exported
     FRAME_CAT,
     GPU_CAT,
     GRAPH_CAT,
+    MEMORY_CAT,
     OP_CAT,
     OPTIMIZER_CAT,
     POSIX_CAT,
@@ -26,7 +27,7 @@ INT_COLUMNS = {
     "id", "pid", "tid", "ts", "dur", "type", "p_idx", "level", "grad_enabled", "line", "epoch", "step",
     "image_idx", "image_size", "n_ops", "rank", "world_size", "local_rank", "ppid", "opt", "loader", "batch",
     "worker", "workers", "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "ltid", "launch",
-    "entry_line",
+    "entry_line", "rss", "cuda_allocated", "cuda_reserved",
 }  # fmt: skip
 CAT_COLUMNS = {
     "trace_file", "name", "cat", "host", "hhash", "op", "kind", "compile_id", "graph", "phase", "node",
@@ -38,7 +39,7 @@ CAT_COLUMNS = {
 DEVICE_PAUSED = "device time paused"  # a stretch with no device activity collected (capture/device.py)
 NON_REGION_CATS = [
     OP_CAT, GRAPH_CAT, COMPILE_CAT, "dftracer", "dynascope", DATA_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, TORCH_IO_CAT,
-    POSIX_CAT, FRAME_CAT, CALL_CAT, GPU_CAT,
+    POSIX_CAT, FRAME_CAT, CALL_CAT, GPU_CAT, MEMORY_CAT,
 ]  # fmt: skip
 
 BASE_COLUMNS = ["trace_file", "name", "cat", "pid", "tid", "id", "ts", "dur"]

@@ -16,7 +16,8 @@ Columns of the frame (those a file has; `columns=` keeps a subset):
   attribution columns (docs/trace-format.md: `layer`, `module_type`, `phase`, `graph`, ...), `rank`,
   `world_size`, `local_rank`, `process_name`.
 
-Not rows: metadata (`M`), counters (`C`), instants, flows and pydftracer's aggregated records
+Not rows: metadata (`M`), counters (`C`) other than memory samples (`"cat":"memory"`: rows with `dur` 0 and
+the sampled values, `rss` ...), instants, flows and pydftracer's aggregated records
 (`records.py` says what each record kind means).
 
 The jobs, one module each: `paths` (which files), `lines` (bytes to whole lines, sniffing), `records`

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from dynascope.analyze.read.columns import dict_columns_frame
+from dynascope.analyze.read.columns import MEMORY_CAT, dict_columns_frame
 from dynascope.analyze.read.readinfo import FileLog
 
 __all__ = ["PH_BY_CODE", "TOP_KEYS", "FileTables", "RecordReader", "hash_keys", "phase_of"]
@@ -178,6 +178,8 @@ class RecordReader:
                 self.marks.append({**e, "ph": "M"})
         elif ph in ("B", "E"):
             self._begin_end(e, ph, args)
+        elif ph == "C" and e.get("cat") == MEMORY_CAT:  # memory samples: rows, with no duration
+            self._complete({**e, "dur": 0}, args)
         elif ph in MARK_PHASES:
             if self.keep_marks:
                 self.marks.append({**e, "ph": ph})

@@ -1,0 +1,173 @@
+"""Memory: the trace's samples of memory in use (trace/memory.py, "cat":"memory") joined to graph calls and
+steps, and the explanation's account of what each graph saves for the backward (artifacts/memory.py).
+
+Per file (mergeable, analyze/partial.py): `mem_graph`, per graph and phase, the calls, the highest sample
+within a call and what the calls left in use (end minus start); `mem_step`, per step, the highest sample and
+what was running at it. The figures are the process's resident set size (or, on a GPU, the caching
+allocator's allocated bytes): docs/memory.md says what they miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import polars as pl
+
+from dynascope.analyze.read.columns import AUTOGRAD_CAT, DATA_CAT, GRAPH_CAT, MEMORY_CAT, OPTIMIZER_CAT
+from dynascope.artifacts.explanation import Report
+from dynascope.artifacts.memory import GraphMemory, saved_by_layer
+
+SAMPLE_COLUMNS = ["rss", "cuda_allocated", "cuda_reserved"]
+KEYS = {"mem_graph": ["rank", "compile_id", "graph", "phase"], "mem_step": ["rank", "step"]}
+SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
+    "mem_graph": {"rank": pl.Int64, "compile_id": pl.String, "graph": pl.String, "phase": pl.String,
+                  "calls": pl.Int64, "grew": pl.Int64, "peak_max": pl.Int64},
+    "mem_step": {"rank": pl.Int64, "step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String},
+}  # fmt: skip
+_RUNNING_CATS = [GRAPH_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]  # what a peak is charged to, innermost first
+
+
+def split_samples(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the memory samples, every other row) of one file's rows."""
+    is_sample = (pl.col("cat").cast(pl.String) == MEMORY_CAT).fill_null(False)
+    return rows.filter(is_sample), rows.filter(~is_sample)
+
+
+def samples(rows: pl.DataFrame) -> pl.DataFrame:
+    """pid, ts, value: memory samples (split_samples) as one series, the GPU's allocated bytes where there are
+    any, else the resident set size, in time order."""
+    cuda = rows.filter(pl.col("cuda_allocated").is_not_null())
+    picked = cuda if cuda.height else rows.filter(pl.col("rss").is_not_null())
+    column = "cuda_allocated" if cuda.height else "rss"
+    return picked.select("pid", "ts", pl.col(column).alias("value")).sort("pid", "ts")
+
+
+def frame_tables(others: pl.DataFrame, sample_rows: pl.DataFrame, ranks: pl.DataFrame,
+                 step_of: Callable[[pl.DataFrame], pl.Series]) -> dict[str, pl.DataFrame]:  # fmt: skip
+    """The memory tables of one file: `others` its event rows, `sample_rows` its memory samples, `ranks` pid ->
+    rank, `step_of(rows)` the step each row's ts falls in."""
+    points = samples(sample_rows)
+    if points.height == 0:
+        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+    return {"mem_graph": _graph_table(others, points, ranks), "mem_step": _step_table(others, points, ranks, step_of)}
+
+
+def _graph_table(others: pl.DataFrame, points: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    calls = others.filter(pl.col("cat").cast(pl.String) == GRAPH_CAT).select(
+        "pid", "ts", "dur", pl.col("compile_id").cast(pl.String), pl.col("graph").cast(pl.String),
+        pl.col("phase").cast(pl.String))  # fmt: skip
+    if calls.height == 0:
+        return pl.DataFrame(schema=SCHEMAS["mem_graph"])
+    start, peak, end = _windows(points, calls)
+    table = calls.with_columns(
+        pl.Series("grew", end - start),
+        pl.Series("peak", peak),
+        pl.Series("sampled", start >= 0),
+    ).filter(pl.col("sampled"))
+    out = (table.join(ranks, on="pid", how="left")
+           .group_by(KEYS["mem_graph"])
+           .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("grew").sum(), pl.col("peak").max().alias("peak_max")))
+    return out.select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_graph"].items()])
+
+
+def _windows(points: pl.DataFrame, calls: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each call: the last sample at or before its start (-1: none), the highest from then to its end, and
+    the last at or before its end."""
+    n = calls.height
+    start, peak, end = np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    pids = calls.get_column("pid").to_numpy()
+    ts = calls.get_column("ts").to_numpy()
+    ends = ts + calls.get_column("dur").fill_null(0).to_numpy()
+    for (pid,), mine in points.partition_by("pid", as_dict=True).items():
+        t = mine.get_column("ts").to_numpy()
+        v = mine.get_column("value").to_numpy()
+        rows = np.flatnonzero(pids == pid)
+        a = np.searchsorted(t, ts[rows], side="right") - 1
+        b = np.searchsorted(t, ends[rows], side="right") - 1
+        for row, i, j in zip(rows.tolist(), a.tolist(), b.tolist(), strict=True):
+            if i < 0:
+                continue
+            start[row], end[row] = v[i], v[j]
+            peak[row] = v[i : j + 1].max()
+    return start, peak, end
+
+
+def _step_table(others: pl.DataFrame, points: pl.DataFrame, ranks: pl.DataFrame,
+                step_of: Callable[[pl.DataFrame], pl.Series]) -> pl.DataFrame:  # fmt: skip
+    stepped = points.with_columns(step_of(points).alias("step")).filter(pl.col("step").is_not_null())
+    if stepped.height == 0:
+        return pl.DataFrame(schema=SCHEMAS["mem_step"])
+    top = stepped.sort("value", descending=True).group_by("pid", "step", maintain_order=True).first()
+    top = top.with_columns(pl.Series("peak_at", _running_at(others, top)))
+    out = top.join(ranks, on="pid", how="left").select("rank", "step", pl.col("value").alias("peak_max"), "peak_at")
+    return out.group_by(KEYS["mem_step"]).agg(
+        pl.col("peak_max").max(), pl.col("peak_at").sort_by("peak_max").last()
+    ).select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_step"].items()])
+
+
+def _running_at(others: pl.DataFrame, at: pl.DataFrame) -> list[str]:
+    """What ran at each (pid, ts) of `at`: the graph call (its name and phase), else the step part (backward,
+    optimizer, data loading) whose event covers it, else "between graphs"."""
+    spans = others.filter(pl.col("cat").cast(pl.String).is_in(_RUNNING_CATS)).select(
+        "pid", "ts", "dur", pl.col("cat").cast(pl.String), pl.col("graph").cast(pl.String),
+        pl.col("phase").cast(pl.String), pl.col("name").cast(pl.String))  # fmt: skip
+    out = []
+    for pid, ts in at.select("pid", "ts").iter_rows():
+        covering = spans.filter((pl.col("pid") == pid) & (pl.col("ts") <= ts) & (pl.col("ts") + pl.col("dur") >= ts))
+        out.append(_label(covering))
+    return out
+
+
+def _label(covering: pl.DataFrame) -> str:
+    for cat in _RUNNING_CATS:
+        rows = covering.filter(pl.col("cat") == cat)
+        if rows.height:
+            graph, phase, name = rows.sort("ts", descending=True).select("graph", "phase", "name").row(0)
+            return f"{graph} {phase}" if cat == GRAPH_CAT and graph else str(name)
+    return "between graphs"
+
+
+# -- Summary tables --------------------------------------------------------------------------------
+
+
+def by_graph(mem_graph: pl.DataFrame, explanation: Report | None) -> pl.DataFrame:
+    """Per graph and phase: calls, the highest sample within a call, what a call left in use on average, and
+    from the explanation the estimated peak of that phase and the bytes the forward saves."""
+    estimates = _estimates(explanation.memory if explanation is not None else [])
+    table = (mem_graph.group_by("compile_id", "graph", "phase")
+             .agg(pl.col("calls").sum(), pl.col("grew").sum(), pl.col("peak_max").max()))  # fmt: skip
+    table = table.join(estimates, on=["compile_id", "graph", "phase"], how="full", coalesce=True)
+    return table.with_columns(
+        pl.when(pl.col("calls") > 0).then(pl.col("grew") / pl.col("calls")).otherwise(None).alias("grew_per_call"),
+    ).sort(["compile_id", "graph", "phase"], nulls_last=True).select(
+        "compile_id", "graph", "phase", "calls", "peak_max", "grew_per_call", "estimated_peak", "saved_bytes",
+    )  # fmt: skip
+
+
+def _estimates(graphs: list[GraphMemory]) -> pl.DataFrame:
+    rows = []
+    for g in graphs:
+        name = f"{g.graph}" if g.part == 1 else f"{g.graph}[part {g.part}]"
+        for phase, peak, saved in (("forward", g.forward_peak, g.saved_bytes), ("backward", g.backward_peak, None)):
+            rows.append({"compile_id": g.compile_id, "graph": name, "phase": phase,
+                         "estimated_peak": peak.bytes if peak else None, "saved_bytes": saved})  # fmt: skip
+    schema = {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "estimated_peak": pl.Int64,
+              "saved_bytes": pl.Int64}  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def by_step(mem_step: pl.DataFrame) -> pl.DataFrame:
+    """Per step (and rank, where there are ranks): the highest sample and what ran then."""
+    table = mem_step.sort(["rank", "step"], nulls_last=True).select("rank", "step", "peak_max", "peak_at")
+    return table if table.get_column("rank").null_count() < table.height else table.drop("rank")
+
+
+def by_layer(explanation: Report | None) -> pl.DataFrame:
+    """Saved activations per layer, from the explanation's account of every graph."""
+    rows = saved_by_layer(explanation.memory) if explanation is not None else []
+    return pl.DataFrame(
+        {"layer": [r.layer or "(top level)" for r in rows], "saved_bytes": [r.bytes for r in rows],
+         "tensors": [r.tensors for r in rows]},
+        schema={"layer": pl.String, "saved_bytes": pl.Int64, "tensors": pl.Int64},
+    )  # fmt: skip

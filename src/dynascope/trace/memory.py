@@ -1,0 +1,122 @@
+"""Memory in use, sampled off the hot path: a counter track in the trace (`"ph":"C"`, `"cat":"memory"`).
+
+A reading of the process's memory costs about a microsecond here (a system call), more than a whole graph
+call's tracing, so nothing is read on the hot path. A sampler thread reads the resident set size
+(/proc/self/statm) every DYNASCOPE_MEMORY_INTERVAL_US (default 1000) in a compiled loop that holds no
+GIL, so the program never waits for it. It keeps a sample where the figure moved by at least
+DYNASCOPE_MEMORY_STEP_KB (default 256) since the last one kept, each batch's highest sample, and one a
+second, and hands them to the trace every BATCH_NS. Readers registered from above (capture/memory.py:
+the CUDA caching allocator's counters) are read once per batch, under the GIL.
+
+What the resident set size misses: memory the allocator keeps after the program freed it still counts
+(glibc keeps most frees below 32 MB for reuse), memory allocated but never touched does not count yet,
+and anything that lived for less than the interval may fall between two samples (docs/memory.md).
+Linux only; elsewhere the track is absent and the trace says so in its end record's warnings.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from dynascope.trace import buffers
+from dynascope.trace.format import MEMORY_CAT
+
+BATCH_NS = 50_000_000  # how often the samples reach the trace
+KEEP_AT_LEAST_NS = 1_000_000_000  # one sample a second even when nothing moves
+STATM = "/proc/self/statm"
+_readers: dict[str, Callable[[], dict[str, int]]] = {}
+
+
+def add_reader(name: str, read: Callable[[], dict[str, int]]) -> None:
+    """Read `read()` (counter name -> bytes) once per batch, as counter track `name`, while sampling."""
+    _readers[name] = read
+
+
+def remove_reader(name: str) -> None:
+    _readers.pop(name, None)
+
+
+def available() -> bool:
+    return sys.platform.startswith("linux") and os.path.exists(STATM)
+
+
+class Sampler:
+    """The sampler thread of one trace session."""
+
+    def __init__(self, interval_us: int, step_bytes: int) -> None:
+        self.interval_ns = max(1, interval_us) * 1000
+        self.step_bytes = max(0, step_bytes)
+        self._stop = np.zeros(1, dtype=np.int64)
+        self._thread: threading.Thread | None = None
+        self.error: str | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="dynascope-memory", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after one last batch (its samples reach the trace before this returns)."""
+        self._stop[0] = 1
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
+        self._thread = None
+
+    def _run(self) -> None:
+        try:
+            from dynascope.trace import memory_loop  # numba: loaded in this thread, not the program's
+
+            fd = os.open(STATM, os.O_RDONLY)
+        except Exception as exc:  # noqa: BLE001 - the trace goes on without the memory track
+            self.error = f"no memory track ({type(exc).__name__}: {exc})"
+            return
+        size = 2 * (BATCH_NS // self.interval_ns) + 4
+        times = np.zeros(size, dtype=np.int64)
+        values = np.zeros(size, dtype=np.int64)
+        state = np.zeros(3, dtype=np.int64)  # last kept value, its time, the page size
+        state[0], state[2] = -1, os.sysconf("SC_PAGE_SIZE")
+        scratch = np.zeros(128, dtype=np.uint8)
+        try:
+            while True:
+                n = memory_loop.sample(fd, scratch, times, values, state, self.interval_ns, self.step_bytes,
+                                       BATCH_NS, KEEP_AT_LEAST_NS, self._stop)  # fmt: skip
+                if n < 0:
+                    self.error = "no memory track (reading /proc/self/statm failed)"
+                    return
+                if n:
+                    buffers.emit(("C", "memory", MEMORY_CAT, times[:n].tolist(), {"rss": values[:n].tolist()}))
+                self._read_others()
+                if self._stop[0]:
+                    return
+        finally:
+            os.close(fd)
+
+    def _read_others(self) -> None:
+        now = buffers.now_ns()
+        for name, read in list(_readers.items()):
+            try:
+                counters = read()
+            except Exception:  # noqa: BLE001 - that track stops; the others go on
+                remove_reader(name)
+                continue
+            if counters:
+                buffers.emit(("C", name, MEMORY_CAT, [now], {k: [v] for k, v in counters.items()}))
+
+
+def warm_up() -> None:
+    """Compile the sampler's loop (or load it from numba's on-disk cache) now."""
+    if not available():
+        return
+    from dynascope.trace import memory_loop
+
+    fd = os.open(STATM, os.O_RDONLY)
+    try:
+        state = np.array([-1, 0, 4096], dtype=np.int64)
+        times, values = np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64)
+        memory_loop.sample(fd, np.zeros(128, dtype=np.uint8), times, values, state, 1000, 0, 1, 1, np.ones(1, np.int64))
+    finally:
+        os.close(fd)

@@ -1,0 +1,62 @@
+"""Memory in use at run time (trace/memory.py): the sampler's counter track in the trace, joined to graph calls
+and steps by `dynascope report`, against the bytes the graph saves for the backward (worked out by hand:
+tests/capture/scripts/big_activation.py keeps ReLU's N x WIDE float32 output)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from support import tracecheck
+from support.cli import dynascope_here
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "big_activation.py")
+SAVED = 4096 * 8192 * 4  # 128 MiB
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("memory") / "out"
+    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), SCRIPT],
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
+    report = json.loads(dynascope_here("report", str(out), "--json").stdout)
+    return {"out": out, "trace": trace, "stdout": done.stdout, "report": report}
+
+
+def test_the_trace_has_a_memory_track_that_sees_the_saved_activation(run):
+    index = tracecheck.check(tracecheck.load(run["trace"]))
+    samples = [(c["ts"], c["args"]["rss"]) for c in index["counters"] if c["name"] == "memory"]
+    assert len(samples) >= 10 and [t for t, _ in samples] == sorted(t for t, _ in samples)
+    graphs = [e for e in index["events"] if e["cat"] == "dynamo.graph"]
+    first = min(e["ts"] for e in graphs)
+    before = max(v for t, v in samples if t <= first)
+    # the forward's N x WIDE output and the saved ReLU output are live together at some point
+    assert max(v for _, v in samples) - before >= SAVED
+
+
+def test_report_joins_samples_to_graphs_and_steps_and_says_what_was_saved(run):
+    report = run["report"]
+    rows = {r["phase"]: r for r in report["memory_by_graph"]}
+    forward = rows["forward"]
+    assert forward["saved_bytes"] == SAVED  # from the partition, exact
+    assert forward["calls"] == 3
+    # what each forward call left in use: the saved activation, measured (give or take the allocator)
+    assert 0.75 * SAVED <= forward["grew_per_call"] <= 1.25 * SAVED, forward
+    assert forward["estimated_peak"] >= 2 * SAVED  # the Linear's output and ReLU's, live together
+    assert rows["backward"]["estimated_peak"] is not None
+    steps = report["memory_by_step"]
+    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert all(s["peak_at"] for s in steps), steps
+    layers = {r["layer"]: r["saved_bytes"] for r in report["memory_by_layer"]}
+    assert layers == {"act": SAVED}
+
+
+def test_the_terminal_report_shows_the_memory_tables(run):
+    text = " ".join(dynascope_here("report", str(run["out"])).stdout.split())
+    assert "Saved for the backward, per layer" in text and "Memory per step" in text
+    assert "134 MB" in text  # 128 MiB, as the tables print bytes
