@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from support import tracecheck
@@ -60,3 +61,25 @@ def test_the_terminal_report_shows_the_memory_tables(run):
     text = " ".join(dynascope_here("report", str(run["out"])).stdout.split())
     assert "Saved for the backward, per layer" in text and "Memory per step" in text
     assert "134 MB" in text  # 128 MiB, as the tables print bytes
+
+
+@pytest.mark.gpu
+def test_cuda_memory_is_the_caching_allocators_and_prefered_by_the_report(tmp_path):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    import dynascope
+
+    model = torch.compile(torch.nn.Linear(1024, 8192).cuda(), backend=dynascope.backend())
+    with dynascope.session(str(tmp_path / "run.pfw.gz")) as session:
+        for i in range(30):  # the allocator's counters are read once per sampler batch (50 ms)
+            with dynascope.region("step", step=i):
+                model(torch.randn(4096, 1024, device="cuda")).relu().sum().backward()
+                torch.cuda.synchronize()
+                time.sleep(0.01)
+    index = tracecheck.check(tracecheck.load(session.path))
+    cuda = [c["args"] for c in index["counters"] if c["name"] == "cuda memory"]
+    assert cuda and max(a["cuda_allocated"] for a in cuda) >= 4096 * 8192 * 4
+    report = json.loads(dynascope_here("report", session.path, "--json").stdout)
+    assert max(s["peak_max"] for s in report["memory_by_step"]) >= 4096 * 8192 * 4

@@ -1,6 +1,6 @@
 """The torch-side events a trace session installs (registered with trace/installers.py by the package's
-__init__): the whole training step's automatic events, frame probes for graph-break costs, GPU activity
-and collectives. Each module is imported when a session first asks, never at `import dynascope`."""
+__init__): the whole training step's automatic events, frame probes for graph-break costs, GPU activity,
+the GPU's memory and collectives. Each module is imported when a session first asks, never at `import dynascope`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def _device() -> Any:
     return device
 
 
+def _memory() -> Any:
+    from dynascope.capture import memory
+
+    return memory
+
+
 def _collectives() -> Any:
     from dynascope.capture import collectives
 
@@ -40,6 +46,8 @@ INSTALLERS = [
               lambda session: _frames().install(), lambda: _frames().uninstall()),
     Installer("device times (GPU)", lambda config: config.device_time,
               lambda session: _device().install(session=session), lambda: _device().uninstall()),
+    Installer("the GPU's memory on the memory track", lambda config: config.memory,
+              lambda session: _memory().install(), lambda: _memory().uninstall()),
     Installer("collective events (torch.distributed)", lambda config: config.step_events,
               lambda session: _collectives().install(), lambda: _collectives().uninstall()),
 ]  # fmt: skip
