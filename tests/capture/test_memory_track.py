@@ -83,3 +83,29 @@ def test_cuda_memory_is_the_caching_allocators_and_prefered_by_the_report(tmp_pa
     assert cuda and max(a["cuda_allocated"] for a in cuda) >= 4096 * 8192 * 4
     report = json.loads(dynascope_here("report", session.path, "--json").stdout)
     assert max(s["peak_max"] for s in report["memory_by_step"]) >= 4096 * 8192 * 4
+
+
+OOM_SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "planted_oom.py")
+
+
+def test_running_out_of_memory_leaves_a_trace_that_names_the_op_layer_and_line_and_the_knobs(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), OOM_SCRIPT],
+                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 1 and "MemoryError: planted" in done.stderr
+    (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
+    index = tracecheck.check(tracecheck.load(trace))
+    end = index["events"][-1]["args"]
+    line = next(i for i, text in enumerate(open(OOM_SCRIPT), 1) if "# the allocation that fails" in text)
+    (running,) = end["running"]
+    assert (end["exit_error"], end["oom"]) == ("MemoryError: planted: cannot allocate 64 GB", 1)
+    assert end["rss_at_end"] > 0
+    assert (running["graph"], running["phase"], running["op"]) == ("__compiled_fn_1", "forward",
+                                                                   "function.allocate.default")
+    assert (running["layer"], running["file"], running["line"]) == ("blocks.1", "planted_oom.py", line)
+    (row,) = json.loads(dynascope_here("report", str(out), "--json").stdout)["out_of_memory"]
+    assert (row["layer"], row["line"], row["op"]) == ("blocks.1", line, "function.allocate.default")
+    said = " ".join(done.stdout.split())
+    assert f"Out of memory: process {row['pid']} stopped with MemoryError" in said
+    assert f"layer blocks.1, planted_oom.py:{line}" in said
+    assert "activation_memory_budget" in said and "a smaller batch" in said

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import orjson
 import polars as pl
 
 from dynascope.analyze.read.columns import AUTOGRAD_CAT, DATA_CAT, GRAPH_CAT, MEMORY_CAT, OPTIMIZER_CAT
@@ -19,11 +20,15 @@ from dynascope.artifacts.explanation import Report
 from dynascope.artifacts.memory import GraphMemory, saved_by_layer
 
 SAMPLE_COLUMNS = ["rss", "cuda_allocated", "cuda_reserved"]
-KEYS = {"mem_graph": ["rank", "compile_id", "graph", "phase"], "mem_step": ["rank", "step"]}
+END_COLUMNS = ["exit_error", "running", "oom", "rss_at_end"]  # the end record's account of an error (trace/session.py)
+_OOM_KEYS = ["rank", "pid", "error", "graph", "phase", "op", "layer", "file", "line"]
+KEYS = {"mem_graph": ["rank", "compile_id", "graph", "phase"], "mem_step": ["rank", "step"], "mem_oom": _OOM_KEYS}
 SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "mem_graph": {"rank": pl.Int64, "compile_id": pl.String, "graph": pl.String, "phase": pl.String,
                   "calls": pl.Int64, "grew": pl.Int64, "peak_max": pl.Int64},
     "mem_step": {"rank": pl.Int64, "step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String},
+    "mem_oom": {**{k: pl.String for k in _OOM_KEYS}, "rank": pl.Int64, "pid": pl.Int64, "line": pl.Int64,
+                "n": pl.Int64, "rss_max": pl.Int64},
 }  # fmt: skip
 _RUNNING_CATS = [GRAPH_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]  # what a peak is charged to, innermost first
 
@@ -48,9 +53,38 @@ def frame_tables(others: pl.DataFrame, sample_rows: pl.DataFrame, ranks: pl.Data
     """The memory tables of one file: `others` its event rows, `sample_rows` its memory samples, `ranks` pid ->
     rank, `step_of(rows)` the step each row's ts falls in."""
     points = samples(sample_rows)
-    if points.height == 0:
-        return {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
-    return {"mem_graph": _graph_table(others, points, ranks), "mem_step": _step_table(others, points, ranks, step_of)}
+    tables = {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
+    tables["mem_oom"] = _oom_table(others, ranks)
+    if points.height:
+        tables["mem_graph"] = _graph_table(others, points, ranks)
+        tables["mem_step"] = _step_table(others, points, ranks, step_of)
+    return tables
+
+
+def _oom_table(others: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """The processes whose program ended out of memory, with what their main thread was running then."""
+    ends = others.filter((pl.col("cat").cast(pl.String) == "dftracer") & (pl.col("name").cast(pl.String) == "end")
+                         & (pl.col("oom").cast(pl.Int64, strict=False) == 1))  # fmt: skip
+    rows = []
+    for pid, error, running, rss in ends.select("pid", "exit_error", "running", "rss_at_end").iter_rows():
+        calls = _json_list(running)
+        call = next((c for c in calls if c.get("tid") == pid), calls[0] if calls else {})  # the main thread's first
+        rows.append({"pid": pid, "error": error, "graph": call.get("graph"), "phase": call.get("phase"),
+                     "op": call.get("op"), "layer": call.get("layer"), "file": call.get("file"),
+                     "line": call.get("line"), "n": 1, "rss_max": rss})  # fmt: skip
+    if not rows:
+        return pl.DataFrame(schema=SCHEMAS["mem_oom"])
+    table = pl.DataFrame(rows, schema={k: v for k, v in SCHEMAS["mem_oom"].items() if k != "rank"})
+    return table.join(ranks, on="pid", how="left").select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_oom"].items()])
+
+
+def _json_list(value: object) -> list[dict]:
+    if isinstance(value, str):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _graph_table(others: pl.DataFrame, points: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
@@ -161,6 +195,13 @@ def by_step(mem_step: pl.DataFrame) -> pl.DataFrame:
     """Per step (and rank, where there are ranks): the highest sample and what ran then."""
     table = mem_step.sort(["rank", "step"], nulls_last=True).select("rank", "step", "peak_max", "peak_at")
     return table if table.get_column("rank").null_count() < table.height else table.drop("rank")
+
+
+def out_of_memory(mem_oom: pl.DataFrame) -> pl.DataFrame:
+    """rank, pid, error, graph, phase, op, layer, file, line, memory (resident at the end): each process that
+    ended out of memory."""
+    table = mem_oom.sort(["rank", "pid"], nulls_last=True).rename({"rss_max": "memory"})
+    return table.select("rank", "pid", "error", "graph", "phase", "op", "layer", "file", "line", "memory")
 
 
 def by_layer(explanation: Report | None) -> pl.DataFrame:

@@ -195,6 +195,10 @@ class Summary:
     # layer, saved_bytes, tensors: activations the compiled graphs keep for the backward, per layer (from the
     #   explanation). Empty without one.
     memory_by_layer: pl.DataFrame = field(default_factory=_empty)
+    # rank, pid, error, graph, phase, op, layer, file, line, memory (resident bytes then): each process whose
+    #   program ended out of memory (MemoryError, torch.OutOfMemoryError, "can't allocate memory"), with what
+    #   its main thread ran then (the end record's `running`). Empty otherwise.
+    out_of_memory: pl.DataFrame = field(default_factory=_empty)
 
     def table(self, name: str) -> pl.DataFrame:
         """One of the tables by its name (TABLE_NAMES), as renderers that loop over tables ask for them."""
@@ -208,4 +212,5 @@ TABLE_NAMES = (
     "step_stats", "slow_steps", "by_file", "graph_breaks", "recompiles", "compiled_functions", "cache_entries",
     "vs_eager", "by_device", "gpu_launchers", "by_rank_step", "by_rank", "divergence",
     "clocks", "collectives", "stragglers", "hangs", "memory_by_graph", "memory_by_step", "memory_by_layer",
+    "out_of_memory",
 )  # fmt: skip

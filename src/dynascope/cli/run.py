@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
             profiler.stop(error)
         if observer is not None:
             observer.stop()
-        session.finalize()
+        session.finalize(error)
     eager_dir = os.path.join(out_dir, EAGER_DIR)
     if os.path.isdir(eager_dir):
         _stale_traces(eager_dir, stem)

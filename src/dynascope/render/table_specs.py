@@ -191,6 +191,24 @@ TABLES: tuple[TableSpec, ...] = (
         drop=("rank",),
     ),
     TableSpec(
+        "out_of_memory",
+        "Out of memory",
+        (
+            Col("rank", "rank", "id"),
+            Col("pid", "pid", "id"),
+            Col("error", "error", min_width=20, max_width=60, wrap=True),
+            Col("graph", "graph"),
+            Col("phase", "phase"),
+            Col("op", "op", min_width=16, max_width=40),
+            Col("layer", "layer"),
+            Col("file", "file"),
+            Col("line", "line", "id"),
+            Col("memory", "memory then", "bytes"),
+        ),
+        limit_to_top=False,
+        drop=("pid", "file", "line", "phase", "rank"),
+    ),
+    TableSpec(
         "by_graph",
         "Compiled graphs",
         (

@@ -42,6 +42,7 @@ from dynascope.trace.ops import TABLE
 from dynascope.trace.probes import CALL_CAT, FRAME_CAT
 
 _EMPTY = np.zeros(0, dtype=np.int64)
+_RUNNING_FIELDS = ("node", "target", "layer", "file", "line", "code", "layers", "lines")  # of an op or kernel
 PATH_ARG = "__path"  # a region arg naming a file: becomes `fhash` (see above)
 IO_CAT = layout.POSIX_CAT
 GPU_CAT = layout.GPU_CAT
@@ -88,6 +89,7 @@ class Decoder:
         self._io_templates: dict[tuple[str, str | None, int], bytes] = {}
         self.launches: LaunchIndex | None = None  # set while device activity is collected (launches.py)
         self._gpu_tracks: set[int] = set()  # device tracks named in this file
+        self.unfinished: dict[int, dict] = {}  # tid -> the graph call it was in when the file ended (running())
 
     # -- static strings -------------------------------------------------------------------------
 
@@ -225,6 +227,8 @@ class Decoder:
         graph_spec, op_base, n_ops = TABLE.arrays()
         for line in self.describe(-values[values < 0], stream.tid):
             emit(line)
+        if not hold_tail:
+            self._note_unfinished(stream.tid, values, n_ops)
         parent, depth = self._parent(stream)
         heads, starts, max_head = self.heads(stream.tid, depth)
         out = self._buffer(max_head + oplines.LINE_TAIL_MAX, int(n_ops.max()) + 1)
@@ -244,6 +248,37 @@ class Decoder:
                 if self.launches is not None:  # device activity is collected: keep what launched it
                     self.launches.add(stream.tid, values[:index] if why == oplines.HELD else values)
                 return
+
+    def _note_unfinished(self, tid: int, values: np.ndarray, n_ops: np.ndarray) -> None:
+        """Remember the thread's last graph call in `values` that stopped before its last op finished (an
+        exception raised inside the graph, or the process ending in it): what was running (running())."""
+        headers = np.flatnonzero(values < 0)
+        if headers.size == 0:
+            return
+        gids = -values[headers]
+        readings = np.diff(np.append(headers, values.size)) - 1
+        known = (gids > 0) & (gids < n_ops.size)
+        cut = np.flatnonzero(known & (readings < n_ops[np.where(known, gids, 0)] + 1))
+        if cut.size:
+            last = int(cut[-1])
+            self.unfinished[tid] = {"gid": int(gids[last]), "ops_done": max(int(readings[last]) - 1, 0)}
+
+    def running(self) -> list[dict]:
+        """Per thread, the last graph call that stopped inside (for a program that ended with an error: what
+        was running when it was raised): the graph, and the op (or kernel) that had started but not
+        finished, with its attribution (layer, file, line)."""
+        out = []
+        for tid, call in self.unfinished.items():
+            graph_index, *op_indexes = TABLE.graph_specs(call["gid"])
+            graph = TABLE.specs[graph_index]
+            row = {"tid": tid, "graph": graph.attrs.get("graph"), "phase": graph.attrs.get("phase"),
+                   "compile_id": graph.attrs.get("compile_id"), "event": graph.name}  # fmt: skip
+            if call["ops_done"] < len(op_indexes):
+                op = TABLE.specs[op_indexes[call["ops_done"]]]
+                row["op"] = op.name
+                row.update({k: op.attrs[k] for k in _RUNNING_FIELDS if op.attrs.get(k)})
+            out.append(row)
+        return out
 
     def _buffer(self, line_max: int, call_lines: int) -> np.ndarray:
         """The formatter's output buffer: 1 MB (it stays in cache), or room for the longest call."""

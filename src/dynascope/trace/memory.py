@@ -41,6 +41,29 @@ def remove_reader(name: str) -> None:
     _readers.pop(name, None)
 
 
+def resident_bytes() -> int | None:
+    """The process's resident set size now (one reading, in Python), or None where it cannot be read."""
+    try:
+        fd = os.open(STATM, os.O_RDONLY)  # os-level: not the program's file I/O (trace/fileio.py)
+        try:
+            return int(os.read(fd, 128).split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_OUT_OF_MEMORY_TEXT = ("can't allocate memory", "out of memory", "cannot allocate memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """MemoryError, torch's OutOfMemoryError (CUDA), or CPU torch's allocator failing ("DefaultCPUAllocator:
+    can't allocate memory", a RuntimeError)."""
+    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(error, RuntimeError) and any(t in str(error).lower() for t in _OUT_OF_MEMORY_TEXT)
+
+
 def available() -> bool:
     return sys.platform.startswith("linux") and os.path.exists(STATM)
 

@@ -90,6 +90,7 @@ class TraceSession:
         self.implicit = False  # started by ensure_session(); an explicit session replaces it
         self._writer: TraceWriter | None = None
         self._sampler: memory.Sampler | None = None
+        self._error: BaseException | None = None  # what ended the program (finalize)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -133,14 +134,17 @@ class TraceSession:
             _torch_side_events("install", self)
         return self
 
-    def finalize(self) -> str:
-        """Close the file; returns its path. A second call does nothing but say so on stderr."""
+    def finalize(self, error: BaseException | None = None) -> str:
+        """Close the file; returns its path. `error`: what ended the program, said in the end record (with what
+        was running, and for an out-of-memory error the memory in use). A second call does nothing but say
+        so on stderr."""
         global _active
         with _active_lock:
             if self.closed:
                 print(f"dynascope: finalize() called again; the trace {self.path} is already complete", file=sys.stderr)
                 return self.path
             self.closed = True
+            self._error = error
             if _active is self:
                 _active = None
                 _torch_side_events("uninstall", self)
@@ -187,9 +191,9 @@ class TraceSession:
     def __enter__(self) -> TraceSession:
         return self if _active is self else self.open()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if not self.closed:
-            self.finalize()
+            self.finalize(exc)
 
     def flush(self) -> None:
         """Write everything recorded so far (the writer also does this on its own every interval)."""
@@ -288,11 +292,30 @@ class TraceSession:
         }
         if cut is not None:
             args["cut"] = cut
+        args.update(self._ending(decoder))
         record = {
             "id": decoder.next_id, "name": "end", "cat": "dftracer", "pid": self.pid,
             "tid": threading.get_native_id(), "ts": time.time_ns() // 1000, "dur": 0, "ph": "X", "args": args,
         }  # fmt: skip
         return orjson.dumps(record).decode()
+
+    def _ending(self, decoder: Decoder) -> dict[str, Any]:
+        """What the end record says of how the program ended: the graph calls it was inside (`running`), the
+        error that ended it (`exit_error`), and for an out-of-memory error `oom` and the memory then."""
+        args: dict[str, Any] = {}
+        error = self._error
+        if error is not None and not isinstance(error, (KeyboardInterrupt, SystemExit)):
+            running = decoder.running()
+            if running:
+                args["running"] = running
+            text = str(error).strip().splitlines()
+            args["exit_error"] = f"{type(error).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+            if memory.is_out_of_memory(error):
+                args["oom"] = 1
+                rss = memory.resident_bytes()
+                if rss is not None:
+                    args["rss_at_end"] = rss
+        return args
 
     def _cut_line(self, signame: str, pending: list[dict], open_regions: list[dict]) -> str:
         assert self._writer is not None
@@ -399,7 +422,9 @@ _hooks_installed = False
 
 def _finalize_active() -> None:
     active = _active
-    if active is not None and active.pid == os.getpid():
+    if active is not None and active.pid == os.getpid() and not active.closed:
+        # an uncaught exception in the main thread: the interpreter keeps it here before it exits
+        active._error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         try:
             active.finalize()
         except Exception as exc:  # noqa: BLE001 - at exit, say it and move on

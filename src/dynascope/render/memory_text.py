@@ -1,0 +1,66 @@
+"""A run that ran out of memory, in words: where it was (graph, op, layer, line), the memory then, and the few
+knobs that apply, each with the figure from the run that supports it (docs/memory.md, "Out of memory")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynascope.analyze.summary import Summary
+from dynascope.artifacts.memory import human_bytes
+
+REPLAY = "cudagraph_replay"  # the op name of a CUDA-graph replay (capture/kernels.py)
+
+
+def out_of_memory_lines(summary: Summary) -> list[str]:
+    """One paragraph per process that ran out of memory: what happened, then "  - knob: why" lines."""
+    out: list[str] = []
+    for row in summary.table("out_of_memory").iter_rows(named=True):
+        out.append(_headline(row))
+        out += [f"  - {knob}" for knob in knobs(summary, row)]
+    return out
+
+
+def _headline(row: dict[str, Any]) -> str:
+    who = f"rank {row['rank']}" if row["rank"] is not None else f"process {row['pid']}"
+    where = "outside the compiled graphs"
+    if row["graph"]:
+        where = f"in {row['graph']} {row['phase'] or ''}".rstrip()
+        if row["op"]:
+            at = f", {row['file']}:{row['line']}" if row["file"] and row["line"] else ""
+            layer = f"layer {row['layer']}" if row["layer"] else "no layer"
+            where += f", op {row['op']} ({layer}{at})"
+    memory = f"; memory in use then {human_bytes(row['memory'])}" if row["memory"] is not None else ""
+    return f"Out of memory: {who} stopped with {row['error']} {where}{memory}"
+
+
+def knobs(summary: Summary, row: dict[str, Any]) -> list[str]:
+    """The knobs that apply to that ending, each with its figure."""
+    out = []
+    graphs = summary.table("memory_by_graph")
+    forward = graphs.filter(graphs["phase"] == "forward") if graphs.height else graphs
+    saved = int(forward["saved_bytes"].fill_null(0).sum()) if forward.height else 0
+    layers = summary.table("memory_by_layer")
+    if saved:
+        biggest = layers.row(0, named=True) if layers.height else None
+        most = f"; most in {biggest['layer']} ({human_bytes(biggest['saved_bytes'])})" if biggest else ""
+        out.append(f"activation memory: the compiled forward keeps {human_bytes(saved)} a step for the backward{most}."
+                   " torch._functorch.config.activation_memory_budget = 0.5 (below 1) lets the partitioner "
+                   "recompute more instead; torch.utils.checkpoint on the biggest layer does it by hand")  # fmt: skip
+        out.append(f"a smaller batch: saved activations and the estimated peaks grow with it ({human_bytes(saved)} "
+                   "saved at this batch); halve it, or accumulate gradients over two half batches")  # fmt: skip
+    symbolic = [g for report in summary.explanations.values() for g in report.memory if g.symbolic]
+    if symbolic:
+        out.append(f"dynamic shapes: {len(symbolic)} graph(s) compiled with symbolic sizes; try "
+                   "torch.compile(..., dynamic=False) (or TORCHDYNAMO_DYNAMIC_SHAPES=0), as torch's own advice on "
+                   "OOMs starts")  # fmt: skip
+    ops = summary.table("by_op")
+    replays = ops.filter(ops["name"] == REPLAY) if ops.height else ops
+    if replays.height:
+        out.append(f"CUDA graphs: {int(replays['count'].sum())} graph replays ran (mode='reduce-overhead'), each "
+                   "shape keeping its own memory pool; try without them "
+                   "(torch._inductor.config.triton.cudagraphs = False)")  # fmt: skip
+    if not out:
+        out.append("no compiled graph saved anything for the backward in this run: the memory went elsewhere "
+                   "(the batch, the optimizer's state, tensors the program keeps); the memory per step table "
+                   "shows when it grew")  # fmt: skip
+    return out
