@@ -65,7 +65,8 @@ _expose_pyenv_interpreters(TORCH_FREE_PYTHONS)
 
 NO_CAP = {"PIP_CONSTRAINT": "/dev/null"}
 WARM_NUMBA = (
-    "from dynascope.trace import memory, oplines; from dynascope.analyze.read import _scan; oplines.warm_up(); _scan.warm_up(); memory.warm_up()"
+    "from dynascope.trace import memory, oplines; from dynascope.analyze.read import _scan; "
+    "oplines.warm_up(); _scan.warm_up(); memory.warm_up()"
 )
 LINTERS = ("ruff", "mypy", "import-linter")  # `make lint` runs them once; the sessions only test
 

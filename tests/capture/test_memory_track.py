@@ -96,7 +96,8 @@ def test_running_out_of_memory_leaves_a_trace_that_names_the_op_layer_and_line_a
     (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
     index = tracecheck.check(tracecheck.load(trace))
     end = index["events"][-1]["args"]
-    line = next(i for i, text in enumerate(open(OOM_SCRIPT), 1) if "# the allocation that fails" in text)
+    with open(OOM_SCRIPT, encoding="utf-8") as source:
+        line = next(i for i, text in enumerate(source, 1) if "# the allocation that fails" in text)
     (running,) = end["running"]
     assert (end["exit_error"], end["oom"]) == ("MemoryError: planted: cannot allocate 64 GB", 1)
     assert end["rss_at_end"] > 0

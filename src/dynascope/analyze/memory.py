@@ -27,7 +27,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "mem_graph": {"rank": pl.Int64, "compile_id": pl.String, "graph": pl.String, "phase": pl.String,
                   "calls": pl.Int64, "grew": pl.Int64, "peak_max": pl.Int64},
     "mem_step": {"rank": pl.Int64, "step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String},
-    "mem_oom": {**{k: pl.String for k in _OOM_KEYS}, "rank": pl.Int64, "pid": pl.Int64, "line": pl.Int64,
+    "mem_oom": {**dict.fromkeys(_OOM_KEYS, pl.String), "rank": pl.Int64, "pid": pl.Int64, "line": pl.Int64,
                 "n": pl.Int64, "rss_max": pl.Int64},
 }  # fmt: skip
 _RUNNING_CATS = [GRAPH_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]  # what a peak is charged to, innermost first
