@@ -1,6 +1,8 @@
-"""Memory in use at run time (trace/memory.py): the sampler's counter track in the trace, joined to graph calls
-and steps by `dynascope report`, against the bytes the graph saves for the backward (worked out by hand:
-tests/capture/scripts/big_activation.py keeps ReLU's N x WIDE float32 output)."""
+"""Memory at run time on one real run (tests/capture/scripts/big_activation.py, which keeps ReLU's N x WIDE
+float32 output for the backward, and runs out of memory at its last step): the sampler's counter track
+(trace/memory.py) joined to graph calls and steps by `dynascope report`, against the bytes the graph saves
+(worked out by hand); the end of the trace naming what ran when memory ran out; and, under
+--compare-eager, what eager autograd saves against compiled."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("memory") / "out"
     done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), SCRIPT],
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 1 and "MemoryError: planted" in done.stderr, done.stderr[-3000:]
     (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
     report = json.loads(dynascope_here("report", str(out), "--json").stdout)
     return {"out": out, "trace": trace, "stdout": done.stdout, "report": report}
@@ -45,13 +47,13 @@ def test_report_joins_samples_to_graphs_and_steps_and_says_what_was_saved(run):
     rows = {r["phase"]: r for r in report["memory_by_graph"]}
     forward = rows["forward"]
     assert forward["saved_bytes"] == SAVED  # from the partition, exact
-    assert forward["calls"] == 3
+    assert forward["calls"] == 4  # the last one stopped inside
     # what each forward call left in use: the saved activation, measured (give or take the allocator)
     assert 0.75 * SAVED <= forward["grew_per_call"] <= 1.25 * SAVED, forward
     assert forward["estimated_peak"] >= 2 * SAVED  # the Linear's output and ReLU's, live together
     assert rows["backward"]["estimated_peak"] is not None
     steps = report["memory_by_step"]
-    assert [s["step"] for s in steps] == [0, 1, 2]
+    assert [s["step"] for s in steps][:3] == [0, 1, 2]
     assert all(s["peak_at"] for s in steps), steps
     layers = {r["layer"]: r["saved_bytes"] for r in report["memory_by_layer"]}
     assert layers == {"act": SAVED}
@@ -85,28 +87,41 @@ def test_cuda_memory_is_the_caching_allocators_and_prefered_by_the_report(tmp_pa
     assert max(s["peak_max"] for s in report["memory_by_step"]) >= 4096 * 8192 * 4
 
 
-OOM_SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "planted_oom.py")
 
-
-def test_running_out_of_memory_leaves_a_trace_that_names_the_op_layer_and_line_and_the_knobs(tmp_path):
-    out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), OOM_SCRIPT],
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
-    assert done.returncode == 1 and "MemoryError: planted" in done.stderr
-    (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
-    index = tracecheck.check(tracecheck.load(trace))
+def test_running_out_of_memory_leaves_a_trace_that_names_the_op_layer_and_line_and_the_knobs(run):
+    index = tracecheck.check(tracecheck.load(run["trace"]))
     end = index["events"][-1]["args"]
-    with open(OOM_SCRIPT, encoding="utf-8") as source:
+    with open(SCRIPT, encoding="utf-8") as source:
         line = next(i for i, text in enumerate(source, 1) if "# the allocation that fails" in text)
     (running,) = end["running"]
     assert (end["exit_error"], end["oom"]) == ("MemoryError: planted: cannot allocate 64 GB", 1)
-    assert end["rss_at_end"] > 0
+    assert end["rss_at_end"] > SAVED  # the step's saved activation is still held
     assert (running["graph"], running["phase"], running["op"]) == ("__compiled_fn_1", "forward",
                                                                    "function.allocate.default")
-    assert (running["layer"], running["file"], running["line"]) == ("blocks.1", "planted_oom.py", line)
-    (row,) = json.loads(dynascope_here("report", str(out), "--json").stdout)["out_of_memory"]
-    assert (row["layer"], row["line"], row["op"]) == ("blocks.1", line, "function.allocate.default")
-    said = " ".join(done.stdout.split())
+    assert (running["layer"], running["file"], running["line"]) == ("check", "big_activation.py", line)
+    (row,) = run["report"]["out_of_memory"]
+    assert (row["layer"], row["line"], row["op"]) == ("check", line, "function.allocate.default")
+    said = " ".join(run["stdout"].split())
     assert f"Out of memory: process {row['pid']} stopped with MemoryError" in said
-    assert f"layer blocks.1, planted_oom.py:{line}" in said
-    assert "activation_memory_budget" in said and "a smaller batch" in said
+    assert f"layer check, big_activation.py:{line}" in said
+    assert "activation_memory_budget" in said and "(134 MB saved at this batch)" in said
+
+
+GATED = os.path.join(os.path.dirname(__file__), "scripts", "gated.py")
+
+
+def test_compare_eager_says_what_eager_saves_per_layer_and_why_compiled_saves_less(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}  # a cache hit skips the partition (docs/memory.md)
+    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--compare-eager", "--out", str(out), GATED],
+                          capture_output=True, text=True, timeout=600, check=False, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = 256 * 32 * 4  # one N x 32 float32 activation
+    layers = {r["layer"]: r for r in json.loads(dynascope_here("report", str(out), "--json").stdout)["memory_by_layer"]}
+    assert (layers["fc1"]["saved_bytes"], layers["fc1"]["eager_saved_bytes"]) == (row, row)
+    # eager keeps sigmoid(h) and the product; inductor keeps the product and recomputes the sigmoid
+    assert (layers["gate"]["saved_bytes"], layers["gate"]["eager_saved_bytes"]) == (row, 2 * row)
+    assert layers["gate"]["recomputed"] == "sigmoid"
+    said = " ".join(done.stdout.split())
+    assert "compiled saves 65.5 kB a step, eager 98.3 kB (32.8 kB less)" in said
+    assert "gate: compiled 32.8 kB, eager 65.5 kB: the partitioner recomputes sigmoid in the backward" in said

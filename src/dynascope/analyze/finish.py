@@ -141,7 +141,7 @@ def finish(p: Partial, top: int = 20, explanation: Report | None = None,
         **comm_job.finish_tables(p.comm, p.comm_proc, m.ts_min),
         memory_by_graph=memory.by_graph(p.mem_graph, explanation),
         memory_by_step=memory.by_step(p.mem_step),
-        memory_by_layer=memory.by_layer(explanation),
+        memory_by_layer=memory.by_layer(explanation, p.mem_saved),
         out_of_memory=memory.out_of_memory(p.mem_oom),
     )
 

@@ -21,14 +21,17 @@ from dynascope.artifacts.memory import GraphMemory, saved_by_layer
 
 SAMPLE_COLUMNS = ["rss", "cuda_allocated", "cuda_reserved"]
 END_COLUMNS = ["exit_error", "running", "oom", "rss_at_end"]  # the end record's account of an error (trace/session.py)
+SAVED_COLUMN = "saved_bytes"  # eager autograd's saved tensors per layer (capture/memory.py EagerSaved)
 _OOM_KEYS = ["rank", "pid", "error", "graph", "phase", "op", "layer", "file", "line"]
-KEYS = {"mem_graph": ["rank", "compile_id", "graph", "phase"], "mem_step": ["rank", "step"], "mem_oom": _OOM_KEYS}
+KEYS = {"mem_graph": ["rank", "compile_id", "graph", "phase"], "mem_step": ["rank", "step"], "mem_oom": _OOM_KEYS,
+        "mem_saved": ["rank", "layer"]}
 SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
     "mem_graph": {"rank": pl.Int64, "compile_id": pl.String, "graph": pl.String, "phase": pl.String,
                   "calls": pl.Int64, "grew": pl.Int64, "peak_max": pl.Int64},
     "mem_step": {"rank": pl.Int64, "step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String},
     "mem_oom": {**dict.fromkeys(_OOM_KEYS, pl.String), "rank": pl.Int64, "pid": pl.Int64, "line": pl.Int64,
                 "n": pl.Int64, "rss_max": pl.Int64},
+    "mem_saved": {"rank": pl.Int64, "layer": pl.String, "saved_max": pl.Int64},
 }  # fmt: skip
 _RUNNING_CATS = [GRAPH_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]  # what a peak is charged to, innermost first
 
@@ -55,10 +58,21 @@ def frame_tables(others: pl.DataFrame, sample_rows: pl.DataFrame, ranks: pl.Data
     points = samples(sample_rows)
     tables = {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
     tables["mem_oom"] = _oom_table(others, ranks)
+    tables["mem_saved"] = _saved_table(sample_rows, ranks)
     if points.height:
         tables["mem_graph"] = _graph_table(others, points, ranks)
         tables["mem_step"] = _step_table(others, points, ranks, step_of)
     return tables
+
+
+def _saved_table(sample_rows: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
+    """Per layer, what eager autograd saved for the backward in one forward at most (an eager run's trace)."""
+    rows = sample_rows.filter(pl.col(SAVED_COLUMN).is_not_null())
+    if rows.height == 0:
+        return pl.DataFrame(schema=SCHEMAS["mem_saved"])
+    table = rows.join(ranks, on="pid", how="left").group_by("rank", pl.col("layer").cast(pl.String)).agg(
+        pl.col(SAVED_COLUMN).max().alias("saved_max"))
+    return table.select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_saved"].items()])
 
 
 def _oom_table(others: pl.DataFrame, ranks: pl.DataFrame) -> pl.DataFrame:
@@ -204,11 +218,50 @@ def out_of_memory(mem_oom: pl.DataFrame) -> pl.DataFrame:
     return table.select("rank", "pid", "error", "graph", "phase", "op", "layer", "file", "line", "memory")
 
 
-def by_layer(explanation: Report | None) -> pl.DataFrame:
-    """Saved activations per layer, from the explanation's account of every graph."""
-    rows = saved_by_layer(explanation.memory) if explanation is not None else []
-    return pl.DataFrame(
-        {"layer": [r.layer or "(top level)" for r in rows], "saved_bytes": [r.bytes for r in rows],
-         "tensors": [r.tensors for r in rows]},
-        schema={"layer": pl.String, "saved_bytes": pl.Int64, "tensors": pl.Int64},
+TOP_LEVEL = "(top level)"  # the layer of what the compiled module's own forward computes
+
+
+def by_layer(explanation: Report | None, mem_saved: pl.DataFrame | None = None) -> pl.DataFrame:
+    """layer, saved_bytes, tensors, saved (their names and shapes), recomputed (forward ops the backward runs
+    again there): what the compiled graphs save for the backward per layer (from the explanation's account of
+    every graph); eager_saved_bytes: what eager autograd saved in one forward at most, where the trace is of
+    an eager run (--compare-eager's)."""
+    graphs = explanation.memory if explanation is not None else []
+    rows = saved_by_layer(graphs)
+    names: dict[str, list[str]] = {}
+    recomputed: dict[str, list[str]] = {}
+    for g in graphs:
+        for t in g.saved:
+            if t.kind == "activation":
+                names.setdefault(t.layer, []).append(f"{t.name} {t.shape}")
+        for r in g.recomputed:
+            recomputed.setdefault(r.layer, []).append(r.name)
+    table = pl.DataFrame(
+        {"layer": [r.layer or TOP_LEVEL for r in rows], "saved_bytes": [r.bytes for r in rows],
+         "tensors": [r.tensors for r in rows], "saved": [", ".join(names.get(r.layer, [])) for r in rows],
+         "recomputed": [", ".join(recomputed.get(r.layer, [])) or None for r in rows]},
+        schema={"layer": pl.String, "saved_bytes": pl.Int64, "tensors": pl.Int64, "saved": pl.String,
+                "recomputed": pl.String},
     )  # fmt: skip
+    extra = [layer for layer in recomputed if layer not in {r.layer for r in rows}]  # recomputes, saves nothing
+    if extra:
+        table = pl.concat([table, pl.DataFrame(
+            {"layer": [layer or TOP_LEVEL for layer in extra], "saved_bytes": [0] * len(extra),
+             "tensors": [0] * len(extra), "saved": [""] * len(extra),
+             "recomputed": [", ".join(recomputed[layer]) for layer in extra]}, schema=table.schema)])  # fmt: skip
+    if mem_saved is None or mem_saved.height == 0:
+        return table
+    eager = mem_saved.group_by(pl.col("layer").replace("", TOP_LEVEL)).agg(
+        pl.col("saved_max").sum().alias("eager_saved_bytes"))
+    return table.join(eager, on="layer", how="full", coalesce=True).sort(
+        pl.max_horizontal("saved_bytes", "eager_saved_bytes"), descending=True, nulls_last=True)
+
+
+def with_eager_saved(compiled: pl.DataFrame, eager: pl.DataFrame) -> pl.DataFrame:
+    """The compiled run's memory_by_layer with the eager run's eager_saved_bytes beside it."""
+    if "eager_saved_bytes" not in eager.columns or eager.height == 0:
+        return compiled
+    mine = compiled.drop("eager_saved_bytes", strict=False)
+    theirs = eager.select("layer", "eager_saved_bytes")
+    return mine.join(theirs, on="layer", how="full", coalesce=True).sort(
+        pl.max_horizontal("saved_bytes", "eager_saved_bytes"), descending=True, nulls_last=True)

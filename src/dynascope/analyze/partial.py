@@ -37,7 +37,7 @@ SUMMARY_COLUMNS = [
     "ret", "bytes", *(c for c in breaks.FRAME_COLUMNS if c != "reason"), "launcher", "device", "stream", "activity",
     "ltid", "launch", "grad_enabled", "pg", "seq", "state", "signal",
     *(c for c in comm.COMM_COLUMNS if c not in ("pg", "seq", "state", "signal")), *memory.SAMPLE_COLUMNS,
-    *memory.END_COLUMNS,
+    *memory.END_COLUMNS, memory.SAVED_COLUMN,
 ]  # fmt: skip
 
 _STR_KEYS = [
@@ -49,7 +49,7 @@ _STR_KEYS = [
 _INT_KEYS = ("pid", "tid", "ts", "dur", "epoch", "step", "rank", "world_size", "opt", "ret", "bytes", "id", "line",
              "resume", "graphs", "breaks", "break_line", "break_at", "device", "stream", "entry_line",
              "grad_enabled", "seq", *(c for c in comm.COMM_INT_COLUMNS if c != "seq"),
-             *memory.SAMPLE_COLUMNS, "oom", "rss_at_end")  # fmt: skip
+             *memory.SAMPLE_COLUMNS, "oom", "rss_at_end", memory.SAVED_COLUMN)  # fmt: skip
 
 @dataclass
 class PartialMeta:
@@ -120,6 +120,7 @@ class Partial:
     mem_graph: pl.DataFrame = field(default_factory=lambda: _empty("mem_graph"))
     mem_step: pl.DataFrame = field(default_factory=lambda: _empty("mem_step"))
     mem_oom: pl.DataFrame = field(default_factory=lambda: _empty("mem_oom"))
+    mem_saved: pl.DataFrame = field(default_factory=lambda: _empty("mem_saved"))
     meta: PartialMeta = field(default_factory=PartialMeta)
 
 KERNEL_KEYS = ["name", "compile_id", "graph", "phase", "layer", "module_type", *KERNEL_FIELDS]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from dynascope.analyze import memory
 from dynascope.analyze.stepstats import step_rows
 from dynascope.analyze.summary import Summary
 
@@ -150,4 +151,5 @@ def with_eager(summary: Summary, eager: Summary) -> Summary:
         column("eager_us", pl.Float64).alias("eager_per_call_us"), column("speedup", pl.Float64),
         column("breakeven_calls", pl.Int64), column("noisy", pl.Boolean), column("verdict", pl.String),
     )  # fmt: skip
-    return dataclasses.replace(summary, vs_eager=table, compiled_functions=functions)
+    return dataclasses.replace(summary, vs_eager=table, compiled_functions=functions,
+                               memory_by_layer=memory.with_eager_saved(summary.memory_by_layer, eager.memory_by_layer))

@@ -181,10 +181,13 @@ def _eager_pass(script: str, args: list[str], trace: str, config: Any, run: Any 
     run_script = run or run_script
     sys.stdout.flush()
     say("run", "--compare-eager: running the script again, every compiled function eagerly")
+    from dynascope.capture.memory import EagerSaved
+
     session = TraceSession(trace, config=config)
     session.open()
+    saved = EagerSaved() if session.config.memory else contextlib.nullcontext()
     try:
-        with _torch.force_eager():
+        with _torch.force_eager(), saved:
             error = run_script(script, args)
     finally:
         session.finalize()

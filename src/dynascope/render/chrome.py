@@ -69,7 +69,8 @@ _MARKERS = ("start", "end")  # DFTracer's process records: instants on the proce
 _ROWS_PER_WRITE = 20_000
 # columns that vary event by event; the rest (attribution, process, args shared by many events) are
 # read as groups, resolved and turned into JSON once per group
-_PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level", "launch")  # launch: a device event's (a flow)
+_SAMPLES = ("rss", "cuda_allocated", "cuda_reserved")  # a memory sample's values: counters, not slices
+_PER_EVENT = ("name", "tid", "id", "ts", "dur", "p_idx", "level", "launch", *_SAMPLES)  # launch: a device event's
 
 # chrome://tracing reserved colour names (Perfetto colours by name and ignores cname).
 CNAMES = {
@@ -145,13 +146,16 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     """Write one file's events; what reading it found, with its tracks."""
     read = read_file_grouped(path, per_event=_PER_EVENT, keep_marks=True)
     groups = _with_identity(read.groups)
-    events = _events(read.events, groups)
+    counters = _counter_records(read.events, groups)
+    events = _events(read.events.filter(~_is_sample(read.events)), groups)
     parts = _parts(groups)
     facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups),
                       launches=_gpu_launches(events, read.events, groups),
                       comms=_comm_events(events, read.events, groups))  # fmt: skip
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
+    writer.write_all(counters)
+    stats.markers += len(counters)
     written, clipped = _write_slices(writer, events, parts)
     stats.events += written
     stats.clipped += clipped
@@ -343,6 +347,27 @@ def _events(events: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
         group.cast(pl.Int64).alias("__s"),
         ((cat == "dftracer") & name.is_in(_MARKERS)).fill_null(False).alias("__marker"),
     ])  # fmt: skip
+
+
+def _is_sample(events: pl.DataFrame) -> pl.Expr:
+    present = [pl.col(c).is_not_null() for c in _SAMPLES if c in events.columns]
+    return pl.any_horizontal(present) if present else pl.lit(False)
+
+
+def _counter_records(events: pl.DataFrame, groups: pl.DataFrame) -> list[bytes]:
+    """The memory samples as counters ("ph":"C"): Perfetto draws one track per process and series."""
+    samples = events.filter(_is_sample(events))
+    if samples.height == 0:
+        return []
+    pids = groups.get_column("pid").gather(samples.get_column("group"))
+    series = [c for c in _SAMPLES if c in samples.columns]
+    out = []
+    for pid, row in zip(pids.to_list(), samples.select("name", "tid", "ts", *series).iter_rows(), strict=True):
+        name, tid, ts, *values = row
+        args = {key: value for key, value in zip(series, values, strict=True) if value is not None}
+        out.append(orjson.dumps({"name": name or "memory", "ph": "C", "ts": ts, "pid": pid, "tid": tid or 0,
+                                 "args": args}))  # fmt: skip
+    return out
 
 
 def _parts(groups: pl.DataFrame) -> list[tuple[bytes, bytes]]:

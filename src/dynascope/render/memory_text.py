@@ -64,3 +64,33 @@ def knobs(summary: Summary, row: dict[str, Any]) -> list[str]:
                    "(the batch, the optimizer's state, tensors the program keeps); the memory per step table "
                    "shows when it grew")  # fmt: skip
     return out
+
+
+def saved_vs_eager_lines(summary: Summary) -> list[str]:
+    """Where an eager run was compared: "compiled saves X for the backward, eager Y", and per layer where they
+    differ, by how much and (from the explanation) why: what the partitioner recomputes there, or the
+    tensors compiled keeps there."""
+    layers = summary.table("memory_by_layer")
+    if not layers.height or "eager_saved_bytes" not in layers.columns:
+        return []
+    compiled = int(layers["saved_bytes"].fill_null(0).sum())
+    eager = int(layers["eager_saved_bytes"].fill_null(0).sum())
+    verdict = "the same" if compiled == eager else (
+        f"{human_bytes(abs(compiled - eager))} {'less' if compiled < eager else 'more'}")
+    out = [(f"Memory kept for the backward: compiled saves {human_bytes(compiled)} a step, eager "
+            f"{human_bytes(eager)} ({verdict})")]  # fmt: skip
+    for row in layers.iter_rows(named=True):
+        mine, theirs = row["saved_bytes"] or 0, row["eager_saved_bytes"] or 0
+        if mine != theirs:
+            figures = f"compiled {human_bytes(mine)}, eager {human_bytes(theirs)}"
+            out.append(f"  - {row['layer']}: {figures}: {_why(row, mine, theirs)}")
+    return out
+
+
+def _why(row: dict[str, Any], mine: int, theirs: int) -> str:
+    if mine < theirs:
+        recomputed = row.get("recomputed")
+        return f"the partitioner recomputes {recomputed} in the backward instead" if recomputed else \
+            "compiled keeps fewer tensors here"
+    return (f"compiled keeps {row.get('saved') or 'more'} here: a fused kernel's buffer, or a recomputation the "
+            "partitioner chose not to do (torch._functorch.config.activation_memory_budget below 1 asks for more)")

@@ -158,10 +158,13 @@ TABLES: tuple[TableSpec, ...] = (
         "Saved for the backward, per layer",
         (
             Col("layer", "layer", min_width=16, max_width=40),
-            Col("saved_bytes", "saved", "bytes"),
+            Col("saved_bytes", "compiled saves", "bytes"),
+            Col("eager_saved_bytes", "eager saves", "bytes"),
             Col("tensors", "tensors", "int"),
+            Col("recomputed", "recomputed in the backward", min_width=16, max_width=40),
+            Col("saved", "saved tensors", min_width=16, max_width=48),
         ),
-        drop=("tensors",),
+        drop=("saved", "tensors", "recomputed"),
     ),
     TableSpec(
         "memory_by_graph",
