@@ -40,6 +40,7 @@ BENCHMARKS = [
     Benchmark("breaks", "bench_breaks", "run time per graph break hit, and the analysis time of the join"),
     Benchmark("gpu", "bench_gpu", "cost of device time and kernel coverage (says so and stops without CUDA)"),
     Benchmark("collectives", "bench_collectives", "time added per collective and to a compiled DDP step"),
+    Benchmark("memory", "bench_memory", "memory accounting: a reading, per graph call, per demo step, compile time"),
     Benchmark("ranks", "bench_ranks", "the job-wide report over many synthetic rank traces, serial and on Dask"),
 ]
 

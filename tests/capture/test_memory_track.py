@@ -59,6 +59,15 @@ def test_report_joins_samples_to_graphs_and_steps_and_says_what_was_saved(run):
     assert layers == {"act": SAVED}
 
 
+def test_perfetto_gets_the_samples_as_a_counter_track(run, tmp_path):
+    out = tmp_path / "trace.json"
+    assert dynascope_here("convert", run["trace"], "-o", str(out)).returncode == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    counters = [e for e in events if e["ph"] == "C"]
+    assert counters and all(e["name"] == "memory" and e["args"]["rss"] > 0 for e in counters)
+    assert not [e for e in events if e["ph"] == "X" and e.get("name") == "memory"]  # not slices
+
+
 def test_the_terminal_report_shows_the_memory_tables(run):
     text = " ".join(dynascope_here("report", str(run["out"])).stdout.split())
     assert "Saved for the backward, per layer" in text and "Memory per step" in text

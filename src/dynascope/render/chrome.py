@@ -147,11 +147,12 @@ def _convert_file(path: Path, writer: _EventWriter, stats: ConvertStats) -> _Fil
     read = read_file_grouped(path, per_event=_PER_EVENT, keep_marks=True)
     groups = _with_identity(read.groups)
     counters = _counter_records(read.events, groups)
-    events = _events(read.events.filter(~_is_sample(read.events)), groups)
+    rows = read.events.filter(~_is_sample(read.events))  # the events; the memory samples are counters
+    events = _events(rows, groups)
     parts = _parts(groups)
     facts = _FileRead(read.info, *_track_facts(events, groups), *_loader_events(events, groups),
-                      launches=_gpu_launches(events, read.events, groups),
-                      comms=_comm_events(events, read.events, groups))  # fmt: skip
+                      launches=_gpu_launches(events, rows, groups),
+                      comms=_comm_events(events, rows, groups))  # fmt: skip
     markers = events.filter(pl.col("__marker"))
     writer.write_all(_marker_records(markers, parts))
     writer.write_all(counters)

@@ -235,6 +235,7 @@ def render_html(
         "prof": _profile_view(compile_profile, max(rows, 25)),
         "ranks": _ranks_view(summary),
         "comm": _comm_view(summary, rows),
+        "memory_lines": _memory_findings(summary),
     }
     return _env().get_template("report.html.j2").render(**context)
 
@@ -332,6 +333,20 @@ def _ranks_view(summary: Summary) -> dict | None:
 
 # ----------------------------------------------------------------------------------------------
 # collectives across ranks (analyze/comm.py, docs/ranks.md)
+
+
+def _memory_findings(summary: Summary) -> list[dict]:
+    """Out of memory, and compiled against eager, as the terminal says them (render/memory_text.py): one
+    panel per headline, its "  - " lines as items."""
+    from dynascope.render.memory_text import out_of_memory_lines, saved_vs_eager_lines
+
+    panels: list[dict] = []
+    for line in out_of_memory_lines(summary) + saved_vs_eager_lines(summary):
+        if line.startswith("  - ") and panels:
+            panels[-1]["points"].append(line.removeprefix("  - "))
+        else:
+            panels.append({"head": line, "points": [], "bad": line.startswith("Out of memory")})
+    return panels
 
 
 def _comm_view(summary: Summary, limit: int = HTML_ROWS) -> dict | None:
