@@ -18,6 +18,7 @@ PLANTED = 96 * 2**20
 
 def _traced(tmp_path, **options) -> list[dict]:
     with dynascope.session(str(tmp_path / "t.pfw.gz"), **options) as session:
+        session.memory_sampler_ready(30)
         time.sleep(0.05)
         planted = bytearray(PLANTED)  # zero-filled by the kernel on first touch: touch every page
         planted[:: 4096] = b"x" * len(planted[:: 4096])

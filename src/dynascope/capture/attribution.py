@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any
@@ -68,14 +69,31 @@ def user_line(node: Any) -> tuple[str, int, str]:
 
 
 def stack_line(trace: str) -> tuple[str, int, str]:
-    """(file, line, source text) of the innermost frame of a Python stack trace text."""
+    """(file, line, source text) of the innermost frame of a Python stack trace text that is not torch's own
+    (some torch releases keep the frames of torch's wrappers Dynamo traced through, such as a custom op's
+    __call__, in a node's stack trace); the innermost frame where every frame is torch's."""
     lines = trace.rstrip().splitlines()
+    innermost = None
     for i in range(len(lines) - 1, -1, -1):
         match = _FILE_LINE.search(lines[i])
         if match:
             code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            return match["file"], int(match["line"]), code
-    return "", 0, ""
+            frame = match["file"], int(match["line"]), code
+            if not _is_torch_file(match["file"]):
+                return frame
+            innermost = innermost or frame
+    return innermost or ("", 0, "")
+
+
+@functools.cache
+def _torch_dir() -> str:
+    from dynascope import _torch
+
+    return _torch.torch_package_dir() + os.sep
+
+
+def _is_torch_file(path: str) -> bool:
+    return os.path.abspath(path).startswith(_torch_dir())
 
 
 def target_text(node: Any) -> str:

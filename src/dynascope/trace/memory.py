@@ -77,6 +77,7 @@ class Sampler:
         self._stop = np.zeros(1, dtype=np.int64)
         self._thread: threading.Thread | None = None
         self.error: str | None = None
+        self.ready = threading.Event()  # set once the loop is loaded and sampling (or could not start)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dynascope-memory", daemon=True)
@@ -96,6 +97,7 @@ class Sampler:
             fd = os.open(STATM, os.O_RDONLY)
         except Exception as exc:  # noqa: BLE001 - the trace goes on without the memory track
             self.error = f"no memory track ({type(exc).__name__}: {exc})"
+            self.ready.set()
             return
         size = 2 * (BATCH_NS // self.interval_ns) + 4
         times = np.zeros(size, dtype=np.int64)
@@ -104,6 +106,10 @@ class Sampler:
         state[0], state[2] = -1, os.sysconf("SC_PAGE_SIZE")
         scratch = np.zeros(128, dtype=np.uint8)
         try:
+            # one sample with the stop flag up: compiles the loop (or loads it from numba's cache) now
+            memory_loop.sample(fd, scratch, times, values, state.copy(), self.interval_ns, self.step_bytes,
+                               BATCH_NS, KEEP_AT_LEAST_NS, np.ones(1, dtype=np.int64))  # fmt: skip
+            self.ready.set()
             while True:
                 n = memory_loop.sample(fd, scratch, times, values, state, self.interval_ns, self.step_bytes,
                                        BATCH_NS, KEEP_AT_LEAST_NS, self._stop)  # fmt: skip
@@ -116,6 +122,7 @@ class Sampler:
                 if self._stop[0]:
                     return
         finally:
+            self.ready.set()
             os.close(fd)
 
     def _read_others(self) -> None:

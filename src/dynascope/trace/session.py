@@ -195,6 +195,11 @@ class TraceSession:
         if not self.closed:
             self.finalize(exc)
 
+    def memory_sampler_ready(self, timeout: float) -> bool:
+        """Wait until the memory sampler takes its first sample (its compiled loop loads in its own thread, a
+        fraction of a second after the session opens); False where there is none. For tests and benchmarks."""
+        return self._sampler is not None and self._sampler.ready.wait(timeout) and self._sampler.error is None
+
     def flush(self) -> None:
         """Write everything recorded so far (the writer also does this on its own every interval)."""
         if self._writer is not None and not self.closed:
