@@ -9,7 +9,7 @@ partition adds.
 - Training step: the demo's ConvNet loop (bench_step.DemoLoop, inductor, DataLoader, checkpoint), traced with
   the sampler on and off, interleaved blocks, median step time.
 - Compile: a 12-layer MLP compiled with backend aot_eager under `dynascope.observe()`, the time spent in the
-  partition listener (explain/memory.py) against the whole compile; and the compile with the listener
+  partition listener (capture/graph_memory.py) against the whole compile; and the compile with the listener
   against the compile without it (fresh Dynamo state each time, interleaved).
 """
 
@@ -30,7 +30,7 @@ from common.results import publish
 import dynascope
 from dynascope import _torch
 from dynascope.demo.train import synthetic_dataset
-from dynascope.explain import memory as static_memory
+from dynascope.capture import graph_memory as static_memory
 from dynascope.explain import observe
 
 torch.set_num_threads(1)

@@ -49,12 +49,12 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
-def run_traced(tmp_path, name, cache):
+def run_traced(tmp_path, name, cache, explain=False):
     out = tmp_path / name
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
            "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}  # fmt: skip
     result = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html",
-                             "--no-explain", str(tmp_path / "net.py")],
+                             *([] if explain else ["--no-explain"]), str(tmp_path / "net.py")],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "untraced" not in result.stderr, result.stderr[-3000:]
@@ -79,8 +79,8 @@ def kernel_rows(index):
 def test_a_warm_run_is_served_by_aotautograds_cache_and_traces_the_same_kernels(tmp_path):
     (tmp_path / "net.py").write_text(SCRIPT)
     cache = tmp_path / "inductor-cache"
-    cold_counters, cold = run_traced(tmp_path, "cold", cache)
-    warm_counters, warm = run_traced(tmp_path, "warm", cache)
+    cold_counters, cold = run_traced(tmp_path, "cold", cache, explain=True)
+    warm_counters, warm = run_traced(tmp_path, "warm", cache, explain=True)
 
     # the cold run: b's graph is a's for another layer, so AOTAutograd's cache has it after a's compile;
     # dynascope takes no hit whose kernels it has no record of for this graph, so b compiles as a miss
@@ -95,6 +95,10 @@ def test_a_warm_run_is_served_by_aotautograds_cache_and_traces_the_same_kernels(
         layers.setdefault(row[2], set()).add(row[4])
     assert {"a", "b", "head"} <= set().union(*layers.values())
     assert all(len(found - {""}) == 1 for found in layers.values()), layers  # each graph its own layer only
+    # what each graph saves for the backward: the warm run's graphs were not partitioned again, their memory
+    # accounts come from beside the cache (capture/graph_memory.py), the same as the cold run's
+    memory = [json.loads((tmp_path / run / "explanation.json").read_text())["memory"] for run in ("cold", "warm")]
+    assert len(memory[0]) == 3 and memory[1] == memory[0]
 
 
 @NEEDS_HIT_PATH

@@ -1,4 +1,4 @@
-"""What compiled graphs keep for the backward, read from AOTAutograd's partition (explain/memory.py): sizes
+"""What compiled graphs keep for the backward, read from AOTAutograd's partition (capture/graph_memory.py): sizes
 worked out by hand from the shapes, the partitioner's recomputation, the estimated peak, dynamic shapes."""
 
 import json

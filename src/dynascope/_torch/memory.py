@@ -1,4 +1,4 @@
-"""The memory side: AOTAutograd's partition of a joint graph into forward and backward (what explain/memory.py
+"""The memory side: AOTAutograd's partition of a joint graph into forward and backward (what capture/graph_memory.py
 reads the saved tensors from), sizes of symbolic shapes, which ATen ops are views, and the CUDA caching
 allocator's counters (capture/memory.py).
 

@@ -3,7 +3,7 @@ graph AOTAutograd split into a forward and a backward, which tensors the forward
 which forward ops the partitioner recomputes in the backward instead of saving them, and the peak live
 memory each half reaches by the estimate of docs/memory.md.
 
-Built on the torch side by explain/memory.py from the partitioner's graphs; read here without torch.
+Built on the torch side by capture/graph_memory.py from the partitioner's graphs; read here without torch.
 Sizes are bytes at the sizes seen at compile time; where a shape is symbolic (dynamic shapes) the
 expression is kept beside the figure ("4*s0*32").
 """

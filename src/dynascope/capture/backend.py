@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynascope import _torch
-from dynascope.capture import compile_events, device, frames, kernels, untraced, warm_cache
+from dynascope.capture import compile_events, device, frames, graph_memory, kernels, untraced, warm_cache
 from dynascope.capture.attribution import attribution, ddp_split_fields, event_name, graph_label, layers_by_seq_nr
 from dynascope.capture.instrument import instrument, traced_nodes, uses_cuda
 from dynascope.errors import ConfigError, TorchVersionError
@@ -281,6 +281,7 @@ class TracingBackend:
             _note_once(str(_torch.unsupported("inductor kernel provenance (the fused ops, layers and source lines "
                                               "of each kernel); kernels are traced by name")))  # fmt: skip
         dynamo: dict[str, Any] = {}  # the Dynamo graph being compiled ("gm") and its digest
+        accounts: list[Any] = []  # the memory account of this graph's partition (capture/graph_memory.py)
 
         def inner_compile(gm: Any, example_inputs: list, **kwargs: Any) -> Any:
             phase = _inductor_phase(kwargs)
@@ -298,7 +299,8 @@ class TracingBackend:
                 return compiled
             place = _torch.fx_graph_cache_place(compiled)
             if place is not None and "digest" in dynamo:
-                warm_cache.save(place[1], phase, dynamo["digest"], kind, named)
+                account = accounts[-1].to_dict() if phase == "forward" and accounts else None
+                warm_cache.save(place[1], phase, dynamo["digest"], kind, named, memory=account)
             return compiled
 
         def loaded(phase: str, compiled: Any) -> None:
@@ -307,6 +309,8 @@ class TracingBackend:
                 record = warm_cache.load(_torch.fx_graph_cache_place(compiled)[1], phase, dynamo["digest"])  # type: ignore[index]
                 if record is None:
                     raise ConfigError("its kernels' record beside inductor's cache went missing while it loaded")
+                if phase == "forward" and isinstance(record.get("memory"), dict):
+                    graph_memory.restore(record["memory"], context.compile_id, context.base)
                 saved = list(zip(record["names"], record["fields"], strict=True))
                 if record["kind"] == "replay":
                     self._trace_replays(compiled, dynamo["gm"], context, phase, saved)
@@ -320,10 +324,12 @@ class TracingBackend:
             hits = _aot_cache_context(lambda keys: warm_cache.have(keys, dynamo["digest"]), loaded)
             if hits is not None:
                 dynamo.update(gm=gm, digest=warm_cache.graph_digest(gm))
+            stop = _listen_for_memory(accounts.append)  # kept with the forward's record beside the cache
             try:
                 with hits or _torch.without_autograd_cache():
                     return compile_fx(gm, example_inputs, inner_compile=inner_compile, config_patches=patches or None)
             finally:
+                stop()
                 dynamo.pop("gm", None)  # hits load only inside compile_fx; a lazy backward needs the digest alone
 
         return compile_graph
@@ -414,6 +420,14 @@ def _aot_cache_context(check: Callable, loaded: Callable) -> Any:
         _note_once(f"AOTAutograd's cache is off for traced inductor compiles on {reason}: "
                    "warm runs compile each graph's AOT part again")  # fmt: skip
     return None
+
+
+def _listen_for_memory(listener: Callable) -> Callable[[], None]:
+    """graph_memory.listen, or a no-op where this torch's partitioner cannot be watched (the observer says so)."""
+    try:
+        return graph_memory.listen(listener)
+    except TorchVersionError:
+        return lambda: None
 
 
 def _check_kernels_timeable(kwargs: dict) -> None:

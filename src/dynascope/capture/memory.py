@@ -39,7 +39,7 @@ class EagerSaved:
     """While installed, every tensor eager autograd saves for the backward is counted once per storage, charged
     to the layer that made it (the innermost module whose output it is, else the module running when it was
     saved), parameters and the program's inputs left out (they are held anyway), as the compiled side's
-    account does (explain/memory.py). Per layer, the most saved in one forward of the outermost module is
+    account does (capture/graph_memory.py). Per layer, the most saved in one forward of the outermost module is
     written to the trace at the end: one event per layer, "cat":"memory", name "saved for backward".
 
     Public torch APIs: torch.autograd.graph.saved_tensors_hooks, global module forward hooks."""

@@ -19,7 +19,9 @@ from dynascope import _torch
 from dynascope.capture.attribution import module_of
 from dynascope.capture.kernels import read_json, write_json
 
-VERSION = 2  # 2: kernels of functional collectives carry comm_* fields (a version-1 record has none)
+# 2: kernels of functional collectives carry comm_* fields; 3: a forward's record carries the graph's memory
+# account (capture/graph_memory.py), which a hit hands to the explain observer
+VERSION = 3
 
 
 def graph_digest(gm: Any) -> str:
@@ -58,12 +60,15 @@ def have(keys: dict[str, str | None], digest: str) -> bool:
     return bool(keys) and all(load(key, phase, digest) is not None for phase, key in keys.items())
 
 
-def save(key: str | None, phase: str, digest: str, kind: str, named: list[tuple[str, dict]]) -> None:
-    """Write one compiled graph's record (kernel names and their attribution fields), atomically; a
-    read-only cache directory only means that warm runs compile again."""
+def save(key: str | None, phase: str, digest: str, kind: str, named: list[tuple[str, dict]],
+         memory: dict | None = None) -> None:  # fmt: skip
+    """Write one compiled graph's record (kernel names and their attribution fields, and for a forward the
+    graph's memory account), atomically; a read-only cache directory only means that warm runs compile again."""
     path = _path(key, phase, digest)
     if path is None or os.path.exists(path):
         return
     record = {"version": VERSION, "kind": kind, "names": [name for name, _ in named],
               "fields": [fields for _, fields in named]}  # fmt: skip
+    if memory is not None:
+        record["memory"] = memory
     write_json(path, record)

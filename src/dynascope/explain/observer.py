@@ -33,9 +33,8 @@ from dynascope.artifacts.explanation import (
     Report,
 )
 from dynascope.artifacts.memory import GraphMemory
-from dynascope.capture.attribution import plain_graph_name
+from dynascope.capture import graph_memory
 from dynascope.errors import DynascopeError, TorchVersionError
-from dynascope.explain import memory
 from dynascope.explain import torch_records as records
 from dynascope.explain.active_observer import SESSION
 from dynascope.explain.api import explain_code, globals_for_code
@@ -55,7 +54,7 @@ class Observer:
         self.cache_limit_hits: list[CacheLimitHit] = []
         self.eager_fallbacks: list[EagerFallback] = []
         self.ddp_splits: list[DdpSplit] = []
-        self.memory: list[GraphMemory] = []  # one per forward/backward partition (explain/memory.py)
+        self.memory: list[GraphMemory] = []  # one per forward/backward partition (capture/graph_memory.py)
         self.notes: list[str] = []
         self._graphs: dict[str, dict[str, Any]] = {}
         self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
@@ -92,7 +91,7 @@ class Observer:
             self._note(str(exc))
         self._break_mark = self._graph_break_mark()
         try:
-            self._removers.append(_torch.on_partition(self._on_partition))
+            self._removers.append(graph_memory.listen(self._on_account))
         except TorchVersionError as exc:
             self._note(f"{exc} (what compiled graphs save for the backward is not shown)")
         try:
@@ -133,15 +132,9 @@ class Observer:
         except Exception:  # noqa: BLE001 - never raise into torch's bytecode hook
             pass
 
-    def _on_partition(self, joint: Any, forward: Any, backward: Any) -> None:
-        try:
-            cid = _torch.current_compile_id()
-            part = 1 + sum(1 for m in self.memory if m.compile_id == cid)
-            account = memory.graph_memory(forward, backward, cid, plain_graph_name(_torch.compiling_graph_name()), part)
-        except Exception as exc:  # noqa: BLE001 - never break the user's compile
-            self._note(f"could not read what a compiled graph saves for the backward ({type(exc).__name__}: {exc})")
-            return
+    def _on_account(self, account: GraphMemory) -> None:
         with self._lock:
+            account.part = 1 + sum(1 for m in self.memory if m.compile_id == account.compile_id)
             self.memory.append(account)
 
     def _on_trace(self, record: dict[str, Any], payload: str | None) -> None:
@@ -340,7 +333,7 @@ class Observer:
         for account in accounts:
             graph = self._graphs.get(str(account.compile_id)) or {}
             if account.part == 1:
-                memory.name_inputs(account, _graph_inputs(graph.get("code")))
+                graph_memory.name_inputs(account, _graph_inputs(graph.get("code")))
         return accounts
 
     def graph_for(self, compile_id: str) -> dict[str, Any] | None:

@@ -2,7 +2,12 @@
 the tensors the forward saves for the backward, the forward ops the backward recomputes, and each half's
 estimated peak. The rules are in docs/memory.md; the data model in artifacts/memory.py.
 
-    GraphMemory = graph_memory(joint, forward, backward, compile_id="0/0")
+    remove = listen(callback)   # callback(GraphMemory) for every partition from now on (the explain observer)
+    account = graph_memory(forward, backward, compile_id="0/0")
+
+A traced inductor compile keeps each account beside inductor's cache with its kernels' record
+(capture/warm_cache.py), and `restore` hands it to the listeners when AOTAutograd's cache serves the graph
+without partitioning it again.
 """
 
 from __future__ import annotations
@@ -10,14 +15,54 @@ from __future__ import annotations
 import operator
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dynascope import _torch
 from dynascope.artifacts.memory import GraphMemory, LiveTensor, PeakEstimate, RecomputedOp, SavedTensor
-from dynascope.capture.attribution import module_of, param_path, target_text, user_line
+from dynascope.capture.attribution import module_of, param_path, plain_graph_name, target_text, user_line
 
 TANGENT_PREFIX = "tangents"
+_listeners: list[Callable[[GraphMemory], None]] = []
+_unhook: list[Callable[[], None]] = []
+
+
+def listen(listener: Callable[[GraphMemory], None]) -> Callable[[], None]:
+    """Call `listener(account)` for every forward/backward partition AOTAutograd makes from now on, and for
+    every account restored from beside inductor's cache; returns the function that stops it. Raises
+    TorchVersionError where this torch's partitioner cannot be watched."""
+    if not _unhook:
+        _unhook.append(_torch.on_partition(_on_partition))
+    _listeners.append(listener)
+
+    def remove() -> None:
+        if listener in _listeners:
+            _listeners.remove(listener)
+        if not _listeners and _unhook:
+            _unhook.pop()()
+
+    return remove
+
+
+def _on_partition(joint: Any, forward: Any, backward: Any) -> None:
+    account = graph_memory(forward, backward, _torch.current_compile_id(),
+                           plain_graph_name(_torch.compiling_graph_name()))  # fmt: skip
+    _tell(account)
+
+
+def restore(record: dict, compile_id: str | None, graph: str | None) -> None:
+    """An account saved beside inductor's cache (GraphMemory.to_dict()), for the compile that loaded it."""
+    account = GraphMemory.from_dict(record)
+    account.compile_id, account.graph = compile_id, graph
+    _tell(account)
+
+
+def _tell(account: GraphMemory) -> None:
+    for listener in list(_listeners):
+        try:
+            listener(account)
+        except Exception:  # noqa: BLE001 - a listener's failure is its own; the compile goes on
+            pass
 
 
 def graph_memory(forward: Any, backward: Any, compile_id: str | None, graph: str | None = None,
