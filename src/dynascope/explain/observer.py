@@ -55,6 +55,7 @@ class Observer:
         self.eager_fallbacks: list[EagerFallback] = []
         self.ddp_splits: list[DdpSplit] = []
         self.memory: list[GraphMemory] = []  # one per forward/backward partition (capture/graph_memory.py)
+        self._aot_cache_hits: set[str] = set()  # compile ids whose graphs AOTAutograd's cache served
         self.notes: list[str] = []
         self._graphs: dict[str, dict[str, Any]] = {}
         self._codes: dict[types.CodeType, None] = {}  # ordered set of compiled original code objects
@@ -295,6 +296,8 @@ class Observer:
 
     def _on_metrics(self, row: dict[str, Any]) -> None:
         cid = str(row.get("compile_id"))
+        if row.get("aotautograd_local_cache_hit_count") or row.get("aotautograd_remote_cache_hit_count"):
+            self._aot_cache_hits.add(cid)
         fid = records.frame_id(cid) or ""
         if row.get("co_name") and row.get("co_filename"):
             self._frames[fid] = (row["co_name"], row["co_filename"], int(row.get("co_firstlineno") or 0))
@@ -334,6 +337,11 @@ class Observer:
             graph = self._graphs.get(str(account.compile_id)) or {}
             if account.part == 1:
                 graph_memory.name_inputs(account, _graph_inputs(graph.get("code")))
+        unaccounted = sorted(self._aot_cache_hits - {str(a.compile_id) for a in accounts})
+        if unaccounted:
+            self._note(f"the graphs of compile {', '.join(unaccounted)} came from AOTAutograd's cache, not partitioned "
+                       "again: what they save for the backward is not shown (TORCHINDUCTOR_AUTOGRAD_CACHE=0 shows it; "
+                       "dynascope run keeps it beside the cache)")  # fmt: skip
         return accounts
 
     def graph_for(self, compile_id: str) -> dict[str, Any] | None:
