@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -66,6 +67,15 @@ def test_perfetto_gets_the_samples_as_a_counter_track(run, tmp_path):
     counters = [e for e in events if e["ph"] == "C"]
     assert counters and all(e["name"] == "memory" and e["args"]["rss"] > 0 for e in counters)
     assert not [e for e in events if e["ph"] == "X" and e.get("name") == "memory"]  # not slices
+
+
+def test_the_html_draws_each_steps_peak_over_the_step_chart_and_says_what_ran_out(run, tmp_path):
+    page = tmp_path / "report.html"
+    assert dynascope_here("report", str(run["out"]), "--html", str(page), "-q").returncode == 0
+    html = page.read_text()
+    points = re.search(r'<g class="memline"><polyline points="([^"]+)"', html)
+    assert points and len(points.group(1).split()) == len(run["report"]["memory_by_step"])
+    assert "peak memory" in html and "Out of memory: process" in html and "activation_memory_budget" in html
 
 
 def test_the_terminal_report_shows_the_memory_tables(run):

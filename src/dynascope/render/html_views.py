@@ -14,6 +14,7 @@ from dynascope.render._fmt import (
     compile_files_line,
     compile_run_totals,
     file_view,
+    fmt_bytes,
     fmt_share,
     fmt_us,
     fmt_value,
@@ -268,6 +269,32 @@ def _step_chart(summary: Summary, limit: int = 400) -> dict | None:
     }
 
 
+def _memory_line(summary: Summary, axes: _StepAxes) -> dict | None:
+    """Each step's peak memory (memory_by_step, the highest rank's), as a line over the step bars on its own
+    scale, from the lowest peak to the highest (labelled at the right); None without memory samples."""
+    memory = frame_of(summary, "memory_by_step")
+    if memory.height == 0:
+        return None
+    peaks = dict(memory.group_by("step").agg(pl.col("peak_max").max()).iter_rows())
+    points = [(i, float(peaks[r.get("step")])) for i, r in enumerate(axes.rows) if peaks.get(r.get("step")) is not None]
+    if len(points) < 2:
+        return None
+    low, high = min(v for _, v in points), max(v for _, v in points)
+    span = (high - low) or 1.0
+
+    def y(v: float) -> float:
+        return round(axes.top + (1 - (v - low) / span) * axes.plot_h * 0.9, 2)
+
+    xy = [(round(axes.x(i) + axes.bar_w / 2, 2), y(v)) for i, v in points]
+    return {
+        "points": " ".join(f"{x},{yy}" for x, yy in xy),
+        "dots": [{"x": x, "y": yy, "title": f"step {axes.rows[i].get('step')}: peak memory {fmt_bytes(v)}"}
+                 for (x, yy), (i, v) in zip(xy, points, strict=True)],
+        "labels": [{"y": y(high) + 3, "label": fmt_bytes(high)}, {"y": y(low) + 3, "label": fmt_bytes(low)}],
+        "x": axes.width - 6,
+    }  # fmt: skip
+
+
 # the step parts bottom to top in a step's bar: compile last, so that a bar cut at the top (a first step that
 # compiles) loses compile time, not the parts a reader compares
 _STACK_ORDER = ("data", "forward", "eval", "backward", "optimizer", "io", "comm", "other", "compile")
@@ -341,7 +368,7 @@ def _steps_view(summary: Summary, limit: int = 400) -> dict | None:
         "chart": {
             "width": axes.width, "height": axes.height, "pad_left": axes.pad_left, "base_y": base, "bars": bars,
             "ticks": axes.ticks(), "xlabels": axes.xlabels(), "cut": cut, "epoch_labels": len(axes.epochs) > 1,
-            "more": max(0, frame.height - len(rows)),
+            "more": max(0, frame.height - len(rows)), "memory": _memory_line(summary, axes),
         },
         "legend": legend,
         "slowest": slowest,
