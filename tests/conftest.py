@@ -34,6 +34,7 @@ NEEDS_TORCH = [
     "decompiler/test_decompile_dynamo.py",
     "explain/test_command.py",
     "explain/test_explain_toy.py",
+    "explain/test_memory.py",
     "explain/test_module_and_why.py",
     "explain/test_observer.py",
     "ranks",

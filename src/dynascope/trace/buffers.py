@@ -194,6 +194,27 @@ def take_side(buffer: ThreadBuffer, last: int) -> list:
     return taken
 
 
+def private_emitter(thread_name: str) -> Callable[[tuple], None]:
+    """For a thread of dynascope's own that records (the memory sampler) while it is muted for everything else
+    (discard_this_thread: its file I/O, numba loading its cache, is not the program's): a buffer of its own,
+    drained like a thread's, and the `emit` that writes to it. Call it from that thread, once recording."""
+    if not _recording:
+        return _discard
+    records: list = []
+    side: list = []
+    with _lock:
+        _buffers.append(ThreadBuffer(threading.get_native_id(), thread_name, records, side))
+    sequence = 0
+
+    def emit_here(record: tuple) -> None:
+        nonlocal sequence
+        sequence += 1
+        side.extend((sequence, len(record), *record))
+        records.append(MARK - sequence)
+
+    return emit_here
+
+
 def emit(record: tuple) -> None:
     """Record a Python-side event (region begin/end, complete event) for the current thread."""
     slot = _state.slot

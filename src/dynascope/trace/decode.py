@@ -8,7 +8,7 @@ and, in a side list, (n, tuple) for each MARK - n in the int stream:
   ("E", t_ns)                              the innermost open region closes
   ("X", name, cat, ts_us, dur_us, args)    a complete event in epoch microseconds (log_event)
   ("P", name, cat, start_ns, end_ns, args) a complete event on our clock (compile phases)
-  ("C", name, cat, [t_ns...], {series: [value...]})
+  ("C", name, cat, "key,key", t_ns, value, value, t_ns, ...)
                                            counter samples (trace/memory.py): one "ph":"C" line per time
   ("I", name, path, fd, ret, start_ns, end_ns)
                                            one raw file call (fileio.py): name is open, read,
@@ -457,15 +457,18 @@ class Decoder:
             self._hhash_bytes, parent, level, extra,
         )  # fmt: skip
 
-    def counter_lines(self, tid: int, name: str, cat: str, times_ns: list[int], series: dict[str, list[int]]) -> bytes:
-        """Counter samples ("ph":"C"): one line per time, each with every series' value then."""
+    def counter_lines(self, tid: int, name: str, cat: str, keys: str, *flat: int) -> bytes:
+        """Counter samples ("ph":"C"), from a record laid flat so that the garbage collector need not track it:
+        `keys` the series' names ("rss", "cuda_allocated,cuda_reserved"), then per sample its time and one
+        value per series."""
         head = b'{"name":%s,"cat":%s,"pid":%d,"tid":%d,"ph":"C","ts":' % (
             self._json_text(name), self._json_text(cat), self.pid, tid)
-        keys = [(b'"%s":' % key.encode(), values) for key, values in series.items()]
+        names = [b'"%s":' % key.encode() for key in keys.split(",")]
+        width = len(names) + 1
         lines = []
-        for k, t in enumerate(times_ns):
-            fields = b",".join(key + b"%d" % values[k] for key, values in keys)
-            lines.append(head + b'%d,"args":{%s}}\n' % ((t + self.offset_ns) // 1000, fields))
+        for at in range(0, len(flat) - width + 1, width):
+            fields = b",".join(key + b"%d" % value for key, value in zip(names, flat[at + 1 : at + width], strict=True))
+            lines.append(head + b'%d,"args":{%s}}\n' % ((flat[at] + self.offset_ns) // 1000, fields))
         return b"".join(lines)  # samples, not events: the end record's num_events leaves them out
 
     def _json_text(self, value: object) -> bytes:

@@ -78,6 +78,7 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self.error: str | None = None
         self.ready = threading.Event()  # set once the loop is loaded and sampling (or could not start)
+        self._emit: Callable[[tuple], None] = lambda record: None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dynascope-memory", daemon=True)
@@ -91,6 +92,8 @@ class Sampler:
         self._thread = None
 
     def _run(self) -> None:
+        buffers.discard_this_thread()  # numba loading its cache is dynascope's own file I/O, not the program's
+        self._emit = buffers.private_emitter("dynascope-memory")
         try:
             from dynascope.trace import memory_loop  # numba: loaded in this thread, not the program's
 
@@ -117,7 +120,8 @@ class Sampler:
                     self.error = "no memory track (reading /proc/self/statm failed)"
                     return
                 if n:
-                    buffers.emit(("C", "memory", MEMORY_CAT, times[:n].tolist(), {"rss": values[:n].tolist()}))
+                    flat = np.column_stack((times[:n], values[:n])).ravel().tolist()
+                    self._emit(("C", "memory", MEMORY_CAT, "rss", *flat))
                 self._read_others()
                 if self._stop[0]:
                     return
@@ -134,7 +138,7 @@ class Sampler:
                 remove_reader(name)
                 continue
             if counters:
-                buffers.emit(("C", name, MEMORY_CAT, [now], {k: [v] for k, v in counters.items()}))
+                self._emit(("C", name, MEMORY_CAT, ",".join(counters), now, *counters.values()))
 
 
 def warm_up() -> None:
