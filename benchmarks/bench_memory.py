@@ -29,8 +29,8 @@ from common.results import publish
 
 import dynascope
 from dynascope import _torch
-from dynascope.demo.train import synthetic_dataset
 from dynascope.capture import graph_memory as static_memory
+from dynascope.demo.train import synthetic_dataset
 from dynascope.explain import observe
 
 torch.set_num_threads(1)
