@@ -758,6 +758,11 @@ def check(outputs: Outputs) -> list[str]:
                 failures.append(f"[compile total] explain DIR says {m.group(2)} in all, the JSON {compile_s:.3f} s, and its line does not state the difference: {line.strip()[:200]!r}")
             if total:
                 failures += _check_explain_rows(text, total[0])
+    # memory: the explanation's accounts, the report's tables (JSON, CSV) and `explain DIR` say the same
+    if summary:
+        failures += check_memory(summary, outputs.explanation, outputs.explain_text, "report --json")
+    if outputs.csv_tables is not None and summary:
+        failures += check_memory(outputs.csv_tables, outputs.explanation, None, "report --csv")
     # many ranks
     if summary:
         failures += check_ranks(summary, "report --json", outputs.out_dir)
@@ -768,6 +773,38 @@ def check(outputs: Outputs) -> list[str]:
         failures += check_trace(path)
     if summary and outputs.traces:
         failures += check_saves_are_io(summary, outputs.traces)
+    return failures
+
+
+def check_memory(summary: dict, explanation: dict | None, explain_text: str | None, source: str) -> list[str]:
+    """What the compiled graphs save for the backward is one figure everywhere: per layer and per graph in the
+    report as in explanation.json, and in `explain DIR`'s "saves X" lines; each step's peak is a step's."""
+    from dynascope.artifacts.memory import GraphMemory, human_bytes
+
+    failures = []
+    accounts = [GraphMemory.from_dict(m) for m in (explanation or {}).get("memory") or []]
+    layers = summary.get("memory_by_layer") or []
+    saved = sum(a.saved_bytes for a in accounts)
+    in_layers = sum(int(r.get("saved_bytes") or 0) for r in layers)
+    if accounts and in_layers != saved:
+        failures.append(f"[memory] {source} memory_by_layer saves {in_layers} B in all, explanation.json {saved} B")
+    graphs = {(r.get("compile_id"), r.get("graph")): r for r in summary.get("memory_by_graph") or []
+              if r.get("phase") == "forward" and r.get("saved_bytes") not in (None, "")}  # fmt: skip
+    for a in accounts:
+        row = graphs.get((a.compile_id, a.graph if a.part == 1 else f"{a.graph}[part {a.part}]"))
+        if row is not None and int(row["saved_bytes"]) != a.saved_bytes:
+            failures.append(f"[memory] {source} memory_by_graph {a.graph} saves {row['saved_bytes']} B, "
+                            f"explanation.json {a.saved_bytes} B")  # fmt: skip
+    if explain_text is not None:
+        for a in accounts:
+            if f"(compile {a.compile_id}" in explain_text and f"saves {human_bytes(a.saved_bytes)} in" not in explain_text:
+                failures.append(f"[memory] explain DIR does not say compile {a.compile_id} saves "
+                                f"{human_bytes(a.saved_bytes)}")  # fmt: skip
+    steps = {r.get("step") for r in summary.get("by_step") or []} | {
+        r.get("step") for r in summary.get("by_rank_step") or []}
+    for r in summary.get("memory_by_step") or []:
+        if steps and r.get("step") not in steps:
+            failures.append(f"[memory] {source} memory_by_step has step {r.get('step')}, which by_step has not")
     return failures
 
 

@@ -9,8 +9,6 @@ allocator's allocated bytes): docs/memory.md says what they miss.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import orjson
 import polars as pl
@@ -52,16 +50,16 @@ def samples(rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def frame_tables(others: pl.DataFrame, sample_rows: pl.DataFrame, ranks: pl.DataFrame,
-                 step_of: Callable[[pl.DataFrame], pl.Series]) -> dict[str, pl.DataFrame]:  # fmt: skip
+                 windows: pl.DataFrame) -> dict[str, pl.DataFrame]:  # fmt: skip
     """The memory tables of one file: `others` its event rows, `sample_rows` its memory samples, `ranks` pid ->
-    rank, `step_of(rows)` the step each row's ts falls in."""
+    rank, `windows` its step windows (pid, ts, dur, step)."""
     points = samples(sample_rows)
     tables = {name: pl.DataFrame(schema=schema) for name, schema in SCHEMAS.items()}
     tables["mem_oom"] = _oom_table(others, ranks)
     tables["mem_saved"] = _saved_table(sample_rows, ranks)
     if points.height:
         tables["mem_graph"] = _graph_table(others, points, ranks)
-        tables["mem_step"] = _step_table(others, points, ranks, step_of)
+        tables["mem_step"] = _step_table(others, points, ranks, windows)
     return tables
 
 
@@ -141,39 +139,59 @@ def _windows(points: pl.DataFrame, calls: pl.DataFrame) -> tuple[np.ndarray, np.
     return start, peak, end
 
 
-def _step_table(others: pl.DataFrame, points: pl.DataFrame, ranks: pl.DataFrame,
-                step_of: Callable[[pl.DataFrame], pl.Series]) -> pl.DataFrame:  # fmt: skip
-    stepped = points.with_columns(step_of(points).alias("step")).filter(pl.col("step").is_not_null())
-    if stepped.height == 0:
+def _step_table(others: pl.DataFrame, points: pl.DataFrame, ranks: pl.DataFrame, windows: pl.DataFrame) -> pl.DataFrame:
+    """Per step window: the highest sample in it, or, where none was kept in it, the last one before it (the
+    sampler keeps every move of DYNASCOPE_MEMORY_STEP_KB, so memory stayed within that of it), and what ran at
+    that sample."""
+    rows = []
+    for (pid,), mine in points.partition_by("pid", as_dict=True).items():
+        steps = windows.filter(pl.col("pid") == pid)
+        if steps.height == 0:
+            continue
+        t, v = mine.get_column("ts").to_numpy(), mine.get_column("value").to_numpy()
+        a = steps.get_column("ts").to_numpy()
+        b = a + steps.get_column("dur").fill_null(0).to_numpy()
+        first = np.maximum(np.searchsorted(t, a, side="right") - 1, 0)
+        last = np.searchsorted(t, b, side="right") - 1
+        running = _Running(others, pid)
+        for step, i, j, start in zip(steps.get_column("step").to_list(), first.tolist(), last.tolist(), a.tolist(),
+                                     strict=True):  # fmt: skip
+            if j < 0:
+                continue
+            k = i + int(np.argmax(v[i : j + 1]))
+            at = running.at(int(t[k])) if t[k] >= start else STEADY
+            rows.append({"pid": pid, "step": step, "peak_max": int(v[k]), "peak_at": at})
+    if not rows:
         return pl.DataFrame(schema=SCHEMAS["mem_step"])
-    top = stepped.sort("value", descending=True).group_by("pid", "step", maintain_order=True).first()
-    top = top.with_columns(pl.Series("peak_at", _running_at(others, top)))
-    out = top.join(ranks, on="pid", how="left").select("rank", "step", pl.col("value").alias("peak_max"), "peak_at")
-    return out.group_by(KEYS["mem_step"]).agg(
-        pl.col("peak_max").max(), pl.col("peak_at").sort_by("peak_max").last()
-    ).select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_step"].items()])
+    table = pl.DataFrame(rows, schema={"pid": pl.Int64, "step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String})
+    out = table.join(ranks, on="pid", how="left").group_by(KEYS["mem_step"]).agg(
+        pl.col("peak_max").max(), pl.col("peak_at").sort_by("peak_max").last())
+    return out.select([pl.col(c).cast(t) for c, t in SCHEMAS["mem_step"].items()])
 
 
-def _running_at(others: pl.DataFrame, at: pl.DataFrame) -> list[str]:
-    """What ran at each (pid, ts) of `at`: the graph call (its name and phase), else the step part (backward,
-    optimizer, data loading) whose event covers it, else "between graphs"."""
-    spans = others.filter(pl.col("cat").cast(pl.String).is_in(_RUNNING_CATS)).select(
-        "pid", "ts", "dur", pl.col("cat").cast(pl.String), pl.col("graph").cast(pl.String),
-        pl.col("phase").cast(pl.String), pl.col("name").cast(pl.String))  # fmt: skip
-    out = []
-    for pid, ts in at.select("pid", "ts").iter_rows():
-        covering = spans.filter((pl.col("pid") == pid) & (pl.col("ts") <= ts) & (pl.col("ts") + pl.col("dur") >= ts))
-        out.append(_label(covering))
-    return out
+STEADY = "steady all step"  # no sample moved in it by DYNASCOPE_MEMORY_STEP_KB
 
 
-def _label(covering: pl.DataFrame) -> str:
-    for cat in _RUNNING_CATS:
-        rows = covering.filter(pl.col("cat") == cat)
-        if rows.height:
-            graph, phase, name = rows.sort("ts", descending=True).select("graph", "phase", "name").row(0)
-            return f"{graph} {phase}" if cat == GRAPH_CAT and graph else str(name)
-    return "between graphs"
+class _Running:
+    """What ran at a time on one process: the innermost graph call, else step part (backward, optimizer,
+    data loading) whose event covers it, else "between graphs"."""
+
+    def __init__(self, others: pl.DataFrame, pid: int) -> None:
+        spans = others.filter((pl.col("pid") == pid) & pl.col("cat").cast(pl.String).is_in(_RUNNING_CATS))
+        self.ts = spans.get_column("ts").to_numpy()
+        self.end = self.ts + spans.get_column("dur").fill_null(0).to_numpy()
+        self.cat = spans.get_column("cat").cast(pl.String).to_list()
+        self.label = [f"{g} {p}" if c == GRAPH_CAT and g else str(n) for c, g, p, n in spans.select(
+            pl.col("cat").cast(pl.String), pl.col("graph").cast(pl.String), pl.col("phase").cast(pl.String),
+            pl.col("name").cast(pl.String)).iter_rows()]  # fmt: skip
+
+    def at(self, ts: int) -> str:
+        covering = np.flatnonzero((self.ts <= ts) & (self.end >= ts))
+        for cat in _RUNNING_CATS:
+            picks = [k for k in covering.tolist() if self.cat[k] == cat]
+            if picks:
+                return self.label[max(picks, key=lambda k: self.ts[k])]
+        return "between graphs"
 
 
 # -- Summary tables --------------------------------------------------------------------------------

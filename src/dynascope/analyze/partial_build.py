@@ -324,7 +324,8 @@ def _core(
         comm_seq=_comm_seq(others),
         **comm.frame_tables(others, hist),
         **breaks.frame_tables(others),
-        **memory.frame_tables(others, samples, _rank_of_pid(others), lambda rows: _step_at(others, rows)),
+        **memory.frame_tables(others, samples, _rank_of_pid(others),
+                              step_windows(others).filter(pl.col("step").is_not_null())),
     )
 
 
