@@ -151,6 +151,10 @@ def _check_ddp_split(out: Path, rank: int, graph_names_ids: int = 1) -> dict:
     layers = {r["layer"] for r in summary["by_layer"]}
     assert {"layers.0.0", "layers.3.0", "head"} <= layers
     assert len(summary["by_step"]) >= 3
+    # what each piece saves for the backward: its own account, joined to its graph calls by the trace's name
+    memory = {r["graph"]: r for r in summary["memory_by_graph"] if r["phase"] == "forward"}
+    assert {g for g in memory if memory[g]["saved_bytes"] is not None} == pieces, memory
+    assert all(memory[g]["calls"] >= 3 and memory[g]["saved_bytes"] > 0 for g in pieces), memory
     return row
 
 

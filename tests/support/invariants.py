@@ -791,7 +791,7 @@ def check_memory(summary: dict, explanation: dict | None, explain_text: str | No
     graphs = {(r.get("compile_id"), r.get("graph")): r for r in summary.get("memory_by_graph") or []
               if r.get("phase") == "forward" and r.get("saved_bytes") not in (None, "")}  # fmt: skip
     for a in accounts:
-        row = graphs.get((a.compile_id, a.graph if a.part == 1 else f"{a.graph}[part {a.part}]"))
+        row = graphs.get((a.compile_id, a.graph))
         if row is not None and int(row["saved_bytes"]) != a.saved_bytes:
             failures.append(f"[memory] {source} memory_by_graph {a.graph} saves {row['saved_bytes']} B, "
                             f"explanation.json {a.saved_bytes} B")  # fmt: skip

@@ -214,7 +214,7 @@ def by_graph(mem_graph: pl.DataFrame, explanation: Report | None) -> pl.DataFram
 def _estimates(graphs: list[GraphMemory]) -> pl.DataFrame:
     rows = []
     for g in graphs:
-        name = f"{g.graph}" if g.part == 1 else f"{g.graph}[part {g.part}]"
+        name = g.graph  # a DDP piece's is the trace's "__compiled_fn_1[ddp 2/4]"
         for phase, peak, saved in (("forward", g.forward_peak, g.saved_bytes), ("backward", g.backward_peak, None)):
             rows.append({"compile_id": g.compile_id, "graph": name, "phase": phase,
                          "estimated_peak": peak.bytes if peak else None, "saved_bytes": saved})  # fmt: skip

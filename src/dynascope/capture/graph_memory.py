@@ -21,6 +21,7 @@ from typing import Any
 from dynascope import _torch
 from dynascope.artifacts.memory import GraphMemory, LiveTensor, PeakEstimate, RecomputedOp, SavedTensor
 from dynascope.capture.attribution import module_of, param_path, plain_graph_name, target_text, user_line
+from dynascope.errors import TorchVersionError
 
 TANGENT_PREFIX = "tangents"
 _listeners: list[Callable[[GraphMemory], None]] = []
@@ -45,9 +46,21 @@ def listen(listener: Callable[[GraphMemory], None]) -> Callable[[], None]:
 
 
 def _on_partition(joint: Any, forward: Any, backward: Any) -> None:
-    account = graph_memory(forward, backward, _torch.current_compile_id(),
-                           plain_graph_name(_torch.compiling_graph_name()))  # fmt: skip
+    account = graph_memory(forward, backward, _torch.current_compile_id(), _graph_name())
     _tell(account)
+
+
+def _graph_name() -> str | None:
+    """Dynamo's name of the graph being compiled, as the trace names it: a piece DDPOptimizer split at DDP's
+    buckets is "__compiled_fn_1[ddp 2/4]" (capture/backend.py)."""
+    name = plain_graph_name(_torch.compiling_graph_name())
+    try:
+        split = _torch.ddp_split()
+    except TorchVersionError:
+        split = None
+    if name and split is not None and split.get("index") is not None:
+        return f"{name}[ddp {int(split['index']) + 1}/{int(split['count'])}]"
+    return name
 
 
 def restore(record: dict, compile_id: str | None, graph: str | None) -> None:

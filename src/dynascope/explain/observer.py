@@ -335,7 +335,7 @@ class Observer:
             accounts = list(self.memory)
         for account in accounts:
             graph = self._graphs.get(str(account.compile_id)) or {}
-            if account.part == 1:
+            if account.part == 1 and "[ddp " not in (account.graph or ""):  # a DDP piece's inputs are its own
                 graph_memory.name_inputs(account, _graph_inputs(graph.get("code")))
         unaccounted = sorted(self._aot_cache_hits - {str(a.compile_id) for a in accounts})
         if unaccounted:
