@@ -124,6 +124,9 @@ def test_running_out_of_memory_leaves_a_trace_that_names_the_op_layer_and_line_a
     assert f"Out of memory: process {row['pid']} stopped with MemoryError" in said
     assert f"layer check, big_activation.py:{line}" in said
     assert "activation_memory_budget" in said and "(134 MB saved at this batch)" in said
+    # the run's summary line: the highest step peak, and what the graphs keep (the 128 MiB, in layer act)
+    assert re.search(r"Memory: peak [\d.]+ [kMG]B in step \d \(.+\); the compiled graphs keep 134 MB a step for the "
+                     r"backward \(most in act: 134 MB\)", said), said
 
 
 GATED = os.path.join(os.path.dirname(__file__), "scripts", "gated.py")

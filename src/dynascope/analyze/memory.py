@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from dynascope.analyze.read.columns import AUTOGRAD_CAT, DATA_CAT, GRAPH_CAT, MEMORY_CAT, OPTIMIZER_CAT
+from dynascope.analyze.read.columns import AUTOGRAD_CAT, COMPILE_CAT, DATA_CAT, GRAPH_CAT, MEMORY_CAT, OPTIMIZER_CAT
 from dynascope.artifacts.explanation import Report
 from dynascope.artifacts.memory import GraphMemory, saved_by_layer
 
@@ -31,7 +31,8 @@ SCHEMAS: dict[str, dict[str, pl.DataType | type[pl.DataType]]] = {
                 "n": pl.Int64, "rss_max": pl.Int64},
     "mem_saved": {"rank": pl.Int64, "layer": pl.String, "saved_max": pl.Int64},
 }  # fmt: skip
-_RUNNING_CATS = [GRAPH_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]  # what a peak is charged to, innermost first
+# what a peak is charged to, innermost first
+_RUNNING_CATS = [GRAPH_CAT, COMPILE_CAT, AUTOGRAD_CAT, OPTIMIZER_CAT, DATA_CAT]
 
 
 def split_samples(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -173,17 +174,18 @@ STEADY = "steady all step"  # no sample moved in it by DYNASCOPE_MEMORY_STEP_KB
 
 
 class _Running:
-    """What ran at a time on one process: the innermost graph call, else step part (backward, optimizer,
-    data loading) whose event covers it, else "between graphs"."""
+    """What ran at a time on one process: the innermost graph call, else compile, else step part (backward,
+    optimizer, data loading) whose event covers it, else "between graphs"."""
 
     def __init__(self, others: pl.DataFrame, pid: int) -> None:
         spans = others.filter((pl.col("pid") == pid) & pl.col("cat").cast(pl.String).is_in(_RUNNING_CATS))
         self.ts = spans.get_column("ts").to_numpy()
         self.end = self.ts + spans.get_column("dur").fill_null(0).to_numpy()
         self.cat = spans.get_column("cat").cast(pl.String).to_list()
-        self.label = [f"{g} {p}" if c == GRAPH_CAT and g else str(n) for c, g, p, n in spans.select(
+        self.label = [f"{g} {p}" if c == GRAPH_CAT and g else f"compiling {i}" if c == COMPILE_CAT and i else str(n)
+                      for c, g, p, n, i in spans.select(
             pl.col("cat").cast(pl.String), pl.col("graph").cast(pl.String), pl.col("phase").cast(pl.String),
-            pl.col("name").cast(pl.String)).iter_rows()]  # fmt: skip
+            pl.col("name").cast(pl.String), pl.col("compile_id").cast(pl.String)).iter_rows()]  # fmt: skip
 
     def at(self, ts: int) -> str:
         covering = np.flatnonzero((self.ts <= ts) & (self.end >= ts))

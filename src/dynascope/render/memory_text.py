@@ -94,3 +94,20 @@ def _why(row: dict[str, Any], mine: int, theirs: int) -> str:
             "compiled keeps fewer tensors here"
     return (f"compiled keeps {row.get('saved') or 'more'} here: a fused kernel's buffer, or a recomputation the "
             "partitioner chose not to do (torch._functorch.config.activation_memory_budget below 1 asks for more)")
+
+
+def memory_line(summary: Summary) -> str | None:
+    """One line for a run's summary: the highest step peak and what ran then, and what the compiled graphs keep
+    for the backward a step (the layer that keeps most); None without either."""
+    parts = []
+    steps = summary.table("memory_by_step")
+    if steps.height:
+        top = steps.sort("peak_max", descending=True).row(0, named=True)
+        parts.append(f"peak {human_bytes(top['peak_max'])} in step {top['step']} ({top['peak_at']})")
+    layers = summary.table("memory_by_layer")
+    saved = int(layers["saved_bytes"].fill_null(0).sum()) if layers.height else 0
+    if saved:
+        most = layers.sort("saved_bytes", descending=True, nulls_last=True).row(0, named=True)
+        parts.append(f"the compiled graphs keep {human_bytes(saved)} a step for the backward "
+                     f"(most in {most['layer']}: {human_bytes(most['saved_bytes'])})")  # fmt: skip
+    return "Memory: " + "; ".join(parts) if parts else None

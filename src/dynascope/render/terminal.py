@@ -40,7 +40,7 @@ from dynascope.render._fmt import (
     summary_top,
 )
 from dynascope.render._table import NUMERIC_KINDS, Column, FitTable
-from dynascope.render.memory_text import out_of_memory_lines, saved_vs_eager_lines
+from dynascope.render.memory_text import memory_line, out_of_memory_lines, saved_vs_eager_lines
 from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col
 from dynascope.render.terminal_ranks import (
     divergence_lines,
@@ -434,6 +434,9 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
     view = file_view(summary)
     if view is not None:
         console.print(Prose(io_line(view)))
+    memory_summary = memory_line(summary)
+    if memory_summary:
+        console.print(Prose(memory_summary))
     if render_costs(summary, console, top) and summary.vs_eager.height == 0:
         console.print(Text("(whether compiling paid off: dynascope run --compare-eager)", style="dim"))
     attr = op_tables(summary)[0]
