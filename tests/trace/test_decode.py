@@ -126,7 +126,7 @@ def test_a_fork_waits_for_the_formatters_compile_so_the_child_never_inherits_a_h
     compiling, releasing = threading.Event(), threading.Event()
 
     def compile_in_writer_thread():
-        with oplines._compiling:  # as warm_up holds it while numba compiles
+        with oplines.compile_lock:  # as warm_up holds it while numba compiles
             compiling.set()
             releasing.wait(timeout=5)
             releasing.set()
@@ -137,7 +137,7 @@ def test_a_fork_waits_for_the_formatters_compile_so_the_child_never_inherits_a_h
     threading.Timer(0.2, releasing.set).start()
     pid = os.fork()
     if pid == 0:  # the child: the lock must be free here
-        os._exit(0 if oplines._compiling.acquire(timeout=5) else 1)
+        os._exit(0 if oplines.compile_lock.acquire(timeout=5) else 1)
     assert releasing.is_set()  # the fork happened only after the compile let go
     _, status = os.waitpid(pid, 0)
     writer.join()

@@ -54,6 +54,8 @@ def test_uncaught_exception_keeps_the_trace_and_the_users_traceback(tmp_path):
     assert code == 1 and "RuntimeError: the user's bug" in err
     index = check(load(only_trace(tmp_path)))
     assert steps_in(index) == [0, 1, 2, 99]  # the region open at the crash is closed at exit
+    end = index["events"][-1]["args"]  # the end record says what ended the program (not out of memory)
+    assert end["exit_error"] == "RuntimeError: the user's bug" and "oom" not in end
 
 
 @pytest.mark.parametrize(("signum", "mode"), [

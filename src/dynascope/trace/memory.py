@@ -11,7 +11,8 @@ the CUDA caching allocator's counters) are read once per batch, under the GIL.
 What the resident set size misses: memory the allocator keeps after the program freed it still counts
 (glibc keeps most frees below 32 MB for reuse), memory allocated but never touched does not count yet,
 and anything that lived for less than the interval may fall between two samples (docs/memory.md).
-Linux only; elsewhere the track is absent and the trace says so in its end record's warnings.
+Linux only: elsewhere there is no memory track. Where the sampler cannot read, the end record's
+`memory_error` says why.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from types import ModuleType
 
 import numpy as np
 
@@ -95,39 +97,42 @@ class Sampler:
         buffers.discard_this_thread()  # numba loading its cache is dynascope's own file I/O, not the program's
         self._emit = buffers.private_emitter("dynascope-memory")
         try:
-            from dynascope.trace import memory_loop  # numba: loaded in this thread, not the program's
-
             fd = os.open(STATM, os.O_RDONLY)
-        except Exception as exc:  # noqa: BLE001 - the trace goes on without the memory track
-            self.error = f"no memory track ({type(exc).__name__}: {exc})"
-            self.ready.set()
+        except OSError as exc:
+            self._stopped(f"no memory track (cannot read {STATM}: {exc.strerror})")
             return
+        try:
+            self._sample(fd, _load(fd))  # numba: loaded in this thread, not the program's
+        except Exception as exc:  # noqa: BLE001 - the trace goes on without the memory track
+            self._stopped(f"no memory track ({type(exc).__name__}: {exc})")
+        finally:
+            self.ready.set()
+            os.close(fd)
+
+    def _stopped(self, why: str) -> None:
+        self.error = why
+        self.ready.set()
+
+    def _sample(self, fd: int, memory_loop: ModuleType) -> None:
         size = 2 * (BATCH_NS // self.interval_ns) + 4
         times = np.zeros(size, dtype=np.int64)
         values = np.zeros(size, dtype=np.int64)
         state = np.zeros(3, dtype=np.int64)  # last kept value, its time, the page size
         state[0], state[2] = -1, os.sysconf("SC_PAGE_SIZE")
         scratch = np.zeros(128, dtype=np.uint8)
-        try:
-            # one sample with the stop flag up: compiles the loop (or loads it from numba's cache) now
-            memory_loop.sample(fd, scratch, times, values, state.copy(), self.interval_ns, self.step_bytes,
-                               BATCH_NS, KEEP_AT_LEAST_NS, np.ones(1, dtype=np.int64))  # fmt: skip
-            self.ready.set()
-            while True:
-                n = memory_loop.sample(fd, scratch, times, values, state, self.interval_ns, self.step_bytes,
-                                       BATCH_NS, KEEP_AT_LEAST_NS, self._stop)  # fmt: skip
-                if n < 0:
-                    self.error = "no memory track (reading /proc/self/statm failed)"
-                    return
-                if n:
-                    flat = np.column_stack((times[:n], values[:n])).ravel().tolist()
-                    self._emit(("C", "memory", MEMORY_CAT, "rss", *flat))
-                self._read_others()
-                if self._stop[0]:
-                    return
-        finally:
-            self.ready.set()
-            os.close(fd)
+        self.ready.set()
+        while True:
+            n = memory_loop.sample(fd, scratch, times, values, state, self.interval_ns, self.step_bytes,
+                                   BATCH_NS, KEEP_AT_LEAST_NS, self._stop)  # fmt: skip
+            if n < 0:
+                self._stopped("no memory track (reading /proc/self/statm failed)")
+                return
+            if n:
+                flat = np.column_stack((times[:n], values[:n])).ravel().tolist()
+                self._emit(("C", "memory", MEMORY_CAT, "rss", *flat))
+            self._read_others()
+            if self._stop[0]:
+                return
 
     def _read_others(self) -> None:
         now = buffers.now_ns()
@@ -141,16 +146,26 @@ class Sampler:
                 self._emit(("C", name, MEMORY_CAT, ",".join(counters), now, *counters.values()))
 
 
+def _load(fd: int) -> ModuleType:
+    """The compiled loop, compiled (or loaded from numba's on-disk cache) by one sample taken with the stop
+    flag up, under the trace package's numba lock (a fork meanwhile would leave the child waiting for it)."""
+    from dynascope.trace.oplines import compile_lock
+
+    with compile_lock:
+        from dynascope.trace import memory_loop
+
+        state = np.array([-1, 0, 4096], dtype=np.int64)
+        times, values = np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64)
+        memory_loop.sample(fd, np.zeros(128, dtype=np.uint8), times, values, state, 1000, 0, 1, 1, np.ones(1, np.int64))
+    return memory_loop
+
+
 def warm_up() -> None:
     """Compile the sampler's loop (or load it from numba's on-disk cache) now."""
     if not available():
         return
-    from dynascope.trace import memory_loop
-
     fd = os.open(STATM, os.O_RDONLY)
     try:
-        state = np.array([-1, 0, 4096], dtype=np.int64)
-        times, values = np.zeros(8, dtype=np.int64), np.zeros(8, dtype=np.int64)
-        memory_loop.sample(fd, np.zeros(128, dtype=np.uint8), times, values, state, 1000, 0, 1, 1, np.ones(1, np.int64))
+        _load(fd)
     finally:
         os.close(fd)

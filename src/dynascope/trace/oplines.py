@@ -143,14 +143,16 @@ def format_calls(values, begin, graph_spec, op_base, n_ops, heads, head_starts, 
 
 # numba compiles under a process-wide lock. A fork while another thread holds it would leave the child
 # (a DataLoader worker, which writes its own trace) waiting for it forever, so a fork waits for the
-# compile to finish: it only ever happens once per process.
-_compiling = threading.Lock()
-os.register_at_fork(before=_compiling.acquire, after_in_parent=_compiling.release, after_in_child=_compiling.release)
+# compile to finish: it only ever happens once per process. Every numba load of the trace package takes
+# it (the memory sampler's too: trace/memory.py).
+compile_lock = threading.Lock()
+os.register_at_fork(before=compile_lock.acquire, after_in_parent=compile_lock.release,
+                    after_in_child=compile_lock.release)
 
 
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) before the first real drain."""
-    with _compiling:
+    with compile_lock:
         _run_once()
 
 

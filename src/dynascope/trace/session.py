@@ -320,6 +320,8 @@ class TraceSession:
                 rss = memory.resident_bytes()
                 if rss is not None:
                     args["rss_at_end"] = rss
+        if self._sampler is not None and self._sampler.error:
+            args["memory_error"] = self._sampler.error  # why the memory track stopped or never started
         return args
 
     def _cut_line(self, signame: str, pending: list[dict], open_regions: list[dict]) -> str:
@@ -429,9 +431,9 @@ def _finalize_active() -> None:
     active = _active
     if active is not None and active.pid == os.getpid() and not active.closed:
         # an uncaught exception in the main thread: the interpreter keeps it here before it exits
-        active._error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+        error = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
         try:
-            active.finalize()
+            active.finalize(error)
         except Exception as exc:  # noqa: BLE001 - at exit, say it and move on
             print(f"dynascope: could not finish the trace: {exc}", file=sys.stderr)
 
