@@ -210,6 +210,7 @@ def by_graph(mem_graph: pl.DataFrame, explanation: Report | None) -> pl.DataFram
         pl.when(pl.col("calls") > 0).then(pl.col("grew") / pl.col("calls")).otherwise(None).alias("grew_per_call"),
     ).sort(["compile_id", "graph", "phase"], nulls_last=True).select(
         "compile_id", "graph", "phase", "calls", "peak_max", "grew_per_call", "estimated_peak", "saved_bytes",
+        "symbolic",
     )  # fmt: skip
 
 
@@ -219,9 +220,10 @@ def _estimates(graphs: list[GraphMemory]) -> pl.DataFrame:
         name = g.graph  # a DDP piece's is the trace's "__compiled_fn_1[ddp 2/4]"
         for phase, peak, saved in (("forward", g.forward_peak, g.saved_bytes), ("backward", g.backward_peak, None)):
             rows.append({"compile_id": g.compile_id, "graph": name, "phase": phase,
-                         "estimated_peak": peak.bytes if peak else None, "saved_bytes": saved})  # fmt: skip
+                         "estimated_peak": peak.bytes if peak else None, "saved_bytes": saved,
+                         "symbolic": g.symbolic})  # fmt: skip
     schema = {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "estimated_peak": pl.Int64,
-              "saved_bytes": pl.Int64}  # fmt: skip
+              "saved_bytes": pl.Int64, "symbolic": pl.Boolean}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -271,8 +273,8 @@ def by_layer(explanation: Report | None, mem_saved: pl.DataFrame | None = None) 
              "recomputed": [", ".join(recomputed[layer]) for layer in extra]}, schema=table.schema)])  # fmt: skip
     if mem_saved is None or mem_saved.height == 0:
         return table
-    eager = mem_saved.group_by(pl.col("layer").replace("", TOP_LEVEL)).agg(
-        pl.col("saved_max").sum().alias("eager_saved_bytes"))
+    eager = mem_saved.group_by(pl.col("layer").replace("", TOP_LEVEL)).agg(  # a rank's figure: the most any rank saved
+        pl.col("saved_max").max().alias("eager_saved_bytes"))
     return table.join(eager, on="layer", how="full", coalesce=True).sort(
         pl.max_horizontal("saved_bytes", "eager_saved_bytes"), descending=True, nulls_last=True)
 

@@ -340,7 +340,7 @@ def _collective_rows(comm: pl.DataFrame, ranks: list[int]) -> list[dict]:
 def merged_explanation(explanations: dict[int, Report]) -> Report:
     """One explanation for the job's recompile and graph-break tables: the lowest rank's, with every other
     rank's recompiles, graph breaks, compile records, explained functions, DDP splits, cache-limit hits,
-    eager fallbacks and notes that it lacks added."""
+    eager fallbacks, notes and graphs' memory accounts that it lacks added."""
     ordered = [explanations[r] for r in sorted(explanations)]
     recompiles: dict[tuple, Recompile] = {}
     breaks: dict[tuple, GraphBreak] = {}
@@ -369,8 +369,20 @@ def merged_explanation(explanations: dict[int, Report]) -> Report:
         ordered[0], recompiles=list(recompiles.values()), graph_breaks=list(breaks.values()),
         compile_times=list(times.values()), explanations=each_once("explanations"), ddp_splits=each_once("ddp_splits"),
         cache_limit_hits=each_once("cache_limit_hits"), eager_fallbacks=each_once("eager_fallbacks"),
-        notes=each_once("notes"),
+        notes=each_once("notes"), memory=_memory_once(ordered),
     )  # fmt: skip
+
+
+def _memory_once(ordered: list[Report]) -> list:
+    """Each graph's memory account once (the lowest rank's): a rank's figures, not the job's sum; a graph only
+    a later rank compiled (ranks that compile differently) adds its own."""
+    out, seen = [], set()
+    for e in ordered:
+        for account in e.memory:
+            if (account.compile_id, account.graph) not in seen:
+                seen.add((account.compile_id, account.graph))
+                out.append(account)
+    return out
 
 
 def with_ranks(table: pl.DataFrame, explanations: dict[int, Report], key: str) -> pl.DataFrame:

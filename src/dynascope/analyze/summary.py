@@ -186,8 +186,9 @@ class Summary:
     hangs: pl.DataFrame = field(default_factory=_empty)
     # Memory (analyze/memory.py, docs/memory.md). compile_id, graph, phase, calls, peak_max (the highest memory
     #   sample within a call), grew_per_call (memory in use at a call's end minus at its start, mean), and from
-    #   the explanation estimated_peak (that phase's, by the graph's liveness) and saved_bytes (forward rows:
-    #   activations kept for the backward). Empty without memory samples or an explanation with memory.
+    #   the explanation estimated_peak (that phase's, by the graph's liveness), saved_bytes (forward rows:
+    #   activations kept for the backward) and symbolic (compiled with symbolic sizes). Empty without memory
+    #   samples or an explanation with memory.
     memory_by_graph: pl.DataFrame = field(default_factory=_empty)
     # rank, step, peak_max (the highest memory sample in the step), peak_at (the graph call or step part
     #   running then). Empty without memory samples.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import os
 import re
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -26,21 +27,24 @@ from dynascope.errors import TorchVersionError
 TANGENT_PREFIX = "tangents"
 _listeners: list[Callable[[GraphMemory], None]] = []
 _unhook: list[Callable[[], None]] = []
+_lock = threading.Lock()  # compiles may run on several threads
 
 
 def listen(listener: Callable[[GraphMemory], None]) -> Callable[[], None]:
     """Call `listener(account)` for every forward/backward partition AOTAutograd makes from now on, and for
     every account restored from beside inductor's cache; returns the function that stops it. Raises
     TorchVersionError where this torch's partitioner cannot be watched."""
-    if not _unhook:
-        _unhook.append(_torch.on_partition(_on_partition))
-    _listeners.append(listener)
+    with _lock:
+        if not _unhook:
+            _unhook.append(_torch.on_partition(_on_partition))
+        _listeners.append(listener)
 
     def remove() -> None:
-        if listener in _listeners:
-            _listeners.remove(listener)
-        if not _listeners and _unhook:
-            _unhook.pop()()
+        with _lock:
+            if listener in _listeners:
+                _listeners.remove(listener)
+            if not _listeners and _unhook:
+                _unhook.pop()()
 
     return remove
 
@@ -78,8 +82,7 @@ def _tell(account: GraphMemory) -> None:
             pass
 
 
-def graph_memory(forward: Any, backward: Any, compile_id: str | None, graph: str | None = None,
-                 part: int = 1) -> GraphMemory:  # fmt: skip
+def graph_memory(forward: Any, backward: Any, compile_id: str | None, graph: str | None = None) -> GraphMemory:
     """The memory account of one partition: `forward` and `backward`, the two graph modules AOTAutograd's
     partitioner cut from a joint graph (they share node names)."""
     sizes = _Sizes()
@@ -89,7 +92,6 @@ def graph_memory(forward: Any, backward: Any, compile_id: str | None, graph: str
     return GraphMemory(
         compile_id=compile_id,
         graph=graph,
-        part=part,
         saved=saved,
         recomputed=_recomputed(fw_nodes, backward),
         forward_peak=peak_estimate(forward, counted_inputs=set(), sizes=sizes),

@@ -1,5 +1,6 @@
-"""A run that ran out of memory, in words: where it was (graph, op, layer, line), the memory then, and the few
-knobs that apply, each with the figure from the run that supports it (docs/memory.md, "Out of memory")."""
+"""Memory in words (docs/memory.md): a run that ran out of memory (where it was: graph, op, layer, line; the
+memory then; the few knobs that apply, each with the run's figure that supports it), what compiled keeps
+for the backward against eager, and the one memory line of a run's summary."""
 
 from __future__ import annotations
 
@@ -34,23 +35,28 @@ def _headline(row: dict[str, Any]) -> str:
 
 
 def knobs(summary: Summary, row: dict[str, Any]) -> list[str]:
-    """The knobs that apply to that ending, each with its figure."""
+    """The knobs that apply to that ending (`row`, out_of_memory's), each with its figure: what the graph that was
+    running keeps for the backward (else every graph), dynamic shapes, CUDA graphs."""
     out = []
     graphs = summary.table("memory_by_graph")
     forward = graphs.filter(graphs["phase"] == "forward") if graphs.height else graphs
-    saved = int(forward["saved_bytes"].fill_null(0).sum()) if forward.height else 0
+    running = forward.filter(forward["graph"] == row["graph"]) if forward.height and row["graph"] else forward
+    kept = running if running.height and running["saved_bytes"].fill_null(0).sum() else forward
+    saved = int(kept["saved_bytes"].fill_null(0).sum()) if kept.height else 0
     layers = summary.table("memory_by_layer")
     if saved:
-        biggest = layers.row(0, named=True) if layers.height else None
+        whose = f"{row['graph']}'s forward" if kept is running and row["graph"] else "the compiled forwards"
+        biggest = layers.sort("saved_bytes", descending=True, nulls_last=True).row(0, named=True) if layers.height \
+            else None
         most = f"; most in {biggest['layer']} ({human_bytes(biggest['saved_bytes'])})" if biggest else ""
-        out.append(f"activation memory: the compiled forward keeps {human_bytes(saved)} a step for the backward{most}."
+        out.append(f"activation memory: {whose} keeps {human_bytes(saved)} for the backward{most}."
                    " torch._functorch.config.activation_memory_budget = 0.5 (below 1) lets the partitioner "
                    "recompute more instead; torch.utils.checkpoint on the biggest layer does it by hand")  # fmt: skip
         out.append(f"a smaller batch: saved activations and the estimated peaks grow with it ({human_bytes(saved)} "
                    "saved at this batch); halve it, or accumulate gradients over two half batches")  # fmt: skip
-    symbolic = [g for report in summary.explanations.values() for g in report.memory if g.symbolic]
-    if symbolic:
-        out.append(f"dynamic shapes: {len(symbolic)} graph(s) compiled with symbolic sizes; try "
+    symbolic = forward.filter(forward["symbolic"].fill_null(False)) if "symbolic" in forward.columns else forward[:0]
+    if symbolic.height:
+        out.append(f"dynamic shapes: {symbolic.height} graph(s) compiled with symbolic sizes; try "
                    "torch.compile(..., dynamic=False) (or TORCHDYNAMO_DYNAMIC_SHAPES=0), as torch's own advice on "
                    "OOMs starts")  # fmt: skip
     ops = summary.table("by_op")
@@ -66,6 +72,12 @@ def knobs(summary: Summary, row: dict[str, Any]) -> list[str]:
     return out
 
 
+def _per(graphs: int) -> str:
+    """How a sum of saved bytes reads: one graph's is a step's; several graphs' (graph breaks, recompiles) is their
+    sum, which one step need not hold at once."""
+    return "a step" if graphs <= 1 else f"over {graphs} graphs"
+
+
 def saved_vs_eager_lines(summary: Summary) -> list[str]:
     """Where an eager run was compared: "compiled saves X for the backward, eager Y", and per layer where they
     differ, by how much and (from the explanation) why: what the partitioner recomputes there, or the
@@ -77,8 +89,8 @@ def saved_vs_eager_lines(summary: Summary) -> list[str]:
     eager = int(layers["eager_saved_bytes"].fill_null(0).sum())
     verdict = "the same" if compiled == eager else (
         f"{human_bytes(abs(compiled - eager))} {'less' if compiled < eager else 'more'}")
-    out = [(f"Memory kept for the backward: compiled saves {human_bytes(compiled)} a step, eager "
-            f"{human_bytes(eager)} ({verdict})")]  # fmt: skip
+    out = [(f"Memory kept for the backward: compiled saves {human_bytes(compiled)} {_per(_graphs(summary))}, eager "
+            f"{human_bytes(eager)} in one forward ({verdict})")]  # fmt: skip
     for row in layers.iter_rows(named=True):
         mine, theirs = row["saved_bytes"] or 0, row["eager_saved_bytes"] or 0
         if mine != theirs:
@@ -108,6 +120,14 @@ def memory_line(summary: Summary) -> str | None:
     saved = int(layers["saved_bytes"].fill_null(0).sum()) if layers.height else 0
     if saved:
         most = layers.sort("saved_bytes", descending=True, nulls_last=True).row(0, named=True)
-        parts.append(f"the compiled graphs keep {human_bytes(saved)} a step for the backward "
+        parts.append(f"the compiled graphs keep {human_bytes(saved)} {_per(_graphs(summary))} for the backward "
                      f"(most in {most['layer']}: {human_bytes(most['saved_bytes'])})")  # fmt: skip
     return "Memory: " + "; ".join(parts) if parts else None
+
+
+def _graphs(summary: Summary) -> int:
+    """How many compiled graphs save something for the backward."""
+    graphs = summary.table("memory_by_graph")
+    if not graphs.height:
+        return 1
+    return graphs.filter((graphs["phase"] == "forward") & (graphs["saved_bytes"].fill_null(0) > 0)).height
