@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+from support import procs
 from support.tracecheck import attrs, check, load, op_events, readable_prefix, trace_files
 
 SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
@@ -115,7 +116,7 @@ def test_drains_cutting_graph_calls_lose_nothing(tmp_path):
 
 
 def test_forked_dataloader_workers_write_their_own_files(tmp_path):
-    result = subprocess.run([sys.executable, os.path.join(SCRIPTS, "dataloader_fork.py"), str(tmp_path)],
+    result = procs.run([sys.executable, os.path.join(SCRIPTS, "dataloader_fork.py"), str(tmp_path)],
                             capture_output=True, check=False, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     files = trace_files(str(tmp_path))
@@ -129,3 +130,32 @@ def test_forked_dataloader_workers_write_their_own_files(tmp_path):
         pids.add(pid)
         loads += sum(1 for e in index["events"] if e["name"] == "load_item")
     assert len(pids) == 3 and loads == 8  # every item was loaded in a worker, and recorded there
+
+
+def test_a_fork_waits_for_the_trace_threads_background_imports():
+    """The writer and the memory sampler import numba and load their loops just after a session opens; a fork
+    then (a DataLoader starting its workers) once copied a half-done import into the worker, whose own writer
+    waited for its module lock until the DataLoader killed the worker, without its trace's end."""
+    import threading
+    import time
+
+    from dynascope.trace import forklock
+
+    held, loading = threading.Event(), 0.5
+
+    def load():
+        with forklock.lock:
+            held.set()
+            time.sleep(loading)
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    held.wait()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    waited = time.monotonic() - started
+    os.waitpid(pid, 0)
+    thread.join()
+    assert waited >= loading * 0.8

@@ -25,7 +25,7 @@ from types import ModuleType
 
 import numpy as np
 
-from dynascope.trace import buffers
+from dynascope.trace import buffers, forklock
 from dynascope.trace.format import MEMORY_CAT
 
 BATCH_NS = 50_000_000  # how often the samples reach the trace
@@ -148,10 +148,8 @@ class Sampler:
 
 def _load(fd: int) -> ModuleType:
     """The compiled loop, compiled (or loaded from numba's on-disk cache) by one sample taken with the stop
-    flag up, under the trace package's numba lock (a fork meanwhile would leave the child waiting for it)."""
-    from dynascope.trace.oplines import compile_lock
-
-    with compile_lock:
+    flag up, under the lock a fork waits for (trace/forklock.py)."""
+    with forklock.lock:
         from dynascope.trace import memory_loop
 
         state = np.array([-1, 0, 4096], dtype=np.int64)

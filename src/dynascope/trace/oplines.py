@@ -16,12 +16,10 @@ is compiled once per machine (`cache=True` keeps the machine code beside this fi
 
 from __future__ import annotations
 
-import os
-import threading
-
 import numba
 import numpy as np
 
+from dynascope.trace import forklock
 from dynascope.trace import format as layout
 
 DONE, BUFFER_FULL, HELD = 0, 1, 2  # why `format_calls` stopped
@@ -141,13 +139,8 @@ def format_calls(values, begin, graph_spec, op_base, n_ops, heads, head_starts, 
     return DONE, i, pos, next_id, events, dropped
 
 
-# numba compiles under a process-wide lock. A fork while another thread holds it would leave the child
-# (a DataLoader worker, which writes its own trace) waiting for it forever, so a fork waits for the
-# compile to finish: it only ever happens once per process. Every numba load of the trace package takes
-# it (the memory sampler's too: trace/memory.py).
-compile_lock = threading.Lock()
-os.register_at_fork(before=compile_lock.acquire, after_in_parent=compile_lock.release,
-                    after_in_child=compile_lock.release)
+# numba compiles under a process-wide lock: a fork waits for the compile to finish (trace/forklock.py).
+compile_lock = forklock.lock
 
 
 def warm_up() -> None:

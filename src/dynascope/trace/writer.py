@@ -17,7 +17,7 @@ from types import ModuleType
 
 import orjson
 
-from dynascope.trace import buffers
+from dynascope.trace import buffers, forklock
 from dynascope.trace.decode import Decoder, ThreadStream
 from dynascope.trace.launches import DeviceRecord, LaunchIndex
 
@@ -54,9 +54,10 @@ class TraceWriter:
     def _run(self) -> None:
         buffers.discard_this_thread()  # what this thread does (numba's cache files) is not the program's
         try:
-            from dynascope.trace import oplines
+            with forklock.lock:  # a fork meanwhile would leave the import half-done in the child
+                from dynascope.trace import oplines
 
-            oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
+                oplines.warm_up()  # compiled once per machine, then loaded from numba's cache: off the user's thread
         except Exception as exc:  # noqa: BLE001 - flushes will fail and say so too; the program goes on
             self._report_failure(exc)
         while not self._stop.wait(self.interval_s):
