@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from support import procs
 from support.invariants import assert_invariants
 
 import dynascope
@@ -35,7 +35,7 @@ def test_files_of_a_real_training_run(tmp_path):
                str(SCRIPT), "--data", str(data), "--workers", "2", "--samples", str(samples), "--epochs", str(epochs)]  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"},  # piped, a log file's width (another
            "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}  # test's may leak)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
+    done = procs.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "I/O: " in done.stdout  # the end-of-run line
     assert_invariants(out, done.stdout)
@@ -73,7 +73,7 @@ def _run_nanogpt(tmp_path: Path, backend: str, *extra: str) -> tuple[str, list[s
                str(NANOGPT), "--data", str(data), "--backend", backend, *extra]  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if k != "COLUMNS"},  # piped, a log file's width (another
            "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}  # test's may leak)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
+    done = procs.run(command, capture_output=True, text=True, timeout=900, env=env, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_invariants(out, done.stdout)
     return done.stdout, sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))

@@ -10,11 +10,11 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from support import procs
 from support.invariants import check, collect, report
 
 from dynascope.render._fmt import fmt_us
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _cli(*args, env):
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, env=env,
+    return procs.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, env=env,
                           timeout=400, check=False)  # fmt: skip
 
 

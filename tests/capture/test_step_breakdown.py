@@ -10,11 +10,10 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 import sys
 
 import pytest
-from support import tracecheck
+from support import procs, tracecheck
 from support.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
@@ -25,7 +24,7 @@ def _run(tmp_path, *args):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html", "--no-explain", SCRIPT,
                "--data", str(tmp_path / "data"), *args]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    done = procs.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     said = next(json.loads(line) for line in done.stdout.splitlines() if line.startswith("{"))
     traces = sorted(str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz"))
@@ -34,7 +33,7 @@ def _run(tmp_path, *args):
 
 
 def _cli(*args) -> str:
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, timeout=300,
+    done = procs.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, timeout=300,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout

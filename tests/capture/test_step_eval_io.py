@@ -9,11 +9,10 @@ import csv
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
-from support import tracecheck
+from support import procs, tracecheck
 from support.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "eval_checkpoint.py")
@@ -21,7 +20,7 @@ PARTS = ("data", "forward", "eval", "backward", "optimizer", "io", "compile", "o
 
 
 def _cli(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, timeout=600,
+    done = procs.run([sys.executable, "-m", "dynascope.cli", *args], capture_output=True, text=True, timeout=600,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 
 import pytest
-from support import tracecheck
+from support import procs, tracecheck
 from support.invariants import assert_invariants
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "whole_step.py")
@@ -31,7 +30,7 @@ def run(tmp_path, *script_args, api="run", env=None, expect_ok=True, run_options
     else:
         command = [sys.executable, SCRIPT, *args, "--api", api, "--trace", str(out / "trace.pfw.gz")]
     full_env = {**os.environ, "DFTRACER_ENABLE": "1", **(env or {})}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=full_env, check=False)
+    done = procs.run(command, capture_output=True, text=True, timeout=600, env=full_env, check=False)
     if expect_ok:
         assert done.returncode == 0, done.stderr[-3000:]
     said = next((json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")), None)

@@ -3,11 +3,11 @@ and traces the same kernels, with the same attribution, as the cold run that fil
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from support import procs
 from support.tracecheck import attrs, check, load, op_events
 
 from dynascope import _torch
@@ -53,7 +53,7 @@ def run_traced(tmp_path, name, cache, explain=False):
     out = tmp_path / name
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache), "TORCHINDUCTOR_AUTOGRAD_CACHE": "1",
            "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}  # fmt: skip
-    result = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html",
+    result = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), "--no-html",
                              *([] if explain else ["--no-explain"]), str(tmp_path / "net.py")],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

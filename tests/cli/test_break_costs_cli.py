@@ -5,10 +5,10 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
+from support import procs
 from support.cli import dynascope_here
 from support.invariants import assert_invariants
 
@@ -19,7 +19,7 @@ ROW_KEYS = {"source", "calls", "total_us", "per_call_us", "per_step_us", "reason
 
 
 def dynascope(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False,
+    return procs.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False,
                           text=True, timeout=600)  # fmt: skip
 
 

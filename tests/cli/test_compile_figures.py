@@ -4,11 +4,11 @@ entries table accounts for compiles that left no cache entry (a resume function 
 its rows add up to the compile total in the terminal, JSON, CSV and HTML."""
 
 import json
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from support import procs
 from support.cli import dynascope_here
 from support.invariants import assert_invariants
 from support.tracecheck import trace_files
@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def dynascope(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False,
+    return procs.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False,
                           text=True, timeout=600)  # fmt: skip
 
 

@@ -2,9 +2,9 @@
 
 import json
 import os
-import subprocess
 import sys
 
+from support import procs
 from support.invariants import assert_invariants
 from support.tracecheck import attrs, check, load, op_events, trace_files
 
@@ -12,7 +12,7 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "scripts_train.py")
 
 
 def dynascope(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False, text=True, timeout=600)
+    return procs.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True, check=False, text=True, timeout=600)
 
 
 def test_run_traces_explains_and_reports_an_unmodified_script(tmp_path):

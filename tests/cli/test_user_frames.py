@@ -10,11 +10,11 @@ itself (issue 25, defects 5 and 6), on real runs of tests/cli/scripts_user_frame
 import csv
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
+from support import procs
 from support.cli import dynascope_here
 from support.invariants import assert_invariants
 
@@ -27,7 +27,7 @@ SCRIPT = os.path.join(HERE, "scripts_user_frames.py")
 
 
 def dynascope(*args, cwd):
-    result = subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True,
+    result = procs.run([sys.executable, "-m", "dynascope.cli", *args], cwd=cwd, capture_output=True,
                             check=False, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return result

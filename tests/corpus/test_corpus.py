@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import procs
 from support.invariants import check, collect, report
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -51,7 +52,7 @@ LARGER = {
 def run_under_dynascope(case: Case, cwd: Path, *options: str) -> tuple[subprocess.CompletedProcess, Path]:
     """`dynascope run --out out PROGRAM ARGS` in `cwd`, stdout and stderr piped (a log file's width)."""
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    result = subprocess.run(
+    result = procs.run(
         [sys.executable, "-m", "dynascope.cli", "run", "--out", "out", *options, str(PROGRAMS / case.program), *case.args],
         cwd=cwd,
         env=env,
@@ -93,7 +94,7 @@ def test_the_programs_run_without_dynascope(tmp_path):
     for path in PROGRAMS.glob("*.py"):
         assert "dynascope" not in path.read_text(), path
     case = DEFAULT["inference_loop"]
-    result = subprocess.run(
+    result = procs.run(
         [sys.executable, str(PROGRAMS / case.program), *case.args, "--backend", "eager"],
         cwd=tmp_path,
         capture_output=True,

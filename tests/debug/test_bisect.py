@@ -12,6 +12,7 @@ import sys
 import planted
 import pytest
 import torch
+from support import procs
 
 import dynascope
 from dynascope.cli import main as cli_main
@@ -40,7 +41,7 @@ def run_repro(directory: str, bug: bool, prelude: str = "") -> subprocess.Comple
     """Run repro.py in a fresh process, with the planted bug live or not."""
     env = {**os.environ, "PYTHONPATH": HERE, "PLANTED_BUG": "1" if bug else "0"}
     code = f"{prelude}import runpy, sys; sys.argv = ['repro.py']; runpy.run_path({os.path.join(directory, 'repro.py')!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
+    return procs.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def check_repro(result, bug_prelude: str = "", fixed_prelude: str = "") -> None:
@@ -195,14 +196,14 @@ def test_the_documented_example(tmp_path):
     """docs/debug.md's report: examples/bisect_example.py with examples/buggy_backend.py."""
     examples = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples")
     env = {**os.environ, "PYTHONPATH": examples}
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "bisect", "-q", "--json", "r.json",
+    done = procs.run([sys.executable, "-m", "dynascope.cli", "bisect", "-q", "--json", "r.json",
                            os.path.join(examples, "bisect_example.py")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "op: torch.relu (node x) at bisect_example.py:17" in done.stdout
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["first_bad_stage"] == "buggy_backend" and data["max_rel_err"] == pytest.approx(0.1, rel=1e-3)
-    repro = subprocess.run([sys.executable, "dynascope-repro/repro.py"], cwd=tmp_path, capture_output=True,
+    repro = procs.run([sys.executable, "dynascope-repro/repro.py"], cwd=tmp_path, capture_output=True,
                            text=True, timeout=300, check=False, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})  # fmt: skip
     assert repro.returncode == 1 and repro.stdout.startswith("FAIL")
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import inspect
 import os
-import subprocess
 import sys
 
 import pytest
 import torch
+from support import procs
 
 import dynascope
 from dynascope import _torch
@@ -106,7 +106,7 @@ def test_other_errors_pass_through():
 
 def test_run_no_recompiles_stops_the_script_with_the_reason(tmp_path):
     script = os.path.join(HERE, "scripts", "recompiling.py")
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--no-recompiles", "--no-html",
+    done = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--no-recompiles", "--no-html",
                            "--out", str(tmp_path), script], capture_output=True, text=True, timeout=600,
                           check=False)  # fmt: skip
     assert done.returncode == 1, done.stderr

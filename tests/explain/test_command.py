@@ -3,12 +3,12 @@
 import ast
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from support import procs
 
 from dynascope.artifacts.explanation import Report
 from dynascope.scriptrun import ScriptError, run_script
@@ -19,7 +19,7 @@ DYNASCOPE = [sys.executable, "-m", "dynascope.cli"]
 
 def run_cli(*args, cwd=ROOT):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([*DYNASCOPE, "explain", *args], cwd=cwd, capture_output=True, check=False, text=True, env=env,
+    return procs.run([*DYNASCOPE, "explain", *args], cwd=cwd, capture_output=True, check=False, text=True, env=env,
                           timeout=300)
 
 

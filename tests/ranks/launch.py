@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support import procs
+
 PROGRAMS = Path(__file__).parent / "programs"
 BIN = Path(sys.executable).parent
 
@@ -26,5 +28,5 @@ def torchrun(args: list[str], *, nproc: int = 2, cwd: str | os.PathLike | None =
              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node=N ARGS...` (ARGS: what follows the launcher's own options)."""
     cmd = [str(BIN / "torchrun"), "--standalone", f"--nproc_per_node={nproc}", *args]
-    return subprocess.run(cmd, cwd=cwd, env=env or ranks_env(), capture_output=True, text=True, timeout=timeout,
+    return procs.run(cmd, cwd=cwd, env=env or ranks_env(), capture_output=True, text=True, timeout=timeout,
                           check=False)  # fmt: skip

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from support import procs
 from support.cli import dynascope_here
 from support.invariants import check, collect, report
 
@@ -111,7 +112,7 @@ def test_the_waiting_rank_shows_exposed_communication(straggled):
 
 def test_report_names_the_straggler(straggled):
     _, paths, _ = straggled
-    done = subprocess.run([str(BIN / "dynascope"), "report", *paths], capture_output=True, text=True, timeout=120,
+    done = procs.run([str(BIN / "dynascope"), "report", *paths], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "COLUMNS": "160"}, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Stragglers: the rank that issued collectives last" in done.stdout

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import procs
 
 from .launch import BIN, program, ranks_env, torchrun
 
@@ -93,7 +94,7 @@ def test_dynascope_run_around_torchrun(tmp_path):
     out = tmp_path / "out"
     cmd = [str(BIN / "dynascope"), "run", "--out", str(out), "--backend", "aot_eager", str(BIN / "torchrun"),
            "--standalone", "--nproc-per-node", "2", TRAIN, "--steps", "2"]  # fmt: skip
-    res = subprocess.run(cmd, cwd=tmp_path, env=ranks_env(), capture_output=True, text=True, timeout=300,
+    res = procs.run(cmd, cwd=tmp_path, env=ranks_env(), capture_output=True, text=True, timeout=300,
                          check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     assert "each under `python -m dynascope run --out" in res.stderr  # one line says what it does
@@ -108,7 +109,7 @@ def test_dynascope_run_around_python_m_torch_distributed_run(tmp_path):
     out = tmp_path / "out"
     cmd = [str(BIN / "dynascope"), "run", "--out", str(out), sys.executable, "-m", "torch.distributed.run",
            "--standalone", "--nproc_per_node=2", TRAIN, *STEPS]  # fmt: skip
-    res = subprocess.run(cmd, cwd=tmp_path, env=ranks_env(), capture_output=True, text=True, timeout=300,
+    res = procs.run(cmd, cwd=tmp_path, env=ranks_env(), capture_output=True, text=True, timeout=300,
                          check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     _job_files(out)
@@ -148,7 +149,7 @@ def test_single_process_names_unchanged(tmp_path):
     )
     out = tmp_path / "out"
     env = {k: v for k, v in ranks_env().items() if k not in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")}
-    res = subprocess.run([sys.executable, "-m", "dynascope", "run", "--no-html", "--out", str(out), "-m", "one",
+    res = procs.run([sys.executable, "-m", "dynascope", "run", "--no-html", "--out", str(out), "-m", "one",
                           "--steps", "3"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
                          check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
@@ -164,7 +165,7 @@ ONE = "import torch\nf = torch.compile(lambda x: x.sin() + 1, backend='aot_eager
 
 
 def _dynascope(args: list[str], cwd, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dynascope", *args], cwd=cwd, env=ranks_env(**env),
+    return procs.run([sys.executable, "-m", "dynascope", *args], cwd=cwd, env=ranks_env(**env),
                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
 
 

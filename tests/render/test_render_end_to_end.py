@@ -7,11 +7,11 @@ script → trace (dynascope.session + dynascope.backend + regions) and explanati
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from support import procs
 from support.render_cdp import HeadlessChromium, find_chromium
 
 from dynascope.cli import main as cli_main
@@ -56,9 +56,9 @@ def run_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("e2e")
     script = d / "train.py"
     script.write_text(SCRIPT)
-    traced = subprocess.run([sys.executable, str(script), str(d / "train.pfw.gz")], capture_output=True, check=False, text=True, timeout=300)
+    traced = procs.run([sys.executable, str(script), str(d / "train.pfw.gz")], capture_output=True, check=False, text=True, timeout=300)
     assert traced.returncode == 0, traced.stderr[-3000:]
-    explained = subprocess.run(
+    explained = procs.run(
         [sys.executable, "-m", "dynascope.cli", "explain", "--quiet", "--out", str(d), str(script)],
         capture_output=True, check=False, text=True, timeout=300,
     )

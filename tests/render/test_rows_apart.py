@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import itertools
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -24,6 +23,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from rich.text import Text
+from support import procs
 from support.invariants import (
     assert_invariants,
     check_step_table,
@@ -73,7 +73,7 @@ def run(tmp_path_factory) -> tuple[Path, str]:
     d = tmp_path_factory.mktemp("apart")
     (d / "mlp.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    result = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--no-html", "--out", "out", "mlp.py"],
+    result = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--no-html", "--out", "out", "mlp.py"],
                             cwd=d, env=env, capture_output=True, text=True, check=False, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return d / "out", result.stdout

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from render_fixtures import build_trace
+from support import procs
 from support.invariants import assert_invariants
 
 from dynascope.cli import main as cli_main
@@ -81,7 +82,7 @@ DIFF_KINDS = {"count A": "int", "count B": "int", "A": "us", "B": "us", "Δ": "u
 
 def _run(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}  # piped, no COLUMNS: the default width
-    return subprocess.run([sys.executable, "-m", "dynascope.cli", *args], cwd=tmp, env=env, capture_output=True,
+    return procs.run([sys.executable, "-m", "dynascope.cli", *args], cwd=tmp, env=env, capture_output=True,
                           check=False, text=True, timeout=600)  # fmt: skip
 
 

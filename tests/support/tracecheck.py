@@ -7,11 +7,12 @@ import glob
 import gzip
 import json
 import os
-import subprocess
 import sys
 import zlib
 from collections import defaultdict
 from pathlib import Path
+
+from support import procs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,6 +138,6 @@ def attrs(index: dict, event: dict) -> dict:
 
 def run_script(path: str, cwd: str, env: dict | None = None, args: list[str] | None = None, timeout: int = 600):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
+    return procs.run(
         [sys.executable, path, *(args or [])], cwd=cwd, env=full_env, capture_output=True, check=False, text=True, timeout=timeout
     )
