@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 import pytest
-from support import tracecheck
+from support import procs, tracecheck
 from support.cli import dynascope_here
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "big_activation.py")
@@ -24,7 +23,7 @@ SAVED = 4096 * 8192 * 4  # 128 MiB
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("memory") / "out"
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), SCRIPT],
+    done = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--out", str(out), SCRIPT],
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 1 and "MemoryError: planted" in done.stderr, done.stderr[-3000:]
     (trace,) = [str(p) for p in out.iterdir() if p.name.endswith(".pfw.gz")]
@@ -134,15 +133,19 @@ GATED = os.path.join(os.path.dirname(__file__), "scripts", "gated.py")
 
 def test_compare_eager_says_what_eager_saves_per_layer_and_why_compiled_saves_less(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "dynascope.cli", "run", "--compare-eager", "--out", str(out), GATED],
+    done = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--compare-eager", "--out", str(out), GATED],
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     row = 256 * 32 * 4  # one N x 32 float32 activation
-    layers = {r["layer"]: r for r in json.loads(dynascope_here("report", str(out), "--json").stdout)["memory_by_layer"]}
+    report = json.loads(dynascope_here("report", str(out), "--json").stdout)
+    layers = {r["layer"]: r for r in report["memory_by_layer"]}
+    # the eager run's step peaks beside the compiled run's (each run's memory track starts with its program)
+    assert report["memory_by_step"] and all(r["eager_peak"] for r in report["memory_by_step"]), report["memory_by_step"]
     assert (layers["fc1"]["saved_bytes"], layers["fc1"]["eager_saved_bytes"]) == (row, row)
     # eager keeps sigmoid(h) and the product; inductor keeps the product and recomputes the sigmoid
     assert (layers["gate"]["saved_bytes"], layers["gate"]["eager_saved_bytes"]) == (row, 2 * row)
     assert layers["gate"]["recomputed"] == "sigmoid"
     said = " ".join(done.stdout.split())
     assert "compiled saves 65.5 kB a step, eager 98.3 kB in one forward (32.8 kB less)" in said
+    assert "Peak memory against eager: compiled " in said
     assert "gate: compiled 32.8 kB, eager 65.5 kB: the partitioner recomputes sigmoid in the backward" in said

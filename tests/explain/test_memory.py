@@ -124,3 +124,17 @@ def test_dynamic_shapes_are_symbolic_and_evaluated_at_the_sizes_seen():
     act1 = next(t for t in graph.saved if t.layer == "act1")
     assert act1.bytes == N * 32 * F32
     assert act1.shape.endswith(f"={N}, 32]") and act1.bytes_expr and "*" in act1.bytes_expr
+
+
+def test_inductors_own_estimate_sits_beside_ours_where_it_compiles_the_graph(monkeypatch):
+    inductor_memory = pytest.importorskip("torch._inductor.memory", reason="torch 2.5 has no peak-memory pass")
+    assert inductor_memory  # the pass whose estimate is read (torch._inductor.config.reorder_for_peak_memory)
+    monkeypatch.setattr(torch._inductor.config, "fx_graph_cache", False)  # a cache hit schedules nothing
+    monkeypatch.setattr(torch._inductor.config, "reorder_for_peak_memory", True)
+    _, graph = _compiled(Planted(), "inductor", torch.randn(N, 16))
+    forward, backward = graph.forward_peak, graph.backward_peak
+    wide = N * 4096 * F32  # `big`'s output: an extern matmul's buffer that the sum reads, so no fusion removes it
+    inputs = (N * 16 + 16 * 16 + 16 + 4096 * 16 + 4096) * F32  # the batch and the parameters, all counted by inductor
+    assert wide <= forward.inductor_bytes <= forward.bytes + inputs, forward
+    assert backward.inductor_bytes is not None  # compiled at the first backward, joined to the same account
+    assert "inductor's estimate" in str(_report_of(graph))

@@ -3,7 +3,8 @@ where the run's figures support it."""
 
 import polars as pl
 
-from dynascope.render.memory_text import knobs, memory_line
+from dynascope.analyze.memory import with_eager_peaks
+from dynascope.render.memory_text import knobs, memory_line, peaks_vs_eager_line
 
 GRAPH_COLUMNS = {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "saved_bytes": pl.Int64,
                  "symbolic": pl.Boolean}  # fmt: skip
@@ -52,3 +53,20 @@ def test_cuda_graphs_where_replays_ran_and_nothing_saved_says_where_else_to_look
     nothing = _summary([], [])
     (only,) = knobs(nothing, {"graph": None, "phase": None})
     assert only.startswith("no compiled graph saved anything for the backward")
+
+
+STEPS = {"step": pl.Int64, "peak_max": pl.Int64, "peak_at": pl.String}
+
+
+def test_step_peaks_against_eager_apart_from_the_first_step_that_compiles():
+    compiled = pl.DataFrame([(0, 900_000_000, "compiling 0/0"), (1, 510_000_000, "g"), (2, 520_000_000, "g")],
+                            schema=STEPS, orient="row")  # fmt: skip
+    eager = pl.DataFrame([(0, 500_000_000, "x"), (1, 530_000_000, "x"), (2, 500_000_000, "x")], schema=STEPS,
+                         orient="row")  # fmt: skip
+    steps = with_eager_peaks(compiled, eager)
+    assert steps["eager_peak"].to_list() == [500_000_000, 530_000_000, 500_000_000]  # each step beside its own
+    line = peaks_vs_eager_line(Tables(memory_by_step=steps))
+    assert line == ("Peak memory against eager: compiled 520 MB, eager 530 MB (10 MB less) at the highest step after "
+                    "the first; step 0, where the compiled run compiles: compiled 900 MB, eager 500 MB (400 MB more)")
+    assert peaks_vs_eager_line(Tables(memory_by_step=compiled)) is None  # no eager run: nothing said
+    assert with_eager_peaks(compiled, eager[:0]).equals(compiled)  # an eager run without samples adds nothing

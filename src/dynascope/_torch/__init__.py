@@ -98,7 +98,7 @@ from dynascope._torch.dynamo import (  # noqa: F401
     torch_package_dir,
     unwrap_compiled,
 )
-from dynascope._torch.memory import is_view_op, on_partition, size_hint  # noqa: F401
+from dynascope._torch.memory import is_view_op, on_inductor_peak, on_partition, size_hint  # noqa: F401
 from dynascope._torch.training import (  # noqa: F401
     _OWN_PROFILER,
     Activity,

@@ -209,8 +209,8 @@ def by_graph(mem_graph: pl.DataFrame, explanation: Report | None) -> pl.DataFram
     return table.with_columns(
         pl.when(pl.col("calls") > 0).then(pl.col("grew") / pl.col("calls")).otherwise(None).alias("grew_per_call"),
     ).sort(["compile_id", "graph", "phase"], nulls_last=True).select(
-        "compile_id", "graph", "phase", "calls", "peak_max", "grew_per_call", "estimated_peak", "saved_bytes",
-        "symbolic",
+        "compile_id", "graph", "phase", "calls", "peak_max", "grew_per_call", "estimated_peak", "inductor_peak",
+        "saved_bytes", "symbolic",
     )  # fmt: skip
 
 
@@ -220,10 +220,11 @@ def _estimates(graphs: list[GraphMemory]) -> pl.DataFrame:
         name = g.graph  # a DDP piece's is the trace's "__compiled_fn_1[ddp 2/4]"
         for phase, peak, saved in (("forward", g.forward_peak, g.saved_bytes), ("backward", g.backward_peak, None)):
             rows.append({"compile_id": g.compile_id, "graph": name, "phase": phase,
-                         "estimated_peak": peak.bytes if peak else None, "saved_bytes": saved,
+                         "estimated_peak": peak.bytes if peak else None,
+                         "inductor_peak": peak.inductor_bytes if peak else None, "saved_bytes": saved,
                          "symbolic": g.symbolic})  # fmt: skip
     schema = {"compile_id": pl.String, "graph": pl.String, "phase": pl.String, "estimated_peak": pl.Int64,
-              "saved_bytes": pl.Int64, "symbolic": pl.Boolean}  # fmt: skip
+              "inductor_peak": pl.Int64, "saved_bytes": pl.Int64, "symbolic": pl.Boolean}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -287,3 +288,13 @@ def with_eager_saved(compiled: pl.DataFrame, eager: pl.DataFrame) -> pl.DataFram
     theirs = eager.select("layer", "eager_saved_bytes")
     return mine.join(theirs, on="layer", how="full", coalesce=True).sort(
         pl.max_horizontal("saved_bytes", "eager_saved_bytes"), descending=True, nulls_last=True)
+
+
+def with_eager_peaks(compiled: pl.DataFrame, eager: pl.DataFrame) -> pl.DataFrame:
+    """The compiled run's memory_by_step with the eager run's peak of the same step beside it (eager_peak)."""
+    if not compiled.height or not eager.height or "peak_max" not in eager.columns:
+        return compiled
+    keys = [k for k in ("rank", "step") if k in compiled.columns and k in eager.columns]
+    theirs = eager.select(*keys, pl.col("peak_max").alias("eager_peak"))
+    return compiled.drop("eager_peak", strict=False).join(theirs, on=keys, how="left", nulls_equal=True)
+

@@ -152,4 +152,5 @@ def with_eager(summary: Summary, eager: Summary) -> Summary:
         column("breakeven_calls", pl.Int64), column("noisy", pl.Boolean), column("verdict", pl.String),
     )  # fmt: skip
     return dataclasses.replace(summary, vs_eager=table, compiled_functions=functions,
-                               memory_by_layer=memory.with_eager_saved(summary.memory_by_layer, eager.memory_by_layer))
+                               memory_by_layer=memory.with_eager_saved(summary.memory_by_layer, eager.memory_by_layer),
+                               memory_by_step=memory.with_eager_peaks(summary.memory_by_step, eager.memory_by_step))

@@ -186,7 +186,8 @@ class Summary:
     hangs: pl.DataFrame = field(default_factory=_empty)
     # Memory (analyze/memory.py, docs/memory.md). compile_id, graph, phase, calls, peak_max (the highest memory
     #   sample within a call), grew_per_call (memory in use at a call's end minus at its start, mean), and from
-    #   the explanation estimated_peak (that phase's, by the graph's liveness), saved_bytes (forward rows:
+    #   the explanation estimated_peak (that phase's, by the graph's liveness), inductor_peak (inductor's own
+    #   estimate after fusion, where inductor compiled the graph itself), saved_bytes (forward rows:
     #   activations kept for the backward) and symbolic (compiled with symbolic sizes). Empty without memory
     #   samples or an explanation with memory.
     memory_by_graph: pl.DataFrame = field(default_factory=_empty)

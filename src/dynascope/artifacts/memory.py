@@ -62,11 +62,14 @@ class LiveTensor(_data.Data):
 @dataclass
 class PeakEstimate(_data.Data):
     """The most memory one graph holds at once while it runs, by the liveness rule of docs/memory.md: the
-    node whose output reached it, and the biggest tensor live then (often what to look at)."""
+    node whose output reached it, and the biggest tensor live then (often what to look at). Beside it,
+    inductor's own estimate for the same half where inductor compiled it with its peak-memory pass: after
+    fusion, the graph's inputs counted until their last use."""
 
     bytes: int
     at: LiveTensor | None = None
     largest: LiveTensor | None = None
+    inductor_bytes: int | None = None
     _nested: ClassVar[dict[str, type]] = {"at": LiveTensor, "largest": LiveTensor}
 
 

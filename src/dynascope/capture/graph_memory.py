@@ -12,6 +12,7 @@ without partitioning it again.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import re
@@ -28,6 +29,10 @@ TANGENT_PREFIX = "tangents"
 _listeners: list[Callable[[GraphMemory], None]] = []
 _unhook: list[Callable[[], None]] = []
 _lock = threading.Lock()  # compiles may run on several threads
+# the latest account of each (compile id, graph), for inductor's estimate that comes after the partition
+# (the backward's maybe much later, at its first call); bounded, oldest dropped
+_recent: dict[tuple[str | None, str | None], GraphMemory] = {}
+_RECENT_MAX = 256
 
 
 def listen(listener: Callable[[GraphMemory], None]) -> Callable[[], None]:
@@ -37,13 +42,15 @@ def listen(listener: Callable[[GraphMemory], None]) -> Callable[[], None]:
     with _lock:
         if not _unhook:
             _unhook.append(_torch.on_partition(_on_partition))
+            with contextlib.suppress(TorchVersionError):  # torch 2.5 has no peak-memory pass to read
+                _unhook.append(_torch.on_inductor_peak(_on_inductor_peak))
         _listeners.append(listener)
 
     def remove() -> None:
         with _lock:
             if listener in _listeners:
                 _listeners.remove(listener)
-            if not _listeners and _unhook:
+            while not _listeners and _unhook:
                 _unhook.pop()()
 
     return remove
@@ -74,7 +81,30 @@ def restore(record: dict, compile_id: str | None, graph: str | None) -> None:
     _tell(account)
 
 
+def _on_inductor_peak(is_backward: bool, peak: int) -> None:
+    """Inductor's own estimate of a half's peak, beside ours on the account of the graph being compiled."""
+    compile_id = _torch.current_compile_id()
+    with _lock:
+        account = _recent.get((compile_id, _graph_name()))
+        if account is None:  # a backward compiled at its first call, outside Dynamo's graph compile
+            account = next((a for a in reversed(_recent.values()) if a.compile_id == compile_id
+                            and _half(a, is_backward) is not None
+                            and _half(a, is_backward).inductor_bytes is None), None)  # type: ignore[union-attr]
+    half = _half(account, is_backward) if account is not None else None
+    if half is not None:
+        half.inductor_bytes = max(half.inductor_bytes or 0, peak)  # a graph with subgraphs schedules several
+
+
+def _half(account: GraphMemory, is_backward: bool) -> PeakEstimate | None:
+    return account.backward_peak if is_backward else account.forward_peak
+
+
 def _tell(account: GraphMemory) -> None:
+    with _lock:
+        _recent.pop((account.compile_id, account.graph), None)
+        _recent[(account.compile_id, account.graph)] = account
+        while len(_recent) > _RECENT_MAX:
+            del _recent[next(iter(_recent))]
     for listener in list(_listeners):
         try:
             listener(account)

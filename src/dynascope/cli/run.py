@@ -135,6 +135,7 @@ def main(argv: list[str]) -> int:
         profiler = CompileProfiler(script=script).start()
     notes: list[str] = []
     error: BaseException | None = None
+    session.memory_sampler_ready(timeout=2.0)  # its first sample before the program's: a short step gets one too
     try:
         with tracing_compiles(ns.backend, ns.shapes, notes), _recompile_guard(ns.no_recompiles):
             error = run_script(script, ns.args)

@@ -73,7 +73,9 @@ def memory_lines(graphs: list[GraphMemory]) -> Lines:
         for half, peak in (("forward", graph.forward_peak), ("backward", graph.backward_peak)):
             if peak is not None and peak.at is not None:
                 out.add(f"      estimated {half} peak {human_bytes(peak.bytes)} at {_where(peak.at)}"
-                        + (f"; biggest live: {_where(peak.largest)}" if peak.largest else ""))
+                        + (f"; biggest live: {_where(peak.largest)}" if peak.largest else "")
+                        + (f"; inductor's estimate {human_bytes(peak.inductor_bytes)}"
+                           if peak.inductor_bytes is not None else ""))
         for t in sorted(activations, key=lambda t: -t.bytes):
             size = f"{t.bytes_expr} = " if t.bytes_expr else ""
             what = f"{t.name} {t.shape} {t.dtype}{_at(t.file, t.line)}  {t.code}".rstrip()

@@ -338,10 +338,10 @@ def _ranks_view(summary: Summary) -> dict | None:
 def _memory_findings(summary: Summary) -> list[dict]:
     """Out of memory, and compiled against eager, as the terminal says them (render/memory_text.py): one
     panel per headline, its "  - " lines as items."""
-    from dynascope.render.memory_text import out_of_memory_lines, saved_vs_eager_lines
+    from dynascope.render.memory_text import out_of_memory_lines, vs_eager_lines
 
     panels: list[dict] = []
-    for line in out_of_memory_lines(summary) + saved_vs_eager_lines(summary):
+    for line in out_of_memory_lines(summary) + vs_eager_lines(summary):
         if line.startswith("  - ") and panels:
             panels[-1]["points"].append(line.removeprefix("  - "))
         else:

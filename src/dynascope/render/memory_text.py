@@ -78,6 +78,39 @@ def _per(graphs: int) -> str:
     return "a step" if graphs <= 1 else f"over {graphs} graphs"
 
 
+def vs_eager_lines(summary: Summary) -> list[str]:
+    """Where an eager run was compared: the two runs' step peaks, then what each keeps for the backward."""
+    peaks = peaks_vs_eager_line(summary)
+    return ([peaks] if peaks else []) + saved_vs_eager_lines(summary)
+
+
+def peaks_vs_eager_line(summary: Summary) -> str | None:
+    """"Peak memory: compiled X, eager Y": the highest step peak of each run after the first step (the first
+    compiles), and the first step's apart; None without both runs' memory samples."""
+    steps = summary.table("memory_by_step")
+    if not steps.height or "eager_peak" not in steps.columns or steps["eager_peak"].null_count() == steps.height:
+        return None
+    first = steps["step"].min()
+    first = int(first) if first is not None else None  # type: ignore[arg-type]
+    later = steps.filter(steps["step"] > first) if first is not None else steps[:0]
+    parts = []
+    if later.height:
+        parts.append(f"{_against(later)} at the highest step after the first")
+    opening = steps.filter(steps["step"] == first) if first is not None else steps
+    if opening.height:
+        parts.append(f"step {first}, where the compiled run compiles: {_against(opening)}")
+    return "Peak memory against eager: " + "; ".join(parts)
+
+
+def _against(steps: Any) -> str:
+    mine, theirs = steps["peak_max"].max(), steps["eager_peak"].max()
+    if mine is None or theirs is None:
+        return "no figure for one of the runs"
+    word = "less" if mine < theirs else "more"
+    difference = "the same" if mine == theirs else f"{human_bytes(abs(mine - theirs))} {word}"
+    return f"compiled {human_bytes(mine)}, eager {human_bytes(theirs)} ({difference})"
+
+
 def saved_vs_eager_lines(summary: Summary) -> list[str]:
     """Where an eager run was compared: "compiled saves X for the backward, eager Y", and per layer where they
     differ, by how much and (from the explanation) why: what the partitioner recomputes there, or the

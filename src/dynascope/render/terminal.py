@@ -40,7 +40,7 @@ from dynascope.render._fmt import (
     summary_top,
 )
 from dynascope.render._table import NUMERIC_KINDS, Column, FitTable
-from dynascope.render.memory_text import memory_line, out_of_memory_lines, saved_vs_eager_lines
+from dynascope.render.memory_text import memory_line, out_of_memory_lines, vs_eager_lines
 from dynascope.render.table_specs import SPEC_BY_ATTR, STEP_PARTS, Col
 from dynascope.render.terminal_ranks import (
     divergence_lines,
@@ -381,7 +381,7 @@ def render_summary(summary: Summary, console: Console | None = None, top: int | 
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
     printed = int(render_hangs(summary, console))
-    for line in out_of_memory_lines(summary) + saved_vs_eager_lines(summary):
+    for line in out_of_memory_lines(summary) + vs_eager_lines(summary):
         console.print(Prose(line, style="bold red" if line.startswith("Out of memory") else ""))
         printed += 1
     printed += int(render_divergence(summary, console))
@@ -418,7 +418,7 @@ def render_short(summary: Summary, console: Console | None = None, top: int = 5)
         console.print(Prose(headline))
     for warning in meta_warnings(summary):
         console.print(Prose(f"warning: {warning}", style="yellow"))
-    memory = out_of_memory_lines(summary) + saved_vs_eager_lines(summary)
+    memory = out_of_memory_lines(summary) + vs_eager_lines(summary)
     for line in hang_text(summary) + straggler_lines(summary) + memory:
         console.print(Prose(line, style="bold red" if line.startswith(("Hang", "Out of memory")) else ""))
     for line in divergence_lines(summary, shown=1):

@@ -197,7 +197,8 @@ class TraceSession:
 
     def memory_sampler_ready(self, timeout: float) -> bool:
         """Wait until the memory sampler takes its first sample (its compiled loop loads in its own thread, a
-        fraction of a second after the session opens); False where there is none. For tests and benchmarks."""
+        fraction of a second after the session opens); False where there is none. `dynascope run` waits for it
+        before the program starts, and so do tests and benchmarks."""
         return self._sampler is not None and self._sampler.ready.wait(timeout) and self._sampler.error is None
 
     def flush(self) -> None:
