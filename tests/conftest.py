@@ -81,3 +81,22 @@ def no_session_leaks():
     if active is not None:
         active.finalize()
         pytest.fail(f"the test left a trace session open: {active.path}")
+
+
+# DYNASCOPE_TESTS_CPU_LOG=FILE: a line per test (own CPU s, CPU s of the children it waited for, wall s, start,
+# worker, test id), to find where the suite's time goes. Runs through the zygote (support/procs.py) are the
+# zygote's children, so their CPU is not in the second column: DYNASCOPE_TESTS_ZYGOTE=0 puts it there.
+if os.environ.get("DYNASCOPE_TESTS_CPU_LOG"):
+    import resource
+    import time as _time
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        def cpu():
+            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+        (a, b), t = cpu(), _time.time()
+        yield
+        (c, d), u = cpu(), _time.time()
+        with open(os.environ["DYNASCOPE_TESTS_CPU_LOG"], "a") as f:
+            f.write(f"{c - a:.2f}\t{d - b:.2f}\t{u - t:.2f}\t{t:.1f}\t{os.environ.get('PYTEST_XDIST_WORKER')}\t{item.nodeid}\n")
