@@ -239,3 +239,17 @@ def test_frame_probe_accessors():
     torch.testing.assert_close(wrapper(a), branchy(a, a))
     assert _torch.break_reason_name("call torch._dynamo.disable() wrapped function <function f at 0x7f1>") == (
         "call torch._dynamo.disable() wrapped function f")
+
+
+def test_inductors_peak_memory_pass_is_watched_and_left_as_it_was():
+    try:
+        from torch._inductor import memory as inductor_memory
+    except ImportError:  # torch 2.5: no such pass, and one line says so
+        with pytest.raises(TorchVersionError, match="inductor's own peak-memory estimate: not available"):
+            _torch.on_inductor_peak(lambda is_backward, peak: None)
+        return
+    before = (inductor_memory.reorder_for_peak_memory, inductor_memory.estimate_peak_memory)
+    remove = _torch.on_inductor_peak(lambda is_backward, peak: None)
+    assert inductor_memory.reorder_for_peak_memory is not before[0]
+    remove()
+    assert (inductor_memory.reorder_for_peak_memory, inductor_memory.estimate_peak_memory) == before

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from dynascope._torch.version import moved
+from dynascope._torch.version import moved, unsupported
 
 _listeners: list[Callable[[Any, Any, Any], None]] = []
 _lock = threading.Lock()
@@ -104,8 +104,8 @@ def on_inductor_peak(listener: Callable[[bool, int], None]) -> Callable[[], None
     Raises TorchVersionError where torch has no such pass (2.5)."""
     try:
         from torch._inductor import memory as inductor_memory
-    except ImportError as exc:
-        raise moved("torch._inductor.memory", exc) from exc
+    except ImportError as exc:  # 2.5: inductor has no peak-memory pass at all
+        raise unsupported("inductor's own peak-memory estimate", "2.6") from exc
     with _lock:
         if not _peak_originals:
             reorder = getattr(inductor_memory, "reorder_for_peak_memory", None)
