@@ -7,8 +7,8 @@ spend some 2.5 s importing torch, Dynamo and inductor, which on 2 cores was a th
 What runs is the same program in its own process (environment, working directory, argv, files, exit code,
 atexit handlers, an uncaught exception's traceback); only torch's import came before it. So a command runs
 through a zygote only where nothing that torch or Python reads at start-up differs: the environment
-variables under IMPORT_TIME_PREFIXES are those the zygote was started with. Each such environment gets its
-own zygote once a second command asks for it (the first runs as a plain subprocess). Anything else (other
+variables under IMPORT_TIME_PREFIXES are those the zygote was started with: each such environment gets its
+own zygote, started by the first command that asks for it. Anything else (other
 interpreter options, standard input, a command that is not Python) runs as a plain subprocess, and so does
 everything where DYNASCOPE_TESTS_ZYGOTE=0.
 """
@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
-# read by Python, torch or the libraries it loads when they start (OMP_NUM_THREADS by libgomp at load)
-IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_", "CUDA", "LD_", "NCCL", "GLOO")
+# read by Python, torch, numba or the libraries they load when they start (OMP_NUM_THREADS by libgomp at load)
+IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_", "CUDA", "LD_", "NCCL", "GLOO", "NUMBA")
 _zygotes: dict[tuple, _Zygote | None] = {}
-_asked: set[tuple] = set()
 
 
 def run(cmd: list[Any], *, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
@@ -73,9 +72,6 @@ def _is_console_script(path: str) -> bool:
 
 
 def _zygote(key: tuple, env: dict[str, str]) -> _Zygote | None:
-    if key not in _asked:  # the first command of an environment runs on its own
-        _asked.add(key)
-        return None
     zygote = _zygotes.get(key)
     if key not in _zygotes or (zygote is not None and not zygote.alive()):
         _zygotes[key] = zygote = _Zygote.start(env)

@@ -1,5 +1,5 @@
-"""A process that has imported torch (with Dynamo and inductor) and forks a child for each Python command the
-tests run, so that a traced run in a test does not import torch anew (about 2.5 s a run on 2 cores).
+"""A process that has imported torch (with Dynamo and inductor) and numba, and forks a child for each Python
+command the tests run, so that a traced run in a test does not import torch anew (about 2.5 s a run on 2 cores).
 
 Run by tests/support/procs.py, one per pytest worker. Requests come on stdin, one JSON line each:
 {"argv": [...], "cwd": ..., "env": {...}, "stdout": path, "stderr": path}; for each, a line
