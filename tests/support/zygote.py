@@ -15,9 +15,15 @@ import runpy
 import sys
 import types
 
+import numba
+import numba.typed
 import torch
 import torch._dynamo
 import torch._inductor.compile_fx  # noqa: F401
+
+# numba's compiler initialised once (LLVM, its type registries): each child then loads dynascope's cached loops
+# (trace writer, memory sampler, trace reader) in milliseconds instead of 0.35 s. No threads are started.
+numba.njit(lambda x: x + 1)(1)
 
 
 def _child(request: dict) -> None:
