@@ -99,6 +99,9 @@ def test_a_warm_run_is_served_by_aotautograds_cache_and_traces_the_same_kernels(
     # accounts come from beside the cache (capture/graph_memory.py), the same as the cold run's
     memory = [json.loads((tmp_path / run / "explanation.json").read_text())["memory"] for run in ("cold", "warm")]
     assert len(memory[0]) == 3 and memory[1] == memory[0]
+    # inductor's own estimates too, the backward's included (compiled at its first call, after the forward's
+    # record was written: the backward's record carries it)
+    assert all(g["forward_peak"]["inductor_bytes"] and g["backward_peak"]["inductor_bytes"] for g in memory[1])
 
 
 @NEEDS_HIT_PATH

@@ -299,7 +299,9 @@ class TracingBackend:
                 return compiled
             place = _torch.fx_graph_cache_place(compiled)
             if place is not None and "digest" in dynamo:
-                account = accounts[-1].to_dict() if phase == "forward" and accounts else None
+                # the backward's record carries the account again: inductor's estimate of the backward's peak
+                # arrives only now (its compile may come at its first call, after the forward's record)
+                account = accounts[-1].to_dict() if accounts else None
                 warm_cache.save(place[1], phase, dynamo["digest"], kind, named, memory=account)
             return compiled
 
@@ -311,6 +313,8 @@ class TracingBackend:
                     raise ConfigError("its kernels' record beside inductor's cache went missing while it loaded")
                 if phase == "forward" and isinstance(record.get("memory"), dict):
                     graph_memory.restore(record["memory"], context.compile_id, context.base)
+                elif phase == "backward" and isinstance(record.get("memory"), dict):
+                    graph_memory.restore_backward_estimate(record["memory"], context.compile_id, context.base)
                 saved = list(zip(record["names"], record["fields"], strict=True))
                 if record["kind"] == "replay":
                     self._trace_replays(compiled, dynamo["gm"], context, phase, saved)

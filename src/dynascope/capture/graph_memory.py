@@ -81,6 +81,16 @@ def restore(record: dict, compile_id: str | None, graph: str | None) -> None:
     _tell(account)
 
 
+def restore_backward_estimate(record: dict, compile_id: str | None, graph: str | None) -> None:
+    """Inductor's estimate of the backward's peak, kept with the backward's record beside inductor's cache, onto
+    the account `restore` handed out from the forward's record for the same compile."""
+    saved = GraphMemory.from_dict(record).backward_peak
+    with _lock:
+        account = _recent.get((compile_id, graph))
+    if saved is not None and account is not None and account.backward_peak is not None:
+        account.backward_peak.inductor_bytes = saved.inductor_bytes
+
+
 def _on_inductor_peak(is_backward: bool, peak: int) -> None:
     """Inductor's own estimate of a half's peak, beside ours on the account of the graph being compiled."""
     compile_id = _torch.current_compile_id()
