@@ -44,9 +44,11 @@ def run(cmd: list[Any], *, cwd: str | os.PathLike | None = None, env: dict[str, 
                               check=check, **kwargs)  # fmt: skip
     key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES)))
     zygote = _zygote(key, env)
-    if zygote is None:
+    done = zygote.run(cmd, argv, os.fspath(cwd or os.getcwd()), env, timeout) if zygote is not None else None
+    if done is None:  # no zygote for this environment (it could not import torch): never try it again
+        _zygotes[key] = None
         return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True, check=False)
-    return zygote.run(cmd, argv, os.fspath(cwd or os.getcwd()), env, timeout)
+    return done
 
 
 def _python_argv(cmd: list[str]) -> list[str] | None:
@@ -88,7 +90,7 @@ class _Zygote:
     def start(cls, env: dict[str, str]) -> _Zygote | None:
         try:
             proc = subprocess.Popen([sys.executable, str(ZYGOTE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=env, text=True, bufsize=1)  # fmt: skip
+                                    stderr=subprocess.DEVNULL, env=env, text=True, bufsize=1)  # fmt: skip
         except OSError:
             return None
         zygote = cls(proc, tempfile.mkdtemp(prefix="dynascope-zygote-"))
@@ -110,15 +112,19 @@ class _Zygote:
             self.proc.stdout.close()
 
     def run(self, cmd: list[str], argv: list[str], cwd: str, env: dict[str, str],
-            timeout: float | None) -> subprocess.CompletedProcess:  # fmt: skip
+            timeout: float | None) -> subprocess.CompletedProcess | None:  # fmt: skip
+        """The command's result, or None where this zygote cannot run it (it died, or never started)."""
         out, err = os.path.join(self.scratch, "stdout"), os.path.join(self.scratch, "stderr")
         request = {"argv": argv, "cwd": cwd, "env": env, "stdout": out, "stderr": err}
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        started = self._reply(None)  # the zygote answers once it has imported torch and forked
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            started = self._reply(None)  # the zygote answers once it has imported torch and forked
+        except OSError:  # it could not start (no torch here)
+            started = None
         if started is None:
-            return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True, check=False)
+            return None
         pid = started["pid"]
         ended = self._reply(timeout)
         if ended is None:
