@@ -155,3 +155,16 @@ def test_directory_leaves_out_explanation_and_converted_files(tmp_path):
     (empty / "explanation.json").write_text("{}")
     with pytest.raises(TraceFormatError, match="no trace files"):
         expand_paths([empty])
+
+
+def test_the_eager_run_of_a_compare_eager_run_is_found_beside_it_and_not_compared_with_itself(tmp_path):
+    from dynascope.render.outputs import eager_beside
+
+    run, eager = tmp_path / "run", tmp_path / "run" / "eager"
+    eager.mkdir(parents=True)
+    (run / "train-1.pfw.gz").write_bytes(b"")
+    (eager / "train-2.pfw.gz").write_bytes(b"")
+    assert eager_beside([run]) == eager  # `dynascope report RUN`
+    assert eager_beside([run / "train-1.pfw.gz"]) == eager  # or one of its traces
+    assert eager_beside([eager]) is None  # `dynascope report RUN/eager`: that run alone
+    assert eager_beside([eager / "train-2.pfw.gz"]) is None

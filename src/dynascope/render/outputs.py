@@ -46,11 +46,15 @@ class RunFiles:
 
 def eager_beside(traces: list[Any]) -> Path | None:
     """The eager/ directory a `dynascope run --compare-eager` wrote, under a directory given or beside a trace."""
+    given = [Path(raw).resolve() for raw in traces]
     for raw in traces:
         p = Path(raw)
         for d in ([p] if p.is_dir() else []) + [p.parent]:
-            if (d / EAGER_DIR).is_dir() and any((d / EAGER_DIR).glob("*.pfw*")):
-                return d / EAGER_DIR
+            eager = d / EAGER_DIR
+            if any(g == eager.resolve() or eager.resolve() in g.parents for g in given):
+                continue  # the eager run itself, given: it is not compared with itself
+            if eager.is_dir() and any(eager.glob("*.pfw*")):
+                return eager
     return None
 
 
