@@ -7,18 +7,20 @@ spend some 2.5 s importing torch, Dynamo and inductor, which on 2 cores was a th
 What runs is the same program in its own process (environment, working directory, argv, files, exit code,
 atexit handlers, an uncaught exception's traceback); only torch's import came before it. So a command runs
 through a zygote only where nothing that torch or Python reads at start-up differs: the environment
-variables under IMPORT_TIME_PREFIXES are those the zygote was started with: each such environment gets its
-own zygote, started by the first command that asks for it. Anything else (other
-interpreter options, standard input, a command that is not Python) runs as a plain subprocess, and so does
-everything where DYNASCOPE_TESTS_ZYGOTE=0.
+variables under IMPORT_TIME_PREFIXES are those the zygote was started with. Each such environment gets its
+own zygote, started by the first command that asks for it. Anything else (other interpreter options,
+standard input, a command that is not Python) runs as a plain subprocess, and so does everything where
+DYNASCOPE_TESTS_ZYGOTE=0.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,6 +112,7 @@ class _Zygote:
             self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def run(self, cmd: list[str], argv: list[str], cwd: str, env: dict[str, str],
             timeout: float | None) -> subprocess.CompletedProcess | None:  # fmt: skip
@@ -128,7 +131,8 @@ class _Zygote:
         pid = started["pid"]
         ended = self._reply(timeout)
         if ended is None:
-            os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # already gone: the zygote itself died
+                os.killpg(pid, signal.SIGKILL)
             self._reply(None)
             raise subprocess.TimeoutExpired(cmd, timeout or 0, _read(out), _read(err))
         return subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(ended["status"]), _read(out), _read(err))
