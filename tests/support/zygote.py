@@ -2,24 +2,37 @@
 command the tests run, so that a traced run in a test does not import torch anew (about 2.5 s a run on 2 cores).
 
 Run by tests/support/procs.py, one per pytest worker. Requests come on stdin, one JSON line each:
-{"argv": [...], "cwd": ..., "env": {...}, "stdout": path, "stderr": path}; for each, a line
+{"argv": [...], "cwd": ..., "env": {...}, "stdout": path, "stderr": path, "ranks": N}; for each, a line
 {"pid": N} when the child starts, then {"status": waitpid's status} when it ends.
 
 The child is what `python ARGV` would be after torch's import: its own process, environment, working
 directory, argv, stdin (/dev/null), stdout and stderr (the files), `__main__`, and a normal interpreter exit
-(atexit handlers, an uncaught exception's traceback and exit code 1)."""
+(atexit handlers, an uncaught exception's traceback and exit code 1).
+
+A torchrun launch ("ranks": N) saves the ranks' imports too: before torchrun runs, while the child is still
+single-threaded, it forks N idle copies of itself ("embryos"), and torchrun's worker start-up
+(SubprocessHandler._popen) hands a Python worker command to one of them instead of starting an interpreter.
+The worker is then the launcher's child as before (a Popen whose pid torchrun polls, signals and waits for),
+in its own session, with the environment torchrun gave it. A worker that needs anything else (redirected
+output, another interpreter's options, a variable read at start-up that differs) starts as torchrun starts
+it."""
 
 import json
 import os
 import runpy
+import subprocess
 import sys
 import types
+import warnings
 
 import numba
 import numba.typed
 import torch
 import torch._dynamo
 import torch._inductor.compile_fx  # noqa: F401
+from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler
+
+from support.procs import IMPORT_TIME_PREFIXES, python_argv
 
 # numba's compiler initialised once (LLVM, its type registries): each child then loads dynascope's cached loops
 # (trace writer, memory sampler, trace reader) in milliseconds instead of 0.35 s. No threads are started.
@@ -29,16 +42,35 @@ numba.njit(lambda x: x + 1)(1)
 def _child(request: dict) -> None:
     os.setpgid(0, 0)  # a test that kills the run's group kills it alone
     os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
+    _start_as(request["env"])
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
         out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(out, fd)
         os.close(out)
+    if request.get("ranks"):
+        _hand_workers_to(_embryos(request["ranks"]))
+    _main(request["argv"])
+
+
+def _start_as(env: dict[str, str]) -> None:
+    """Take `env` as this process's environment, and PYTHONPATH and PYTHONWARNINGS in it as the interpreter takes
+    them at start (procs.py starts the zygote without them): the folders after the script's own on sys.path,
+    the warning filters before the default ones."""
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[1:1] = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    options = [o for o in env.get("PYTHONWARNINGS", "").split(",") if o]
+    if options:
+        sys.warnoptions[:] = options
+        warnings._processoptions(options)
+
+
+def _main(argv: list[str]) -> None:
+    """Run ARGV as `python ARGV` does, and end the process as it would."""
     try:
-        _run(request["argv"])
+        _run(argv)
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - what the interpreter does with an uncaught exception
@@ -69,7 +101,86 @@ def _run(argv: list[str]) -> None:
         runpy.run_path(argv[0], run_name="__main__")
 
 
+def _embryos(count: int) -> list[tuple[int, int]]:
+    """(pid, pipe to it) of `count` forked copies of this process, each waiting for the command it is to run."""
+    embryos: list[tuple[int, int]] = []
+    for _ in range(count):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(write)
+            for _, other in embryos:
+                os.close(other)
+            _embryo(read)
+        os.close(read)
+        embryos.append((pid, write))
+    return embryos
+
+
+def _embryo(pipe: int) -> None:
+    """Wait for a worker's command (a JSON {"argv", "env"} and end of file) and run it, or end with the launcher."""
+    data = b""
+    while chunk := os.read(pipe, 1 << 16):
+        data += chunk
+    os.close(pipe)
+    if not data:
+        os._exit(0)  # the launcher ended without needing this one
+    request = json.loads(data)
+    os.setsid()  # as torchrun's Popen(start_new_session=True): it signals the worker's group
+    os.environ.clear()
+    os.environ.update(request["env"])  # its PYTHONPATH and warnings are the launcher's, applied already
+    _main(request["argv"])
+
+
+class _Handed(subprocess.Popen):
+    """A Popen of a worker handed to an embryo: everything but the start is Popen's own (poll, wait, signals)."""
+
+    def __init__(self, embryo: tuple[int, int], argv: list[str], env: dict[str, str]) -> None:
+        self._embryo, self._request = embryo, json.dumps({"argv": argv, "env": env}).encode()
+        super().__init__([sys.executable, *argv], env=env, start_new_session=True)
+
+    def _execute_child(self, *args, **kwargs) -> None:
+        pid, pipe = self._embryo
+        view = memoryview(self._request)
+        while view:
+            view = view[os.write(pipe, view) :]
+        os.close(pipe)
+        self.pid = pid
+        self._child_created = True
+
+
+def _hand_workers_to(embryos: list[tuple[int, int]]) -> None:
+    """Make torchrun's worker start-up hand each Python worker it can to an embryo."""
+    started = dict(os.environ)
+    original = subprocess_handler.SubprocessHandler._popen
+
+    def _popen(self, args, env):
+        argv = _worker_argv([str(a) for a in args], env, started)
+        if argv is None or not embryos or self._stdout is not None or self._stderr is not None:
+            return original(self, args, env)
+        return _Handed(embryos.pop(0), argv, env)
+
+    subprocess_handler.SubprocessHandler._popen = _popen
+
+
+def _worker_argv(args: list[str], env: dict[str, str], started: dict[str, str]) -> list[str] | None:
+    """What follows `python` in a worker's command, where an embryo runs it as that command would run: the
+    variables read at start-up are those this process started with (aside from those torchrun sets for its
+    workers, read when they run: TORCHELASTIC_*, and TORCH_NCCL_* for a NCCL group), and torchrun's `-u` (some
+    versions) is what PYTHONUNBUFFERED already gives."""
+    if args[0] == sys.executable and args[1:2] == ["-u"] and env.get("PYTHONUNBUFFERED"):
+        args = [args[0], *args[2:]]
+    argv = python_argv(args)
+
+    def at_start(variables: dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in variables.items() if k.startswith(IMPORT_TIME_PREFIXES)
+                and not k.startswith(("TORCHELASTIC_", "TORCH_NCCL_"))}  # fmt: skip
+
+    return argv if argv is not None and at_start(env) == at_start(started) else None
+
+
 def main() -> None:
+    print(json.dumps({"modules": sorted({name.partition(".")[0] for name in sys.modules})}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
