@@ -84,17 +84,19 @@ def no_session_leaks():
 
 
 # DYNASCOPE_TESTS_CPU_LOG=FILE: a line per test (own CPU s, CPU s of the children it waited for, wall s, start,
-# worker, test id), to find where the suite's time goes. Runs through the zygote (support/procs.py) are the
-# zygote's children, so their CPU is not in the second column: DYNASCOPE_TESTS_ZYGOTE=0 puts it there.
+# worker, test id), to find where the suite's time goes. The children's column counts the commands run through a
+# zygote (support/procs.py) too, with their own children (torchrun's ranks); not the zygotes' own start.
 if os.environ.get("DYNASCOPE_TESTS_CPU_LOG"):
     import resource
     import time as _time
+
+    from support import procs
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(item, nextitem):
         def cpu():
             own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-            return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+            return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime + procs.children_cpu
         (a, b), t = cpu(), _time.time()
         yield
         (c, d), u = cpu(), _time.time()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import textwrap
 
@@ -22,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 from decompiler import test_decompile_dynamo as dyn  # noqa: E402
 from support import explain_helpers as helpers  # noqa: E402
+from support import procs  # noqa: E402
 
 import dynascope  # noqa: E402
 from dynascope.debug.stepping import Stepping, _compile_function, _decompiled  # noqa: E402
@@ -315,8 +315,8 @@ SCRIPT = textwrap.dedent('''
 
 def _python(*args, stdin=None, cwd=None):
     env = dict(os.environ, PYTHONPATH=os.path.abspath(SRC), NO_COLOR="1", COLUMNS="200")
-    return subprocess.run([sys.executable, *args], check=False, input=stdin, capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    return procs.run([sys.executable, *args], check=False, input=stdin, capture_output=True, text=True, cwd=cwd,
+                     env=env, timeout=300)  # fmt: skip
 
 
 def _line_of(path, text):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from support import tracecheck
+from support import procs, tracecheck
 
 from ranks.launch import program, torchrun
 
@@ -239,23 +239,23 @@ def test_sigterm_while_blocked_names_the_collective_in_the_cut_record(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = []
+    ranks = []
     for rank in (0, 1):
         env = ranks_env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                         MASTER_PORT=str(port))  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, PROGRAM, str(tmp_path), "--trace", "--block"], env=env,
+        ranks.append(procs.popen([sys.executable, PROGRAM, str(tmp_path), "--trace", "--block"], env=env,
                                       cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "blocked").exists():
-            assert time.monotonic() < deadline and procs[1].poll() is None, procs[1].communicate()[0][-3000:]
+            assert time.monotonic() < deadline and ranks[1].poll() is None, ranks[1].communicate()[0][-3000:]
             time.sleep(0.2)
         time.sleep(1.0)  # into the barrier
-        procs[1].send_signal(signal.SIGTERM)
-        procs[1].wait(timeout=30)
-        assert procs[1].returncode == -signal.SIGTERM
+        ranks[1].send_signal(signal.SIGTERM)
+        ranks[1].wait(timeout=30)
+        assert ranks[1].returncode == -signal.SIGTERM
     finally:
-        for proc in procs:
+        for proc in ranks:
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()

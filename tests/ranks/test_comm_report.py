@@ -157,7 +157,7 @@ def test_a_hang_stopped_by_sigterm_is_diagnosed_from_the_files(tmp_path):
     out = tmp_path / "out"
     cmd = [str(BIN / "torchrun"), "--standalone", "--nproc_per_node=2", "--no-python", "bash", "-c",
            _script(out, "--hang 2:1", "--steps 5")]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=ranks_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = procs.popen(cmd, cwd=tmp_path, env=ranks_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     seen, start = [], time.monotonic()
     assert proc.stdout is not None

@@ -125,15 +125,15 @@ def test_launcher_that_only_sets_rank_variables(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "out"
-    procs = []
+    started = []
     for rank in range(2):
         env = ranks_env(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                         MASTER_PORT=str(port))  # fmt: skip
-        procs.append(subprocess.Popen([sys.executable, "-m", "dynascope", "run", "--out", str(out), TRAIN, *STEPS],
+        started.append(procs.popen([sys.executable, "-m", "dynascope", "run", "--out", str(out), TRAIN, *STEPS],
                                       cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))  # fmt: skip
-    results = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in results]
+    results = [p.communicate(timeout=300) for p in started]
+    assert [p.returncode for p in started] == [0, 0], [err[-2000:] for _, err in results]
     traces = _job_files(out)
     stdout = "".join(o for o, _ in results)
     _one_report(stdout, out)

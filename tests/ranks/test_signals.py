@@ -12,6 +12,7 @@ import time
 
 import orjson
 import pytest
+from support import procs
 from support.cli import dynascope_here
 
 from .hangs import check_planted_hang
@@ -36,7 +37,7 @@ def _records(path: str) -> list[dict]:
 def _stop_when_hung(cmd: list[str], cwd, marker: str = "step 1 ") -> tuple[float, int, str]:
     """Start the job, wait for rank 0's `marker` line (rank 1 then hangs in its data loading, rank 0 in the
     metric all-reduce), give it a moment to block, SIGTERM the launcher: (seconds to exit, status, output)."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=ranks_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = procs.popen(cmd, cwd=cwd, env=ranks_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)  # fmt: skip
     lines = []
     deadline = time.monotonic() + 300
@@ -127,7 +128,7 @@ with dynascope.region("waiting"):
 def test_single_process_cut_reported(tmp_path, sig):
     script = tmp_path / "wait.py"
     script.write_text(SCRIPT.format(path=str(tmp_path / "t.pfw.gz")))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    proc = procs.popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     time.sleep(1.5)  # past one flush: the region's begin is in the file
     proc.send_signal(sig)

@@ -123,10 +123,11 @@ def test_end_to_end_real_analysis(trace_file, tmp_path, capsys):
 
 @pytest.mark.skipif(not HAVE_SUMMARIZE, reason="dynascope.analyze.pipeline has not landed yet")
 def test_piped_subprocess_output_is_plain_and_wide(trace_file):
-    import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "dynascope.cli", "report", str(trace_file), "--top", "3"],
+    from support import procs
+
+    proc = procs.run([sys.executable, "-m", "dynascope.cli", "report", str(trace_file), "--top", "3"],
                           capture_output=True, check=False, text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": ""})
     assert proc.returncode == 0, proc.stderr
     assert "\x1b[" not in proc.stdout

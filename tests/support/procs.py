@@ -1,16 +1,19 @@
-"""`python ARGS` for the tests, as `subprocess.run(cmd, capture_output=True, text=True, check=False)` runs it, but
-forked from a process that has imported torch already (tests/support/zygote.py): a traced run then does not
-spend some 2.5 s importing torch, Dynamo and inductor, which on 2 cores was a third of the default suite.
+"""`python ARGS` for the tests, as `subprocess.run` and `subprocess.Popen` run it, but forked from a process that
+has imported torch already (tests/support/zygote.py): a traced run then does not spend some 2.5 s importing
+torch, Dynamo and inductor, which on 2 cores was a third of the default suite.
 
     done = procs.run([sys.executable, "-m", "dynascope.cli", "run", "--out", out, script], cwd=tmp, env=env)
+    proc = procs.popen([sys.executable, script], stdout=subprocess.PIPE, text=True)  # a subprocess.Popen
 
-What runs is the same program in its own process (environment, working directory, argv, files, exit code,
-atexit handlers, an uncaught exception's traceback); only torch's import came before it. So a command runs
-through a zygote only where nothing that torch or Python reads at start-up differs: the environment
-variables under IMPORT_TIME_PREFIXES are those the zygote was started with. Each such environment gets its
-own zygote, started by the first command that asks for it. Anything else (other interpreter options,
-standard input, a command that is not Python) runs as a plain subprocess, and so does everything where
-DYNASCOPE_TESTS_ZYGOTE=0.
+What runs is the same program in its own process (environment, working directory, argv, standard files, exit
+code, signals, atexit handlers, an uncaught exception's traceback); only torch's import came before it. So a
+command runs through a zygote only where nothing that torch or Python reads at start-up differs: the environment
+variables under IMPORT_TIME_PREFIXES are those the zygote was started with (PYTHONPATH and PYTHONWARNINGS aside:
+the child applies them itself). Each such environment gets its own zygote, started by the first command that
+asks for it. Anything else (interpreter options, Popen options other than the standard files, working
+directory, environment and a new session, a command that is not Python) runs as a plain subprocess, and so does
+everything where DYNASCOPE_TESTS_ZYGOTE=0. The returned object is a subprocess.Popen either way: only its start
+and its wait go through the zygote.
 """
 
 from __future__ import annotations
@@ -20,11 +23,10 @@ import contextlib
 import json
 import os
 import selectors
-import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +36,54 @@ IMPORT_TIME_PREFIXES = ("PYTHON", "TORCH", "PYTORCH", "OMP_", "MKL_", "KMP_", "C
 # ... of which the zygote's child applies these itself, as the interpreter does at start (zygote.py's _start_as):
 # a command that sets them can share the zygote, unless its PYTHONPATH shadows a module the zygote imported
 APPLIED = ("PYTHONPATH", "PYTHONWARNINGS")
+# the Popen options a zygote's child honours; any other runs the command as a plain subprocess
+FORKABLE = {"stdin", "stdout", "stderr", "text", "universal_newlines", "encoding", "errors", "bufsize", "cwd", "env",
+            "start_new_session"}  # fmt: skip
 _zygotes: dict[tuple, _Zygote | None] = {}
+children_cpu = 0.0  # CPU seconds of the commands run through zygotes so far (with their children), for the CPU log
 
 
-def run(cmd: list[Any], *, cwd: str | os.PathLike | None = None, env: dict[str, str] | None = None,
-        timeout: float | None = None, capture_output: bool = True, text: bool = True, check: bool = False,
-        **kwargs: Any) -> subprocess.CompletedProcess:  # fmt: skip
-    """subprocess.run(cmd, ...) for a Python command, through a zygote where it can be (see the module's doc)."""
+def run(cmd: list[Any], *, timeout: float | None = None, check: bool = False, capture_output: bool = False,
+        input: str | bytes | None = None, **kwargs: Any) -> subprocess.CompletedProcess:  # fmt: skip
+    """subprocess.run(cmd, ...) for a Python command, through a zygote where it can be (see the module's doc); a
+    command that times out is killed with its process group."""
+    if capture_output:
+        kwargs.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if input is not None:
+        kwargs["stdin"] = subprocess.PIPE
+    with popen(cmd, **kwargs) as proc:
+        try:
+            out, err = proc.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                if isinstance(proc, _Forked):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                else:
+                    proc.kill()
+            out, err = proc.communicate()
+            raise subprocess.TimeoutExpired(proc.args, timeout or 0, out, err) from None
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    if check:
+        done.check_returncode()
+    return done
+
+
+def popen(cmd: list[Any], **kwargs: Any) -> subprocess.Popen:
+    """subprocess.Popen(cmd, **kwargs) for a Python command, forked from a zygote where it can be."""
     cmd = [str(part) for part in cmd]
-    env = dict(os.environ if env is None else env)
     argv = python_argv(cmd)
-    if argv is None or kwargs or not (capture_output and text) or check or os.environ.get("DYNASCOPE_TESTS_ZYGOTE") == "0":
-        return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=capture_output, text=text,
-                              check=check, **kwargs)  # fmt: skip
+    if argv is None or set(kwargs) - FORKABLE or os.environ.get("DYNASCOPE_TESTS_ZYGOTE") == "0":
+        return subprocess.Popen(cmd, **kwargs)
+    env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
+    cwd = os.fspath(kwargs.get("cwd") or os.getcwd())
     key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES) and k not in APPLIED))
     zygote = _zygote(key, env)
-    cwd = os.fspath(cwd or os.getcwd())
-    done = zygote.run(cmd, argv, cwd, env, timeout) if zygote is not None else None
-    if done is None:  # no zygote for this environment (it could not import torch), or its imports are shadowed
-        if zygote is None or not zygote.alive():
-            _zygotes[key] = None  # never try it again
-        return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True, check=False)
-    return done
+    if zygote is None or not zygote.ready():
+        _zygotes[key] = None  # no zygote for this environment (it could not import torch): never try it again
+    elif not _shadowed(env.get("PYTHONPATH", ""), cwd) & zygote.modules:
+        with contextlib.suppress(_ZygoteGone):
+            return _Forked(zygote, argv, cmd, **{**kwargs, "env": env, "cwd": cwd})
+    return subprocess.Popen(cmd, **kwargs)
 
 
 def python_argv(cmd: list[str]) -> list[str] | None:
@@ -98,96 +126,6 @@ def _is_console_script(path: str) -> bool:
         return False
 
 
-def _zygote(key: tuple, env: dict[str, str]) -> _Zygote | None:
-    zygote = _zygotes.get(key)
-    if key not in _zygotes or (zygote is not None and not zygote.alive()):
-        _zygotes[key] = zygote = _Zygote.start(env)
-    return zygote
-
-
-class _Zygote:
-    def __init__(self, proc: subprocess.Popen, scratch: str) -> None:
-        self.proc = proc
-        self.scratch = scratch
-        self.pending = b""
-        self.modules: set[str] | None = None  # the top-level modules it imported, once it says
-
-    @classmethod
-    def start(cls, env: dict[str, str]) -> _Zygote | None:
-        env = {k: v for k, v in env.items() if k not in APPLIED}
-        try:
-            proc = subprocess.Popen([sys.executable, "-m", "support.zygote"], cwd=TESTS, stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
-                                    bufsize=1)  # fmt: skip
-        except OSError:
-            return None
-        zygote = cls(proc, tempfile.mkdtemp(prefix="dynascope-zygote-"))
-        atexit.register(zygote.stop)
-        return zygote
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-    def run(self, cmd: list[str], argv: list[str], cwd: str, env: dict[str, str],
-            timeout: float | None) -> subprocess.CompletedProcess | None:  # fmt: skip
-        """The command's result, or None where this zygote cannot run it (it died, never started, or has imported a
-        module that the command's PYTHONPATH would shadow)."""
-        if self.modules is None:
-            hello = self._reply(None)  # the zygote's first line, once it has imported what it imports
-            if hello is None:
-                return None
-            self.modules = set(hello["modules"])
-        if _shadowed(env.get("PYTHONPATH", ""), cwd) & self.modules:
-            return None
-        out, err = os.path.join(self.scratch, "stdout"), os.path.join(self.scratch, "stderr")
-        request = {"argv": argv, "cwd": cwd, "env": env, "stdout": out, "stderr": err, "ranks": _torchrun_ranks(argv)}
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
-            started = self._reply(None)  # the zygote answers once it has imported torch and forked
-        except OSError:  # it could not start (no torch here)
-            started = None
-        if started is None:
-            return None
-        pid = started["pid"]
-        ended = self._reply(timeout)
-        if ended is None:
-            with contextlib.suppress(ProcessLookupError):  # already gone: the zygote itself died
-                os.killpg(pid, signal.SIGKILL)
-            self._reply(None)
-            raise subprocess.TimeoutExpired(cmd, timeout or 0, _read(out), _read(err))
-        return subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(ended["status"]), _read(out), _read(err))
-
-    def _reply(self, timeout: float | None) -> dict | None:
-        """The zygote's next line, read from its pipe unbuffered (two replies may arrive in one read)."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while b"\n" not in self.pending:
-            with selectors.DefaultSelector() as selector:
-                selector.register(fd, selectors.EVENT_READ)
-                if not selector.select(timeout):
-                    return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self.pending += chunk
-        line, _, self.pending = self.pending.partition(b"\n")
-        return json.loads(line)
-
-
 def _shadowed(pythonpath: str, cwd: str) -> set[str]:
     """The top-level module names that the folders on `pythonpath` hold."""
     names = set()
@@ -197,6 +135,139 @@ def _shadowed(pythonpath: str, cwd: str) -> set[str]:
     return names
 
 
-def _read(path: str) -> str:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
+def _zygote(key: tuple, env: dict[str, str]) -> _Zygote | None:
+    zygote = _zygotes.get(key)
+    if key not in _zygotes or (zygote is not None and not zygote.alive()):
+        _zygotes[key] = zygote = _Zygote.start(env)
+    return zygote
+
+
+class _ZygoteGone(OSError):
+    """The zygote ended (it could not start, or died): its commands cannot be started or waited for."""
+
+
+class _Forked(subprocess.Popen):
+    """A Popen whose process a zygote forked: Popen's own pipes, reading, signals and timeouts; the start and the
+    exit status come from the zygote, whose child the process is."""
+
+    def __init__(self, zygote: _Zygote, argv: list[str], cmd: list[str], **kwargs: Any) -> None:
+        self._zygote, self._argv = zygote, argv
+        super().__init__(cmd, **kwargs)
+
+    def _execute_child(self, args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,
+                       creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
+                       *rest) -> None:  # fmt: skip
+        """Where Popen would fork and exec: ask the zygote (restore_signals, ids, umask, start_new_session and,
+        from 3.11, process_group follow in `rest`; only start_new_session is passed on)."""
+        files = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1, errwrite if errwrite != -1 else 2]
+        request = {"argv": self._argv, "cwd": cwd, "env": env, "session": bool(rest[5]),
+                   "ranks": _torchrun_ranks(self._argv)}  # fmt: skip
+        self.pid = self._zygote.fork(request, files)
+        self._child_created = True
+        devnull = getattr(self, "_devnull", None)  # the child's ends are closed here, as Popen's own start does
+        for child_end, own_end in ((p2cread, p2cwrite), (c2pwrite, c2pread), (errwrite, errread)):
+            if child_end != -1 and own_end != -1 and child_end != devnull:
+                os.close(child_end)
+        if devnull is not None:
+            os.close(devnull)
+        self._closed_child_pipe_fds = True
+
+    def _try_wait(self, wait_flags: int) -> tuple[int, int]:
+        status = self._zygote.status(self.pid, block=not wait_flags & os.WNOHANG)
+        return (0, 0) if status is None else (self.pid, status)
+
+    def _internal_poll(self, _deadstate: int | None = None, *args: Any, **kwargs: Any) -> int | None:
+        if self.returncode is None:
+            try:
+                status = self._zygote.status(self.pid, block=False)
+            except _ZygoteGone:
+                status = None
+                if _deadstate is not None:
+                    self.returncode = _deadstate
+            if status is not None:
+                self._handle_exitstatus(status)
+        return self.returncode
+
+
+class _Zygote:
+    def __init__(self, proc: subprocess.Popen, channel: socket.socket) -> None:
+        self.proc = proc
+        self.channel = channel
+        self.modules: set[str] = set()  # the top-level modules it imported, once it says
+        self.ended: dict[int, int] = {}  # pid -> wait status, of its children that ended and no Popen asked about
+        self.said_hello = False
+
+    @classmethod
+    def start(cls, env: dict[str, str]) -> _Zygote | None:
+        env = {k: v for k, v in env.items() if k not in APPLIED}
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "support.zygote", str(theirs.fileno())], cwd=TESTS,
+                                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+        except OSError:
+            return None
+        finally:
+            theirs.close()
+        zygote = cls(proc, ours)
+        atexit.register(zygote.stop)
+        return zygote
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def ready(self) -> bool:
+        """Whether it has imported what it imports (it waits for that) and can fork."""
+        if not self.said_hello:
+            with contextlib.suppress(_ZygoteGone):
+                self.modules = set(self._message(None)["modules"])
+                self.said_hello = True
+        return self.said_hello
+
+    def stop(self) -> None:
+        self.channel.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def fork(self, request: dict, files: list[int]) -> int:
+        """The pid of a child forked for `request`, whose standard files are `files`."""
+        try:
+            socket.send_fds(self.channel, [json.dumps(request).encode()], files)
+        except OSError as exc:
+            raise _ZygoteGone(str(exc)) from exc
+        while True:
+            message = self._message(None)
+            if "status" not in message:
+                return message["pid"]
+            self._ended(message)
+
+    def status(self, pid: int, block: bool) -> int | None:
+        """The wait status of child `pid` once it has ended; None while it runs (block=False)."""
+        while pid not in self.ended:
+            message = self._message(None if block else 0)
+            if message is None:
+                return None
+            self._ended(message)
+        return self.ended.pop(pid)
+
+    def _ended(self, message: dict) -> None:
+        global children_cpu
+        children_cpu += message["cpu"]
+        self.ended[message["pid"]] = message["status"]
+
+    def _message(self, timeout: float | None) -> dict | None:
+        """Its next message; None if none came within `timeout` seconds."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.channel, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                return None
+        try:
+            data = self.channel.recv(1 << 16)
+        except OSError as exc:
+            raise _ZygoteGone(str(exc)) from exc
+        if not data:
+            raise _ZygoteGone("the zygote ended")
+        return json.loads(data)

@@ -1,13 +1,17 @@
 """A process that has imported torch (with Dynamo and inductor) and numba, and forks a child for each Python
 command the tests run, so that a traced run in a test does not import torch anew (about 2.5 s a run on 2 cores).
 
-Run by tests/support/procs.py, one per pytest worker. Requests come on stdin, one JSON line each:
-{"argv": [...], "cwd": ..., "env": {...}, "stdout": path, "stderr": path, "ranks": N}; for each, a line
-{"pid": N} when the child starts, then {"status": waitpid's status} when it ends.
+Run by tests/support/procs.py, one per pytest worker and start-up environment, with one end of a
+SOCK_SEQPACKET socket pair (its file descriptor number is its argument). Each message is a JSON object. It first
+sends {"modules": [the top-level modules it imported]}; then, for each request {"argv": [...], "cwd": ...,
+"env": {...}, "session": bool, "ranks": N} that arrives with three file descriptors (the command's stdin, stdout
+and stderr), it forks a child and answers {"pid": N}, and when that child ends, {"pid": N, "status": waitpid's
+status, "cpu": its CPU seconds with its children's}. Children run side by side; the zygote ends when the socket
+closes.
 
-The child is what `python ARGV` would be after torch's import: its own process, environment, working
-directory, argv, stdin (/dev/null), stdout and stderr (the files), `__main__`, and a normal interpreter exit
-(atexit handlers, an uncaught exception's traceback and exit code 1).
+The child is what `python ARGV` would be after torch's import: its own process (in its own process group, or
+session where asked), environment, working directory, argv, standard files, `__main__`, and a normal
+interpreter exit (atexit handlers, an uncaught exception's traceback and exit code 1).
 
 A torchrun launch ("ranks": N) saves the ranks' imports too: before torchrun runs, while the child is still
 single-threaded, it forks N idle copies of itself ("embryos"), and torchrun's worker start-up
@@ -20,6 +24,8 @@ it."""
 import json
 import os
 import runpy
+import selectors
+import socket
 import subprocess
 import sys
 import types
@@ -39,16 +45,17 @@ from support.procs import IMPORT_TIME_PREFIXES, python_argv
 numba.njit(lambda x: x + 1)(1)
 
 
-def _child(request: dict) -> None:
-    os.setpgid(0, 0)  # a test that kills the run's group kills it alone
+def _child(request: dict, files: list[int]) -> None:
+    if request["session"]:
+        os.setsid()
+    else:
+        os.setpgid(0, 0)  # a test that kills the run's group kills it alone
     os.chdir(request["cwd"])
     _start_as(request["env"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(out, fd)
-        os.close(out)
+    for fd, given in enumerate(files):
+        os.dup2(given, fd)
+    for given in set(files) - {0, 1, 2}:
+        os.close(given)
     if request.get("ranks"):
         _hand_workers_to(_embryos(request["ranks"]))
     _main(request["argv"])
@@ -180,18 +187,40 @@ def _worker_argv(args: list[str], env: dict[str, str], started: dict[str, str]) 
 
 
 def main() -> None:
-    print(json.dumps({"modules": sorted({name.partition(".")[0] for name in sys.modules})}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            sys.stdin = open(os.devnull)  # noqa: SIM115 - the child's own
-            _child(request)  # ends the process as a script's end does
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"status": status}), flush=True)
+    if not hasattr(os, "pidfd_open"):
+        return  # (Linux 5.3 and Python 3.9 have it) procs.py then runs every command as a plain subprocess
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    channel.send(json.dumps({"modules": sorted({name.partition(".")[0] for name in sys.modules})}).encode())
+    selector = selectors.DefaultSelector()
+    selector.register(channel, selectors.EVENT_READ)
+    children: dict[int, int] = {}  # pidfd -> pid
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is not channel:  # a child ended
+                selector.unregister(key.fd)
+                os.close(key.fd)
+                _, status, usage = os.wait4(children.pop(key.fd), 0)
+                reply = {"pid": key.data, "status": status, "cpu": usage.ru_utime + usage.ru_stime}
+                channel.send(json.dumps(reply).encode())
+                continue
+            message, files, _, _ = socket.recv_fds(channel, 1 << 20, 3)
+            if not message:
+                return  # the tests are done
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                selector.close()
+                channel.close()
+                for pidfd in children:
+                    os.close(pidfd)
+                _child(json.loads(message), files)  # ends the process as a script's end does
+            for fd in files:
+                os.close(fd)
+            pidfd = os.pidfd_open(pid)
+            children[pidfd] = pid
+            selector.register(pidfd, selectors.EVENT_READ, pid)
+            channel.send(json.dumps({"pid": pid}).encode())
 
 
 if __name__ == "__main__":

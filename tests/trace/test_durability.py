@@ -17,7 +17,7 @@ WORKLOAD = os.path.join(SCRIPTS, "workload.py")
 def start(mode, tmp_path, **env):
     # inductor compiles in the process: torch 2.5's pool of compile workers, shut down at exit under load, can
     # print a BrokenPipeError traceback of its own into the stderr these tests read
-    return subprocess.Popen(
+    return procs.popen(
         [sys.executable, WORKLOAD, mode, str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "DYNASCOPE_FLUSH_INTERVAL_MS": "100", "TORCHINDUCTOR_COMPILE_THREADS": "1", **env},
