@@ -41,6 +41,7 @@ NEEDS_TORCH = [
     "seeds",
     "trace/test_config.py",
     "trace/test_durability.py",
+    "test_procs.py",
     "test_torch_accessors.py",
 ]
 if importlib.util.find_spec("torch") is None:

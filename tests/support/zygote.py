@@ -82,7 +82,7 @@ def _main(argv: list[str]) -> None:
         raise
     except BaseException as exc:  # noqa: BLE001 - what the interpreter does with an uncaught exception
         tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>"):
             tb = tb.tb_next  # the user's frames only, as `python ARGV` shows them
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
         if sys.version_info >= (3, 12):
