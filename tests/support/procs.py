@@ -265,7 +265,7 @@ class _Zygote:
             if not selector.select(timeout):
                 return None
         try:
-            data = self.channel.recv(1 << 16)
+            data = self.channel.recv(1 << 20)  # one message (SOCK_SEQPACKET cuts what does not fit)
         except OSError as exc:
             raise _ZygoteGone(str(exc)) from exc
         if not data:
